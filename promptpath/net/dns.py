@@ -1,0 +1,118 @@
+"""Name resolution, timed: the system resolver (getaddrinfo) or a named resolver (dnspython)."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+from promptpath.errors import DNSError
+
+Family = Literal["ipv4", "ipv6"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DNSAnswer:
+    """What a resolver said for one name."""
+
+    resolver: str  # "system", "literal", "--resolve", or "ADDR:PORT" of a named resolver
+    addresses: tuple[tuple[str, Family], ...]
+    start_ns: int
+    end_ns: int
+    ttl: int | None = None
+    cname_chain: tuple[str, ...] = field(default_factory=tuple)
+
+
+def family_of(ip: str) -> Family:
+    return "ipv6" if ipaddress.ip_address(ip).version == 6 else "ipv4"
+
+
+def is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def _wanted(fam: Family, family: int) -> bool:
+    return family == 0 or (family == socket.AF_INET) == (fam == "ipv4")
+
+
+async def resolve_system(host: str, port: int, *, family: int = 0) -> DNSAnswer:
+    """getaddrinfo, timed on its own; addresses in the order the system prefers."""
+    loop = asyncio.get_running_loop()
+    start = time.perf_counter_ns()
+    try:
+        infos = await loop.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        end = time.perf_counter_ns()
+        kind = {
+            socket.EAI_NONAME: "nxdomain",
+            socket.EAI_AGAIN: "servfail_or_timeout",
+        }.get(exc.errno, "resolve_failed")
+        if getattr(socket, "EAI_NODATA", None) == exc.errno:
+            kind = "nodata"
+        raise DNSError(
+            f"DNS: could not resolve {host!r} ({exc.strerror or exc})",
+            stage="dns",
+            kind=kind,
+            host=host,
+            elapsed_ms=round((end - start) / 1e6, 3),
+        ) from exc
+    end = time.perf_counter_ns()
+    seen: list[tuple[str, Family]] = []
+    for fam, _type, _proto, _canon, sockaddr in infos:
+        ip = str(sockaddr[0])
+        entry: tuple[str, Family] = (ip, "ipv6" if fam == socket.AF_INET6 else "ipv4")
+        if entry not in seen:
+            seen.append(entry)
+    return DNSAnswer(resolver="system", addresses=tuple(seen), start_ns=start, end_ns=end)
+
+
+async def resolve(
+    host: str,
+    port: int,
+    *,
+    family: int = 0,
+    override: str | None = None,
+    resolver: str | None = None,
+    timeout: float = 5.0,
+) -> DNSAnswer:
+    """Resolve for the connection: IP literal, --resolve override, named resolver, or system."""
+    now = time.perf_counter_ns()
+    bare = host.strip("[]")
+    if is_ip_literal(bare):
+        return DNSAnswer(
+            resolver="literal", addresses=((bare, family_of(bare)),), start_ns=now, end_ns=now
+        )
+    if override is not None:
+        return DNSAnswer(
+            resolver="--resolve",
+            addresses=((override, family_of(override)),),
+            start_ns=now,
+            end_ns=now,
+        )
+    if resolver is not None:
+        from promptpath.net.dnsquery import resolve_with  # dnspython: only when asked for
+
+        answer = await resolve_with(resolver, host, family=family, timeout=timeout)
+    else:
+        answer = await resolve_system(host, port, family=family)
+    usable = tuple(a for a in answer.addresses if _wanted(a[1], family))
+    if not usable:
+        fam = {socket.AF_INET: "IPv4", socket.AF_INET6: "IPv6"}.get(family, "any")
+        raise DNSError(
+            f"DNS: {host!r} has no {fam} address", stage="dns", kind="no_address", host=host
+        )
+    return DNSAnswer(
+        resolver=answer.resolver,
+        addresses=usable,
+        start_ns=answer.start_ns,
+        end_ns=answer.end_ns,
+        ttl=answer.ttl,
+        cname_chain=answer.cname_chain,
+    )

@@ -1,0 +1,125 @@
+"""What the user asked for, parsed and validated: one frozen object every layer reads."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.parse import urlsplit
+
+from promptpath.errors import UsageError
+
+Provider = Literal["openai", "responses", "anthropic", "ollama"]
+HTTPChoice = Literal["1.1", "2", "3", "auto"]
+
+DEFAULT_PROMPT = "Why does my BGP session keep flapping?"
+DEFAULT_MAX_TOKENS = 64
+DEFAULT_TIMEOUT_S = 60.0
+
+#: Path suffix -> provider, for auto-detection from the target URL.
+PATH_PROVIDERS: tuple[tuple[str, Provider], ...] = (
+    ("/chat/completions", "openai"),
+    ("/responses", "responses"),
+    ("/messages", "anthropic"),
+    ("/api/chat", "ollama"),
+)
+
+DEFAULT_KEY_ENV: dict[Provider, str | None] = {
+    "openai": "OPENAI_API_KEY",
+    "responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "ollama": None,
+}
+
+DEFAULT_MODEL: dict[Provider, str] = {
+    "openai": "gpt-4o-mini",
+    "responses": "gpt-4o-mini",
+    "anthropic": "claude-3-5-haiku-latest",
+    "ollama": "llama3.2",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    url: str
+    scheme: Literal["http", "https"]
+    host: str
+    port: int
+    path: str  # path plus query, as sent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOptions:
+    target: Target
+    provider: Provider
+    model: str
+    prompt: str = DEFAULT_PROMPT
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    headers: tuple[tuple[str, str], ...] = ()
+    api_key: str | None = field(default=None, repr=False)  # never printed
+    api_key_env: str | None = None
+    http: HTTPChoice = "auto"
+    resolve: tuple[tuple[str, int, str], ...] = ()  # (host, port, address), curl --resolve
+    cacert: str | None = None
+    insecure: bool = False
+    family: int = 0  # 0, socket.AF_INET or socket.AF_INET6
+    timeout: float = DEFAULT_TIMEOUT_S
+    warm: bool = False
+    resolver: str | None = None  # ADDR[:PORT] to use instead of the system resolver
+    authoritative: str | None = None  # ADDR[:PORT] of the zone's authoritative server
+    accept_encoding: str = "identity"
+    verbose: bool = False
+    probe_options: dict[str, object] = field(default_factory=dict)
+
+    def resolve_override(self, host: str, port: int) -> str | None:
+        for r_host, r_port, r_addr in self.resolve:
+            if r_host.lower() == host.lower() and r_port == port:
+                return r_addr
+        return None
+
+
+def parse_target(url: str) -> Target:
+    """Validate a target URL; the error says what is wrong with it."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise UsageError(f"target must be an http:// or https:// URL, got {url!r}", kind="bad_target")
+    if not parts.hostname:
+        raise UsageError(f"target URL has no host: {url!r}", kind="bad_target")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:
+        raise UsageError(f"target URL has a bad port: {url!r}", kind="bad_target") from exc
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    scheme: Literal["http", "https"] = "https" if parts.scheme == "https" else "http"
+    return Target(url=url, scheme=scheme, host=parts.hostname, port=port, path=path)
+
+
+def detect_provider(path: str) -> Provider | None:
+    bare = path.split("?", 1)[0].rstrip("/")
+    for suffix, provider in PATH_PROVIDERS:
+        if bare.endswith(suffix):
+            return provider
+    return None
+
+
+def parse_resolve(spec: str) -> tuple[str, int, str]:
+    """curl-style HOST:PORT:ADDR (ADDR may be a bracketed IPv6 literal)."""
+    host, sep, rest = spec.partition(":")
+    port_s, sep2, addr = rest.partition(":")
+    if not (sep and sep2 and host and addr and port_s.isdigit()):
+        raise UsageError(f"--resolve wants HOST:PORT:ADDR, got {spec!r}", kind="bad_option")
+    addr = addr.strip("[]")
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in addr else socket.AF_INET, addr)
+    except OSError as exc:
+        raise UsageError(f"--resolve address is not an IP literal: {addr!r}", kind="bad_option") from exc
+    return host, int(port_s), addr
+
+
+def parse_header(spec: str) -> tuple[str, str]:
+    name, sep, value = spec.partition(":")
+    if not sep or not name.strip():
+        raise UsageError(f"-H wants 'Name: value', got {spec!r}", kind="bad_option")
+    return name.strip(), value.strip()

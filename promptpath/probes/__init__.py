@@ -1,0 +1,1 @@
+"""Probes: each a small class that reads a traced result (and may send more requests)."""

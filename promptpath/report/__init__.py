@@ -1,0 +1,1 @@
+"""Presentation: terminal (rich) and JSON reporters."""

@@ -1,0 +1,1 @@
+"""The reference endpoint: a streaming AI API whose behaviour we control."""

@@ -1,0 +1,1 @@
+"""Sans-IO stream decoders: bytes and timestamps in, events out."""

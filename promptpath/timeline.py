@@ -1,0 +1,197 @@
+"""The one data model every step appends to: stamped facts, no formatting, no clocks.
+
+All ``*_ns`` values are ``time.perf_counter_ns()`` readings taken by the I/O layer;
+reporters turn them into milliseconds from ``t0_ns``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+EventKind = Literal["content", "meta", "end", "error", "comment"]
+ContentType = Literal["text", "reasoning", "tool"]
+
+#: Milestone names, in the order a healthy trace reaches them.
+MILESTONES = (
+    "dns_done",
+    "connected",
+    "tls_done",
+    "request_sent",
+    "ttfb",
+    "first_event",
+    "ttft",
+    "last_token",
+    "end",
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class Stage:
+    """One timed step (dns, connect, tls, quic_handshake, request, ...)."""
+
+    name: str
+    start_ns: int
+    end_ns: int | None = None
+    ok: bool = True
+    detail: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def duration_ns(self) -> int | None:
+        return None if self.end_ns is None else self.end_ns - self.start_ns
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """One socket read below TLS: when it returned and how many bytes it carried."""
+
+    t_ns: int
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BodyChunk:
+    """Decoded response-body bytes handed to us by the HTTP layer."""
+
+    t_ns: int  # stamp of the socket read that carried these bytes
+    nbytes: int
+    read_index: int  # index into Timeline.reads (-1 when unknown)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Token counts the server reported about itself."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamEvent:
+    """One decoded stream event (an SSE message or an NDJSON line) in dialect terms."""
+
+    t_ns: int  # stamp of the socket read that completed the event
+    kind: EventKind  # content | meta | end (terminal marker) | error | comment
+    name: str = ""  # dialect event name: "content_block_delta", "chat.completion.chunk", ...
+    content_type: ContentType | None = None  # for kind == "content"
+    text: str = ""  # the delta carried (may be empty for tool-call argument starts)
+    usage: Usage | None = None
+    error: str | None = None  # for kind == "error": the server's message
+    server_sent_unix_ns: int | None = None  # reference endpoint's send time (wall clock)
+    seq: int | None = None  # reference endpoint's event sequence number
+    read_index: int = -1  # index into Timeline.reads of the read that completed it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CertInfo:
+    subject: str
+    issuer: str
+    sans: tuple[str, ...]
+    not_before: str  # ISO 8601, UTC
+    not_after: str  # ISO 8601, UTC
+    days_left: int
+
+
+@dataclass(slots=True, kw_only=True)
+class TLSInfo:
+    sni: str | None
+    alpn_offered: tuple[str, ...]
+    alpn: str | None = None
+    version: str | None = None
+    cipher: str | None = None
+    resumed: bool = False
+    verified: bool | None = None  # None: not checked (-k)
+    verify_error: str | None = None
+    cert: CertInfo | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectAttempt:
+    """One TCP connect (or QUIC handshake) attempt to one address."""
+
+    ip: str
+    port: int
+    family: Literal["ipv4", "ipv6"]
+    start_ns: int
+    end_ns: int
+    error: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ErrorInfo:
+    stage: str
+    kind: str
+    message: str
+    detail: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(slots=True, kw_only=True)
+class Timeline:
+    """Everything one traced request learned, in stamped facts."""
+
+    t0_ns: int
+    t0_unix_ns: int  # wall clock at t0: maps server send times onto our clock
+    stages: list[Stage] = field(default_factory=list)
+    milestones: dict[str, int] = field(default_factory=dict)
+    reads: list[Read] = field(default_factory=list)
+    bytes_written: int = 0
+    chunks: list[BodyChunk] = field(default_factory=list)
+    events: list[StreamEvent] = field(default_factory=list)
+    attempts: list[ConnectAttempt] = field(default_factory=list)
+    dns_answers: list[str] = field(default_factory=list)
+    address: tuple[str, int] | None = None
+    family: Literal["ipv4", "ipv6"] | None = None
+    tls: TLSInfo | None = None
+    http_version: str | None = None
+    status: int | None = None
+    response_headers: list[tuple[str, str]] = field(default_factory=list)
+    reused_connection: bool = False
+    stream_end: Literal["marker", "truncated", "error"] | None = None
+    closed_ns: int | None = None  # when the response body ended at the transport
+    error: ErrorInfo | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+    # -- appending facts -------------------------------------------------------------
+    def begin(self, name: str, t_ns: int, **detail: object) -> Stage:
+        stage = Stage(name=name, start_ns=t_ns, detail=dict(detail))
+        self.stages.append(stage)
+        return stage
+
+    def end(self, name: str, t_ns: int, *, ok: bool = True) -> Stage | None:
+        for stage in reversed(self.stages):
+            if stage.name == name and stage.end_ns is None:
+                stage.end_ns = t_ns
+                stage.ok = ok
+                return stage
+        return None
+
+    def mark(self, name: str, t_ns: int) -> None:
+        """Record a milestone once; the first time wins."""
+        self.milestones.setdefault(name, t_ns)
+
+    # -- reading facts ---------------------------------------------------------------
+    @property
+    def current_stage(self) -> str | None:
+        """The innermost stage still open (where a failure or timeout happened)."""
+        for stage in reversed(self.stages):
+            if stage.end_ns is None:
+                return stage.name
+        return None
+
+    def stage(self, name: str) -> Stage | None:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        return None
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        for key, value in self.response_headers:
+            if key.lower() == name:
+                return value
+        return None
+
+    def ms(self, t_ns: int | None) -> float | None:
+        """Offset of a stamp from t0, in milliseconds."""
+        return None if t_ns is None else (t_ns - self.t0_ns) / 1e6
