@@ -1,0 +1,91 @@
+"""Newline-delimited JSON framing (Ollama), sans-IO: bytes and stamps in, lines out.
+
+Only LF ends a line (a CR before it is dropped), so a line can be split anywhere,
+including inside a multi-byte character: we split bytes first and decode whole lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["NDJSONDecoder", "NDJSONLine"]
+
+
+@dataclass(frozen=True, slots=True)
+class NDJSONLine:
+    """One non-blank line, without its terminator."""
+
+    text: str
+    t_ns: int  # stamp of the feed() that carried the line's last byte
+
+
+class NDJSONDecoder:
+    """Incremental NDJSON line splitter: ``feed(bytes, t_ns) -> [NDJSONLine]``."""
+
+    __slots__ = ("_at_start", "_bytes_seen", "_closed", "_last_t_ns", "_partial")
+
+    def __init__(self) -> None:
+        self._partial: list[bytes] = []
+        self._last_t_ns: int | None = None  # stamp of the last feed that added to _partial
+        self._bytes_seen = 0
+        self._at_start = True
+        self._closed = False
+
+    @property
+    def bytes_seen(self) -> int:
+        return self._bytes_seen
+
+    @property
+    def pending(self) -> bool:
+        """An unterminated, non-blank line is buffered."""
+        return bool(b"".join(self._partial).strip())
+
+    def feed(self, data: bytes, t_ns: int) -> list[NDJSONLine]:
+        """Split ``data`` (arrived at ``t_ns``); return the lines it completed."""
+        if self._closed:
+            raise RuntimeError("NDJSONDecoder.feed() after close()")
+        self._bytes_seen += len(data)
+        out: list[NDJSONLine] = []
+        pos = 0
+        while True:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                break
+            piece = data[pos:nl]
+            if self._partial:
+                self._partial.append(piece)
+                piece = b"".join(self._partial)
+                self._partial.clear()
+            self._emit(piece, t_ns, out)
+            pos = nl + 1
+        if pos < len(data):
+            self._partial.append(data[pos:])
+            self._last_t_ns = t_ns
+        return out
+
+    def close(self, t_ns: int) -> list[NDJSONLine]:
+        """End of stream: Ollama's last line may lack its LF; return it if non-blank.
+
+        That line keeps the stamp of the feed that carried its last byte, not ``t_ns``
+        (the EOF instant): the content arrived then, and a late FIN must not move it.
+        """
+        if self._closed:
+            return []
+        self._closed = True
+        out: list[NDJSONLine] = []
+        if self._partial:
+            piece = b"".join(self._partial)
+            self._partial.clear()
+            self._emit(piece, t_ns if self._last_t_ns is None else self._last_t_ns, out)
+        return out
+
+    def _emit(self, raw: bytes, t_ns: int, out: list[NDJSONLine]) -> None:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        text = raw.decode("utf-8", errors="replace")
+        if self._at_start:  # a BOM can only lead the first line of the stream
+            self._at_start = False
+            if text.startswith("\ufeff"):
+                text = text[1:]
+        if text.strip():
+            out.append(NDJSONLine(text, t_ns))

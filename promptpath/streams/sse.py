@@ -1,0 +1,205 @@
+"""Server-sent events, parsed by the WHATWG HTML "event stream" rules, sans-IO.
+
+Bytes and the instant they arrived go in; complete messages come out, each stamped
+with the ``t_ns`` of the ``feed()`` call whose bytes completed it.  Nothing here reads
+a clock or a socket.
+
+We follow the specification exactly (https://html.spec.whatwg.org/#event-stream-interpretation)
+with one addition: comment lines (``: keepalive``) are emitted as ``SSEMessage(comment=True)``
+as soon as the line is complete, because keepalives are network evidence.  They do not
+touch the event being assembled.
+
+Spec points that surprise people, kept on purpose:
+
+* ``id`` and ``retry`` are connection state, not event fields: a message reports the
+  last event ID and reconnection time in force when it was dispatched (``None`` if the
+  server never sent one).
+* A ``data`` line with an empty value still makes a message (``data:\\n\\n`` dispatches
+  ``data=""``); a block without any ``data`` line dispatches nothing.
+* An event not terminated by a blank line before EOF is discarded; ``pending`` says so.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+
+__all__ = ["SSEDecoder", "SSEMessage"]
+
+#: CRLF must come first so a CR LF pair is one line break.
+_EOL = re.compile(r"\r\n|\r|\n")
+_RETRY = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SSEMessage:
+    """One dispatched event, or one comment line."""
+
+    event: str  # event type; "message" when the block had no event field, "" for comments
+    data: str  # data lines joined with "\n"; for a comment, its text
+    id: str | None  # last event ID in force at dispatch (None: the server never set one)
+    retry: int | None  # reconnection time (ms) in force at dispatch (None: never set)
+    t_ns: int  # stamp of the feed() whose bytes completed the message
+    comment: bool = False  # True for a ":" comment line
+
+
+class SSEDecoder:
+    """Incremental WHATWG event-stream parser: ``feed(bytes, t_ns) -> [SSEMessage]``."""
+
+    __slots__ = (
+        "_after_cr",
+        "_at_start",
+        "_bytes_seen",
+        "_closed",
+        "_data",
+        "_event",
+        "_fields_pending",
+        "_id_buffer",
+        "_last_id",
+        "_partial",
+        "_retry",
+        "_utf8",
+    )
+
+    def __init__(self) -> None:
+        # "replace" turns invalid sequences into U+FFFD, as the spec's UTF-8 decode does.
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._at_start = True  # no text decoded yet: a leading BOM is still to be stripped
+        self._partial: list[str] = []  # fragments of the current, unterminated line
+        self._after_cr = False  # last line ended in CR at a chunk end: skip one leading LF
+        self._data: list[str] = []
+        self._event = ""
+        self._id_buffer: str | None = None
+        self._last_id: str | None = None
+        self._retry: int | None = None
+        self._fields_pending = False  # a field line arrived since the last blank line
+        self._bytes_seen = 0
+        self._closed = False
+
+    # -- public ------------------------------------------------------------------------
+    @property
+    def bytes_seen(self) -> int:
+        """Bytes fed so far."""
+        return self._bytes_seen
+
+    @property
+    def pending(self) -> bool:
+        """Bytes or fields are buffered that no dispatched message accounts for."""
+        return self._fields_pending or any(self._partial) or bool(self._utf8.getstate()[0])
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self._last_id
+
+    @property
+    def retry(self) -> int | None:
+        return self._retry
+
+    def feed(self, data: bytes, t_ns: int) -> list[SSEMessage]:
+        """Parse ``data`` (arrived at ``t_ns``); return the messages it completed."""
+        if self._closed:
+            raise RuntimeError("SSEDecoder.feed() after close()")
+        self._bytes_seen += len(data)
+        text = self._utf8.decode(data)
+        if not text:
+            return []
+        if self._at_start:
+            # The decoder only yields whole characters, so a BOM split across feeds
+            # still arrives here as one U+FEFF; strip exactly one.
+            self._at_start = False
+            if text[0] == "\ufeff":
+                text = text[1:]
+                if not text:
+                    return []
+        return self._consume(text, t_ns)
+
+    def close(self, t_ns: int) -> list[SSEMessage]:
+        """End of stream.  An unterminated event is discarded (see ``pending``)."""
+        if not self._closed:
+            self._closed = True
+            # A truncated multi-byte character becomes U+FFFD in the partial line, so
+            # ``pending`` still reports it; it can never complete a line.
+            tail = self._utf8.decode(b"", final=True)
+            if tail:
+                self._partial.append(tail)
+        return []
+
+    # -- line splitting ----------------------------------------------------------------
+    def _consume(self, text: str, t_ns: int) -> list[SSEMessage]:
+        out: list[SSEMessage] = []
+        pos = 0
+        end = len(text)
+        if self._after_cr:
+            self._after_cr = False
+            if text[0] == "\n":  # the LF of a CRLF split across two feeds
+                pos = 1
+        partial = self._partial
+        search = _EOL.search
+        while pos < end:
+            m = search(text, pos)
+            if m is None:
+                partial.append(text[pos:])
+                break
+            line = text[pos : m.start()]
+            if partial:
+                partial.append(line)
+                line = "".join(partial)
+                partial.clear()
+            self._line(line, t_ns, out)
+            pos = m.end()
+            if pos == end and text[pos - 1] == "\r":
+                self._after_cr = True
+        return out
+
+    # -- the spec's per-line steps -----------------------------------------------------
+    def _line(self, line: str, t_ns: int, out: list[SSEMessage]) -> None:
+        if not line:
+            self._dispatch(t_ns, out)
+            return
+        if line[0] == ":":
+            body = line[1:]
+            if body[:1] == " ":
+                body = body[1:]
+            out.append(
+                SSEMessage(
+                    event="",
+                    data=body,
+                    id=self._last_id,
+                    retry=self._retry,
+                    t_ns=t_ns,
+                    comment=True,
+                )
+            )
+            return
+        name, colon, value = line.partition(":")
+        if colon and value[:1] == " ":
+            value = value[1:]
+        self._fields_pending = True
+        if name == "data":
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\x00" not in value:
+            self._id_buffer = value
+        elif name == "retry" and _RETRY.fullmatch(value):
+            self._retry = int(value)
+        # any other field name, an id with NUL, a retry with non-digits: ignored
+
+    def _dispatch(self, t_ns: int, out: list[SSEMessage]) -> None:
+        self._fields_pending = False
+        self._last_id = self._id_buffer
+        if not self._data:
+            self._event = ""
+            return
+        out.append(
+            SSEMessage(
+                event=self._event or "message",
+                data="\n".join(self._data),
+                id=self._last_id,
+                retry=self._retry,
+                t_ns=t_ns,
+            )
+        )
+        self._data = []
+        self._event = ""
