@@ -1,0 +1,74 @@
+"""Framing plus dialect in one object: the transport feeds bytes, gets ``StreamEvent``s."""
+
+from __future__ import annotations
+
+from promptpath.options import Provider
+from promptpath.streams.dialects import Frame, MalformedEvent, decoder_for
+from promptpath.streams.ndjson import NDJSONDecoder
+from promptpath.streams.sse import SSEDecoder
+from promptpath.timeline import StreamEvent
+
+__all__ = ["StreamDecoder"]
+
+
+class StreamDecoder:
+    """``feed(bytes, t_ns, read_index) -> [StreamEvent]`` for one provider's stream.
+
+    Events are stamped with the ``t_ns`` and ``read_index`` of the read that completed
+    them.  A ``MalformedEvent`` is re-raised for the caller to record; the events this
+    feed decoded before the bad one are on the exception as ``events``.
+    """
+
+    __slots__ = ("_dialect", "_ended", "_framer", "_last_read_index", "provider")
+
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+        self._dialect = decoder_for(provider)
+        self._framer: SSEDecoder | NDJSONDecoder = (
+            SSEDecoder() if self._dialect.framing == "sse" else NDJSONDecoder()
+        )
+        self._last_read_index = -1
+        self._ended = False
+
+    @property
+    def framing(self) -> str:
+        return self._dialect.framing
+
+    @property
+    def pending(self) -> bool:
+        """Bytes are buffered that make no complete event (a partial event at EOF)."""
+        return self._framer.pending
+
+    @property
+    def bytes_seen(self) -> int:
+        return self._framer.bytes_seen
+
+    @property
+    def ended(self) -> bool:
+        """The dialect's terminal marker ([DONE], message_stop, ...) has been decoded."""
+        return self._ended
+
+    def feed(self, data: bytes, t_ns: int, read_index: int) -> list[StreamEvent]:
+        """Decode ``data`` carried by read ``read_index`` that returned at ``t_ns``."""
+        self._last_read_index = read_index
+        frames: list[Frame] = list(self._framer.feed(data, t_ns))
+        return self._decode(frames, read_index)
+
+    def close(self, t_ns: int) -> list[StreamEvent]:
+        """End of body.  Only NDJSON can complete an event here (a last line without LF);
+        it keeps the stamp and read index of the read that carried its last byte."""
+        frames: list[Frame] = list(self._framer.close(t_ns))
+        return self._decode(frames, self._last_read_index)
+
+    def _decode(self, frames: list[Frame], read_index: int) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        for frame in frames:
+            try:
+                decoded = self._dialect.decode(frame, read_index=read_index)
+            except MalformedEvent as exc:
+                exc.events = events
+                raise
+            events.extend(decoded)
+        if any(e.kind == "end" for e in events):
+            self._ended = True
+        return events
