@@ -82,7 +82,9 @@ def parse_target(url: str) -> Target:
     """Validate a target URL; the error says what is wrong with it."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        raise UsageError(f"target must be an http:// or https:// URL, got {url!r}", kind="bad_target")
+        raise UsageError(
+            f"target must be an http:// or https:// URL, got {url!r}", kind="bad_target"
+        )
     if not parts.hostname:
         raise UsageError(f"target URL has no host: {url!r}", kind="bad_target")
     try:
@@ -114,7 +116,9 @@ def parse_resolve(spec: str) -> tuple[str, int, str]:
     try:
         socket.inet_pton(socket.AF_INET6 if ":" in addr else socket.AF_INET, addr)
     except OSError as exc:
-        raise UsageError(f"--resolve address is not an IP literal: {addr!r}", kind="bad_option") from exc
+        raise UsageError(
+            f"--resolve address is not an IP literal: {addr!r}", kind="bad_option"
+        ) from exc
     return host, int(port_s), addr
 
 

@@ -1,0 +1,151 @@
+"""Metrics from a Timeline, exactly as DESIGN.md defines them. Pure: no clock, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from promptpath.stats import Summary, intervals_ms, summarize
+from promptpath.timeline import MILESTONES, StreamEvent, Timeline
+
+#: Waterfall stages derived from milestones: (name, from, to).
+DERIVED_STAGES = (
+    ("request", "request_start", "request_sent"),
+    ("wait", "request_sent", "ttfb"),
+    ("first_token", "ttfb", "ttft"),
+    ("streaming", "ttft", "last_token"),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenMetrics:
+    count: int
+    count_source: str  # "usage" (server's own count) or "events" (content events seen)
+    events: int  # content-bearing events
+    all_events: int  # every decoded event, comments included
+    coalesced: int  # content events that arrived in the same socket read as the previous one
+    per_second: float | None
+    mean_itl_ms: float | None
+    gaps: list[float]  # ms between consecutive content events
+    gap_summary: Summary | None
+    content_types: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Metrics:
+    stages_ms: dict[str, float]
+    milestones_ms: dict[str, float]
+    ttft_from_request_ms: float | None
+    closed_ms: float | None
+    tokens: TokenMetrics
+    mostly_coalesced: bool
+
+
+def content_events(timeline: Timeline) -> list[StreamEvent]:
+    return [e for e in timeline.events if e.kind == "content"]
+
+
+def _usage_count(timeline: Timeline) -> int | None:
+    counts = [e.usage.output_tokens for e in timeline.events if e.usage and e.usage.output_tokens]
+    return counts[-1] if counts else None
+
+
+def token_metrics(timeline: Timeline) -> TokenMetrics:
+    content = content_events(timeline)
+    gaps = intervals_ms([e.t_ns for e in content])
+    coalesced = sum(
+        1
+        for prev, cur in zip(content, content[1:])
+        if cur.read_index >= 0 and cur.read_index == prev.read_index
+    )
+    usage = _usage_count(timeline)
+    count, source = (usage, "usage") if usage is not None else (len(content), "events")
+    per_second = mean_itl = None
+    if len(content) >= 2 and count >= 2:
+        span_ns = content[-1].t_ns - content[0].t_ns
+        if span_ns > 0:
+            mean_itl = span_ns / 1e6 / (count - 1)
+            per_second = 1000.0 / mean_itl
+    types: dict[str, int] = {}
+    for e in content:
+        key = e.content_type or "text"
+        types[key] = types.get(key, 0) + 1
+    return TokenMetrics(
+        count=count,
+        count_source=source,
+        events=len(content),
+        all_events=len(timeline.events),
+        coalesced=coalesced,
+        per_second=per_second,
+        mean_itl_ms=mean_itl,
+        gaps=gaps,
+        gap_summary=summarize(gaps),
+        content_types=types,
+    )
+
+
+def compute(timeline: Timeline) -> Metrics:
+    ms = timeline.ms
+    stages: dict[str, float] = {}
+    for stage in timeline.stages:
+        if stage.end_ns is not None and stage.name not in stages:
+            stages[stage.name] = round((stage.end_ns - stage.start_ns) / 1e6, 3)
+    m = timeline.milestones
+    for name, start, end in DERIVED_STAGES:
+        if start == "request_start" and start not in m:
+            start = "tls_done" if "tls_done" in m else "connected"
+        if start in m and end in m:
+            stages[name] = round((m[end] - m[start]) / 1e6, 3)
+    milestones = {
+        name: round(value, 3)
+        for name in MILESTONES
+        if name in m and (value := ms(m[name])) is not None
+    }
+    ttft_req = None
+    if "ttft" in m and "request_sent" in m:
+        ttft_req = round((m["ttft"] - m["request_sent"]) / 1e6, 3)
+    tokens = token_metrics(timeline)
+    mostly = tokens.events >= 4 and tokens.coalesced >= (tokens.events - 1) / 2
+    closed = ms(timeline.closed_ns)
+    return Metrics(
+        stages_ms=stages,
+        milestones_ms=milestones,
+        ttft_from_request_ms=ttft_req,
+        closed_ms=None if closed is None else round(closed, 3),
+        tokens=tokens,
+        mostly_coalesced=mostly,
+    )
+
+
+def headline(timeline: Timeline, metrics: Metrics) -> str:
+    """One line a person can paste into a ticket: where the time went, or what broke."""
+    err = timeline.error
+    ms = metrics.milestones_ms
+    st = metrics.stages_ms
+    if err is not None:
+        reached = [name for name in MILESTONES if name in ms]
+        last = f", last milestone {reached[-1]} at {ms[reached[-1]]:.0f} ms" if reached else ""
+        return f"FAILED in {err.stage}: {err.message}{last}"
+    setup = sum(st.get(k, 0.0) for k in ("dns", "connect", "tls", "quic_handshake"))
+    ttft = ms.get("ttft")
+    tok = metrics.tokens
+    parts: list[str] = []
+    if ttft is not None:
+        server_wait = metrics.ttft_from_request_ms or 0.0
+        share = 100.0 * server_wait / ttft if ttft > 0 else 0.0
+        parts.append(
+            f"first token after {ttft:.0f} ms ({server_wait:.0f} ms after the request was sent,"
+            f" {share:.0f}%; connection setup {setup:.0f} ms)"
+        )
+    else:
+        parts.append("no content token arrived")
+    if tok.per_second is not None:
+        parts.append(f"{tok.per_second:.1f} tok/s")
+    if tok.gap_summary is not None:
+        parts.append(f"gap p99 {tok.gap_summary.p99:.0f} ms")
+    if metrics.mostly_coalesced:
+        parts.append(
+            f"{tok.coalesced}/{tok.events} tokens arrived coalesced (per-token gaps hidden)"
+        )
+    if timeline.extra.get("compressed"):
+        parts.append(f"stream compressed with {timeline.extra['compressed']} (a buffering risk)")
+    return "OK: " + ", ".join(parts)

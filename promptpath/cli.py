@@ -1,0 +1,196 @@
+"""The command line: parse options → call the library → pick a reporter → exit code.
+
+Nothing here measures or formats by itself.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from promptpath import __version__
+from promptpath.errors import PromptpathError
+from promptpath.exitcodes import ExitCode
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Network-path diagnostics for streaming AI APIs: one real prompt, every stage timed.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"promptpath {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """promptpath: where did the time go on this prompt?"""
+
+
+# Option declarations shared by `run`, `demo` and `probe`.
+HTTPOpt = Annotated[
+    str, typer.Option("--http", help="HTTP version: 1.1, 2, 3 or auto (h2 via ALPN, else 1.1).")
+]
+JSONOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", help="Deadline for the whole request, in seconds.")
+]
+FailOnOpt = Annotated[
+    str, typer.Option("--fail-on", help="Exit 1 when a finding is at or above: warn or fail.")
+]
+
+
+@app.command()
+def run(
+    target: Annotated[
+        str, typer.Argument(help="Endpoint URL, e.g. https://api.openai.com/v1/chat/completions")
+    ],
+    provider: Annotated[
+        Optional[str],
+        typer.Option(
+            "--provider",
+            help="openai | responses | anthropic | ollama (default: from the URL path).",
+        ),
+    ] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model name.")] = None,
+    prompt: Annotated[
+        Optional[str], typer.Option("--prompt", "-p", help="The prompt to send.")
+    ] = None,
+    max_tokens: Annotated[
+        Optional[int],
+        typer.Option(
+            "--max-tokens", help="Cap on generated tokens (default 64: probes cost money)."
+        ),
+    ] = None,
+    header: Annotated[
+        Optional[list[str]],
+        typer.Option("--header", "-H", help="Extra request header 'Name: value' (repeatable)."),
+    ] = None,
+    api_key_env: Annotated[
+        Optional[str],
+        typer.Option(
+            "--api-key-env",
+            help="Env var holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).",
+        ),
+    ] = None,
+    http: HTTPOpt = "auto",
+    resolve: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--resolve", help="HOST:PORT:ADDR — connect there instead of resolving (repeatable)."
+        ),
+    ] = None,
+    cacert: Annotated[
+        Optional[str], typer.Option("--cacert", help="PEM file of CAs to trust.")
+    ] = None,
+    insecure: Annotated[
+        bool, typer.Option("--insecure", "-k", help="Do not verify the certificate.")
+    ] = False,
+    ipv4: Annotated[bool, typer.Option("-4", help="IPv4 only.")] = False,
+    ipv6: Annotated[bool, typer.Option("-6", help="IPv6 only.")] = False,
+    timeout: TimeoutOpt = 60.0,
+    warm: Annotated[
+        bool, typer.Option("--warm", help="Then send a second request over the same connection.")
+    ] = False,
+    json_out: JSONOpt = False,
+    fail_on: FailOnOpt = "fail",
+    resolver: Annotated[
+        Optional[str],
+        typer.Option(
+            "--resolver", help="Use this DNS resolver ADDR[:PORT] instead of the system's."
+        ),
+    ] = None,
+    authoritative: Annotated[
+        Optional[str],
+        typer.Option("--authoritative", help="Authoritative DNS server ADDR[:PORT] for dns-cache."),
+    ] = None,
+    probe: Annotated[
+        Optional[list[str]],
+        typer.Option("--probe", help="Run a probe after the trace (repeatable, or 'all')."),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
+    ] = False,
+) -> None:
+    """Trace one streamed prompt to TARGET, stage by stage."""
+    from promptpath.runner import RunArgs, execute
+
+    args = RunArgs(
+        target=target,
+        provider=provider,
+        model=model,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        headers=header or [],
+        api_key_env=api_key_env,
+        http=http,
+        resolve=resolve or [],
+        cacert=cacert,
+        insecure=insecure,
+        family=socket.AF_INET if ipv4 else socket.AF_INET6 if ipv6 else 0,
+        timeout=timeout,
+        warm=warm,
+        resolver=resolver,
+        authoritative=authoritative,
+        probes=probe or [],
+        verbose=verbose,
+        both_families=ipv4 and ipv6,
+    )
+    raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on))
+
+
+@app.command()
+def demo(
+    http: HTTPOpt = "2",
+    provider: Annotated[
+        str,
+        typer.Option(
+            "--provider", help="Dialect to demo: openai | responses | anthropic | ollama."
+        ),
+    ] = "openai",
+    json_out: JSONOpt = False,
+    warm: Annotated[bool, typer.Option("--warm", help="Also show a warm request.")] = False,
+) -> None:
+    """Trace a prompt against a built-in reference endpoint on loopback (no network, no key)."""
+    from promptpath.demo import run_demo
+
+    raise typer.Exit(run_demo(http=http, provider=provider, json_out=json_out, warm=warm))
+
+
+def _register_serve() -> None:
+    try:
+        from promptpath.server.command import serve
+    except ImportError:  # the reference endpoint is optional for a trimmed install
+        return
+    app.command("serve", help="Run the reference endpoint (a streaming API you control).")(serve)
+
+
+_register_serve()
+
+
+def main() -> None:
+    """Console-script entry point: exit codes are the contract, tracebacks never reach users."""
+    try:
+        app(standalone_mode=True)
+    except KeyboardInterrupt:
+        print("promptpath: interrupted", file=sys.stderr)
+        sys.exit(ExitCode.INTERRUPTED)
+    except PromptpathError as exc:  # errors raised before a reporter took over
+        print(f"promptpath: {exc.message}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+
+
+__all__ = ["app", "main"]

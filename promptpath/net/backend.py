@@ -1,0 +1,299 @@
+"""An httpcore network backend that times every step below HTTP.
+
+httpcore hands ``connect_tcp`` a host name and lets anyio resolve it and race addresses,
+so DNS and TCP would blur into one number. This backend resolves on its own (timed),
+connects to each address in turn (each attempt recorded), times the TLS handshake, and
+wraps the raw socket so every read *below* TLS is stamped with ``perf_counter_ns``.
+"""
+
+from __future__ import annotations
+
+import errno
+import ssl
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import httpcore
+from anyio.streams.tls import TLSAttribute, TLSStream
+
+from promptpath.errors import ConnectError, PromptpathError, TLSError
+from promptpath.net import dns
+from promptpath.net.tlsinfo import describe_tls, tls_failure
+from promptpath.options import RunOptions
+from promptpath.timeline import ConnectAttempt, Read, Timeline
+
+
+@dataclass(slots=True)
+class Recorder:
+    """Where stamps go. Switched to a fresh Timeline for a warm (reused-connection) request."""
+
+    timeline: Timeline
+    last_read_ns: int | None = None
+    last_write_ns: int | None = None
+    connects: int = 0
+    streams: list[StampingStream] = field(default_factory=list)
+
+    @property
+    def read_index(self) -> int:
+        return len(self.timeline.reads) - 1
+
+
+class StampingStream(anyio.abc.ByteStream):
+    """The raw TCP byte stream, stamping each receive and send as it returns."""
+
+    def __init__(self, inner: anyio.abc.SocketStream, recorder: Recorder) -> None:
+        self._inner = inner
+        self._recorder = recorder
+        self.eof_ns: int | None = None
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        try:
+            data = await self._inner.receive(max_bytes)
+        except anyio.EndOfStream:
+            self.eof_ns = time.perf_counter_ns()
+            raise
+        t_ns = time.perf_counter_ns()
+        self._recorder.last_read_ns = t_ns
+        self._recorder.timeline.reads.append(Read(t_ns, len(data)))
+        return data
+
+    async def send(self, item: bytes) -> None:
+        await self._inner.send(item)
+        self._recorder.last_write_ns = time.perf_counter_ns()
+        self._recorder.timeline.bytes_written += len(item)
+
+    async def send_eof(self) -> None:
+        await self._inner.send_eof()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    @property
+    def extra_attributes(self) -> Any:
+        return self._inner.extra_attributes
+
+
+_READ_ERRORS: dict[type[BaseException], type[Exception]] = {
+    TimeoutError: httpcore.ReadTimeout,
+    anyio.BrokenResourceError: httpcore.ReadError,
+    anyio.ClosedResourceError: httpcore.ReadError,
+}
+_WRITE_ERRORS: dict[type[BaseException], type[Exception]] = {
+    TimeoutError: httpcore.WriteTimeout,
+    anyio.BrokenResourceError: httpcore.WriteError,
+    anyio.ClosedResourceError: httpcore.WriteError,
+}
+
+
+class TracedNetworkStream(httpcore.AsyncNetworkStream):
+    """What httpcore reads and writes: the stamping stream, or TLS over it."""
+
+    def __init__(
+        self,
+        stream: anyio.abc.ByteStream,
+        raw: StampingStream,
+        recorder: Recorder,
+        options: RunOptions,
+    ) -> None:
+        self._stream = stream
+        self._raw = raw
+        self._recorder = recorder
+        self._options = options
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        with httpcore._exceptions.map_exceptions(_READ_ERRORS), anyio.fail_after(timeout):
+            try:
+                return await self._stream.receive(max_bytes)
+            except anyio.EndOfStream:
+                return b""
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        with httpcore._exceptions.map_exceptions(_WRITE_ERRORS), anyio.fail_after(timeout):
+            await self._stream.send(buffer)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        timeline = self._recorder.timeline
+        sni = (
+            None
+            if server_hostname is None or dns.is_ip_literal(server_hostname)
+            else server_hostname
+        )
+        alpn_offered = tuple(_alpn_offered(ssl_context))
+        stage = timeline.begin("tls", time.perf_counter_ns(), sni=sni)
+        try:
+            with anyio.fail_after(timeout):
+                tls = await TLSStream.wrap(
+                    self._raw,
+                    ssl_context=ssl_context,
+                    hostname=server_hostname,
+                    standard_compatible=False,
+                )
+        except ssl.SSLError as exc:
+            timeline.end("tls", time.perf_counter_ns(), ok=False)
+            await self._raw.aclose()
+            raise tls_failure(
+                exc, host=server_hostname or "", elapsed_ns=_since(stage.start_ns)
+            ) from exc
+        except (anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
+            timeline.end("tls", time.perf_counter_ns(), ok=False)
+            await self._raw.aclose()
+            raise TLSError(
+                f"TLS: the peer closed the connection during the handshake with {server_hostname}"
+                " (not a TLS server on this port, or it rejected our ClientHello)",
+                stage="tls",
+                kind="handshake_closed",
+            ) from exc
+        end = time.perf_counter_ns()
+        timeline.end("tls", end)
+        timeline.mark("tls_done", end)
+        ssl_object = tls.extra(TLSAttribute.ssl_object)
+        timeline.tls = describe_tls(
+            ssl_object,
+            sni=sni,
+            alpn_offered=alpn_offered,
+            verified=None if ssl_context.verify_mode == ssl.CERT_NONE else True,
+        )
+        return TracedNetworkStream(tls, self._raw, self._recorder, self._options)
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "ssl_object":
+            return self._stream.extra(TLSAttribute.ssl_object, None)
+        if info == "client_addr":
+            return self._stream.extra(anyio.abc.SocketAttribute.local_address, None)
+        if info == "server_addr":
+            return self._stream.extra(anyio.abc.SocketAttribute.remote_address, None)
+        if info == "socket":
+            return self._stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        if info == "is_readable":
+            sock = self._stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+            return httpcore._utils.is_socket_readable(sock)
+        return None
+
+
+def _alpn_offered(ctx: ssl.SSLContext) -> list[str]:
+    # SSLContext keeps no readable ALPN list; the tracer stores what it asked httpcore for.
+    offered = getattr(ctx, "_promptpath_alpn", None)
+    return list(offered) if offered else []
+
+
+def _since(start_ns: int) -> int:
+    return time.perf_counter_ns() - start_ns
+
+
+_CONNECT_KINDS = {
+    errno.ECONNREFUSED: "refused",
+    errno.EHOSTUNREACH: "host_unreachable",
+    errno.ENETUNREACH: "network_unreachable",
+    errno.ETIMEDOUT: "timeout",
+    errno.EADDRNOTAVAIL: "address_not_available",
+}
+
+
+class TracingBackend(httpcore.AsyncNetworkBackend):
+    """Resolve (timed), connect to each address in turn (each attempt recorded)."""
+
+    def __init__(self, options: RunOptions, recorder: Recorder) -> None:
+        self._options = options
+        self._recorder = recorder
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        recorder = self._recorder
+        timeline = recorder.timeline
+        recorder.connects += 1
+        opts = self._options
+        timeline.begin("dns", time.perf_counter_ns())
+        try:
+            answer = await dns.resolve(
+                host,
+                port,
+                family=opts.family,
+                override=opts.resolve_override(host, port),
+                resolver=opts.resolver,
+                timeout=min(opts.timeout, 10.0),
+            )
+        except PromptpathError:
+            timeline.end("dns", time.perf_counter_ns(), ok=False)
+            raise
+        # The stage is the resolver's own measurement, not our bookkeeping around it.
+        dns_stage = timeline.stages[-1]
+        dns_stage.start_ns, dns_stage.end_ns = answer.start_ns, answer.end_ns
+        dns_stage.detail["resolver"] = answer.resolver
+        timeline.mark("dns_done", answer.end_ns)
+        timeline.extra["dns"] = answer
+        timeline.dns_answers = [ip for ip, _fam in answer.addresses]
+
+        stage = timeline.begin("connect", time.perf_counter_ns())
+        failures: list[str] = []
+        last_kind = "refused"
+        for ip, fam in answer.addresses:
+            start = time.perf_counter_ns()
+            try:
+                sock = await anyio.connect_tcp(ip, port)
+            except OSError as exc:
+                end = time.perf_counter_ns()
+                reason = exc.strerror or str(exc)
+                last_kind = _CONNECT_KINDS.get(exc.errno or 0, "connect_failed")
+                timeline.attempts.append(
+                    ConnectAttempt(
+                        ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error=reason
+                    )
+                )
+                failures.append(f"{_fmt_addr(ip, port)}: {reason}")
+                continue
+            end = time.perf_counter_ns()
+            timeline.attempts.append(
+                ConnectAttempt(ip=ip, port=port, family=fam, start_ns=start, end_ns=end)
+            )
+            # The stage is the successful handshake; failed attempts are listed on their own.
+            stage.start_ns, stage.end_ns = start, end
+            stage.detail["attempts"] = len(timeline.attempts)
+            timeline.mark("connected", end)
+            timeline.address = (ip, port)
+            timeline.family = fam
+            raw = StampingStream(sock, recorder)
+            recorder.streams.append(raw)
+            return TracedNetworkStream(raw, raw, recorder, opts)
+        timeline.end("connect", time.perf_counter_ns(), ok=False)
+        raise ConnectError(
+            f"TCP connect to {host} port {port} failed: " + "; ".join(failures),
+            stage="connect",
+            kind=last_kind,
+            host=host,
+            port=port,
+        )
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise ConnectError("unix sockets are not traced", stage="connect", kind="unsupported")
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
+
+
+def _fmt_addr(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"

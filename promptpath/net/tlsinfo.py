@@ -1,0 +1,102 @@
+"""What a TLS handshake negotiated, and why one failed — in words a network engineer uses."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ssl
+
+from promptpath.errors import TLSError
+from promptpath.timeline import CertInfo, TLSInfo
+
+# OpenSSL X509_V_ERR_* codes we name.
+_VERIFY_KINDS = {
+    9: "cert_not_yet_valid",
+    10: "cert_expired",
+    18: "self_signed",
+    19: "unknown_ca",
+    20: "unknown_ca",
+    21: "unknown_ca",
+    2: "unknown_ca",
+    62: "hostname_mismatch",
+    64: "ip_mismatch",
+}
+
+
+def cert_info(der: bytes | None, *, now: dt.datetime | None = None) -> CertInfo | None:
+    """Subject, issuer, SANs and expiry of a DER certificate (cryptography, imported lazily)."""
+    if not der:
+        return None
+    from cryptography import x509
+
+    cert = x509.load_der_x509_certificate(der)
+    try:
+        san_ext = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        sans = tuple(
+            [str(n) for n in san_ext.get_values_for_type(x509.DNSName)]
+            + [str(ip) for ip in san_ext.get_values_for_type(x509.IPAddress)]
+        )
+    except x509.ExtensionNotFound:
+        sans = ()
+    not_after = cert.not_valid_after_utc
+    now = now or dt.datetime.now(dt.timezone.utc)
+    days_left = (not_after - now).days
+    return CertInfo(
+        subject=cert.subject.rfc4514_string(),
+        issuer=cert.issuer.rfc4514_string(),
+        sans=sans,
+        not_before=cert.not_valid_before_utc.isoformat(),
+        not_after=not_after.isoformat(),
+        days_left=days_left,
+    )
+
+
+def describe_tls(
+    ssl_object: ssl.SSLObject,
+    *,
+    sni: str | None,
+    alpn_offered: tuple[str, ...],
+    verified: bool | None,
+) -> TLSInfo:
+    cipher = ssl_object.cipher()
+    return TLSInfo(
+        sni=sni,
+        alpn_offered=alpn_offered,
+        alpn=ssl_object.selected_alpn_protocol(),
+        version=ssl_object.version(),
+        cipher=cipher[0] if cipher else None,
+        resumed=bool(ssl_object.session_reused),
+        verified=verified,
+        cert=cert_info(ssl_object.getpeercert(binary_form=True)),
+    )
+
+
+def tls_failure(exc: ssl.SSLError, *, host: str, elapsed_ns: int) -> TLSError:
+    """Translate an ssl error into a one-line TLSError naming what is wrong."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        code = exc.verify_code
+        kind = _VERIFY_KINDS.get(code, "cert_verify_failed")
+        reason = exc.verify_message or exc.reason or str(exc)
+        hint = {
+            "cert_expired": "the server's certificate has expired",
+            "hostname_mismatch": f"the certificate is not valid for {host!r}",
+            "ip_mismatch": f"the certificate is not valid for {host!r}",
+            "unknown_ca": "the certificate chain does not lead to a trusted CA (--cacert FILE)",
+            "self_signed": "the certificate is self-signed (--cacert FILE to trust it)",
+        }.get(kind, "certificate verification failed")
+        return TLSError(
+            f"TLS: {hint} ({reason})",
+            stage="tls",
+            kind=kind,
+            host=host,
+            verify_code=code,
+            elapsed_ms=round(elapsed_ns / 1e6, 3),
+        )
+    reason = exc.reason or type(exc).__name__
+    return TLSError(
+        f"TLS handshake with {host} failed: {reason}",
+        stage="tls",
+        kind="handshake_failed",
+        host=host,
+        reason=str(reason),
+        elapsed_ms=round(elapsed_ns / 1e6, 3),
+    )

@@ -1,0 +1,176 @@
+"""The --json reporter: one object per run, shaped by report/schema.json."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from promptpath.analysis import Metrics, compute
+from promptpath.net.dns import DNSAnswer
+from promptpath.providers import SECRET_HEADERS
+from promptpath.stats import Summary
+from promptpath.timeline import Timeline
+from promptpath.trace import TraceResult
+
+SCHEMA_VERSION = "promptpath.run/1"
+
+#: Response headers worth passing on (hop hints, framing, caching); never cookies.
+_HEADER_KEEP = {
+    "content-type",
+    "content-encoding",
+    "content-length",
+    "transfer-encoding",
+    "server",
+    "via",
+    "x-cache",
+    "cache-control",
+    "alt-svc",
+    "retry-after",
+    "x-accel-buffering",
+    "x-request-id",
+    "request-id",
+    "cf-ray",
+}
+
+
+def _gaps(summary: Summary | None) -> dict[str, float] | None:
+    if summary is None:
+        return None
+    return {
+        k: round(getattr(summary, k), 3) for k in ("min", "p50", "p90", "p95", "p99", "max", "mean")
+    }
+
+
+def _dns(timeline: Timeline) -> dict[str, Any] | None:
+    answer = timeline.extra.get("dns")
+    if not isinstance(answer, DNSAnswer):
+        return None
+    from promptpath.net import dns as dns_mod
+
+    render = getattr(dns_mod, "dns_json", None)
+    used = timeline.address[0] if timeline.address else None
+    if render is not None:
+        return render(answer, used)  # type: ignore[no-any-return]
+    return {
+        "resolver": answer.resolver,
+        "answers": [{"ip": ip, "family": fam} for ip, fam in answer.addresses],
+        "used": used,
+        "ttl": answer.ttl,
+        "cname_chain": list(answer.cname_chain),
+        "duration_ms": round((answer.end_ns - answer.start_ns) / 1e6, 3),
+    }
+
+
+def _tls(timeline: Timeline) -> dict[str, Any] | None:
+    tls = timeline.tls
+    if tls is None:
+        return None
+    cert = tls.cert
+    return {
+        "sni": tls.sni,
+        "alpn_offered": list(tls.alpn_offered),
+        "alpn": tls.alpn,
+        "version": tls.version,
+        "cipher": tls.cipher,
+        "resumed": tls.resumed,
+        "verified": tls.verified,
+        "cert": None
+        if cert is None
+        else {
+            "subject": cert.subject,
+            "issuer": cert.issuer,
+            "sans": list(cert.sans),
+            "not_before": cert.not_before,
+            "not_after": cert.not_after,
+            "days_left": cert.days_left,
+        },
+    }
+
+
+def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[str, Any]:
+    """The per-request part of the report (shared by the cold and the warm request)."""
+    metrics = metrics or compute(timeline)
+    tok = metrics.tokens
+    error_event = next((e.error for e in timeline.events if e.kind == "error"), None)
+    return {
+        "address": None
+        if timeline.address is None
+        else {"ip": timeline.address[0], "port": timeline.address[1], "family": timeline.family},
+        "http_version": timeline.http_version,
+        "status": timeline.status,
+        "reused_connection": timeline.reused_connection,
+        "stages_ms": metrics.stages_ms,
+        "milestones_ms": metrics.milestones_ms,
+        "ttft_ms": {
+            "from_start": metrics.milestones_ms.get("ttft"),
+            "from_request": metrics.ttft_from_request_ms,
+        },
+        "connect_attempts": [
+            {
+                "ip": a.ip,
+                "family": a.family,
+                "ms": round((a.end_ns - a.start_ns) / 1e6, 3),
+                "error": a.error,
+            }
+            for a in timeline.attempts
+        ],
+        "dns": _dns(timeline),
+        "tls": _tls(timeline),
+        "tokens": {
+            "count": tok.count,
+            "count_source": tok.count_source,
+            "events": tok.events,
+            "coalesced": tok.coalesced,
+            "mostly_coalesced": metrics.mostly_coalesced,
+            "per_second": None if tok.per_second is None else round(tok.per_second, 3),
+            "mean_itl_ms": None if tok.mean_itl_ms is None else round(tok.mean_itl_ms, 3),
+            "content_types": tok.content_types,
+            "gaps_ms": _gaps(tok.gap_summary),
+            "gaps": [round(g, 3) for g in tok.gaps],
+        },
+        "stream": {
+            "end": timeline.stream_end,
+            "error": error_event,
+            "events": tok.all_events,
+            "closed_ms": metrics.closed_ms,
+            "compressed": timeline.extra.get("compressed"),
+            "bytes": sum(c.nbytes for c in timeline.chunks),
+            "socket_reads": len(timeline.reads),
+        },
+        "response_headers": {
+            k.lower(): v
+            for k, v in timeline.response_headers
+            if k.lower() in _HEADER_KEEP and k.lower() not in SECRET_HEADERS
+        },
+        "error": None
+        if timeline.error is None
+        else {
+            "stage": timeline.error.stage,
+            "kind": timeline.error.kind,
+            "message": timeline.error.message,
+        },
+    }
+
+
+def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
+    opts = result.options
+    body: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
+        "ok": result.ok and exit_code == 0,
+        "exit_code": exit_code,
+        "target": {
+            "url": opts.target.url,
+            "host": opts.target.host,
+            "port": opts.target.port,
+            "provider": opts.provider,
+            "model": opts.model,
+        },
+    }
+    body.update(timeline_json(result.timeline))
+    body["warm"] = None if result.warm is None else timeline_json(result.warm.timeline)
+    body["findings"] = [f.as_dict() for f in result.findings]
+    return body
+
+
+def dumps(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, indent=2, sort_keys=False, default=str)

@@ -1,0 +1,195 @@
+"""The terminal report: a waterfall on one time axis, the TLS line, a token timeline, a verdict."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from promptpath.analysis import Metrics, compute, headline
+from promptpath.findings import Verdict
+from promptpath.stats import sparkline
+from promptpath.timeline import Timeline
+from promptpath.trace import TraceResult
+
+#: Waterfall rows: (label, stage key, start milestone or None for the stage's own start).
+_ROWS = (
+    ("DNS", "dns"),
+    ("TCP connect", "connect"),
+    ("TLS", "tls"),
+    ("QUIC handshake", "quic_handshake"),
+    ("request", "request"),
+    ("wait (TTFB)", "wait"),
+    ("first token", "first_token"),
+    ("streaming", "streaming"),
+)
+
+_STYLE = {
+    "dns": "cyan",
+    "connect": "blue",
+    "tls": "magenta",
+    "quic_handshake": "magenta",
+    "request": "white",
+    "wait": "yellow",
+    "first_token": "red",
+    "streaming": "green",
+}
+
+_VERDICT_STYLE = {
+    Verdict.PASS: "green",
+    Verdict.WARN: "yellow",
+    Verdict.FAIL: "red",
+    Verdict.SKIP: "dim",
+    Verdict.ERROR: "red",
+}
+
+
+def _spans(timeline: Timeline, metrics: Metrics) -> list[tuple[str, str, float, float]]:
+    """(label, key, start_ms, end_ms) for each stage that happened, on the t0 axis."""
+    m = timeline.milestones
+    spans: list[tuple[str, str, float, float]] = []
+    for label, key in _ROWS:
+        stage = timeline.stage(key)
+        if stage is not None and stage.end_ns is not None:
+            start = (stage.start_ns - timeline.t0_ns) / 1e6
+            spans.append((label, key, start, (stage.end_ns - timeline.t0_ns) / 1e6))
+            continue
+        bounds = {
+            "request": ("request_start", "request_sent"),
+            "wait": ("request_sent", "ttfb"),
+            "first_token": ("ttfb", "ttft"),
+            "streaming": ("ttft", "last_token"),
+        }.get(key)
+        if bounds and bounds[0] in m and bounds[1] in m:
+            spans.append(
+                (
+                    label,
+                    key,
+                    (m[bounds[0]] - timeline.t0_ns) / 1e6,
+                    (m[bounds[1]] - timeline.t0_ns) / 1e6,
+                )
+            )
+    return spans
+
+
+def _bar(start: float, end: float, total: float, width: int) -> Text:
+    if total <= 0:
+        return Text("")
+    a = int(start / total * width)
+    b = max(a + 1, round(end / total * width))
+    return Text(" " * a + "█" * min(b - a, width - a))
+
+
+def waterfall(timeline: Timeline, metrics: Metrics, width: int, title: str = "") -> Table:
+    spans = _spans(timeline, metrics)
+    total = max([end for *_x, end in spans] + [metrics.closed_ms or 0.0, 1.0])
+    bar_width = max(10, width - 34)
+    table = Table(
+        title=title or None, show_edge=False, box=None, pad_edge=False, title_justify="left"
+    )
+    table.add_column("stage", no_wrap=True)
+    table.add_column("ms", justify="right", no_wrap=True)
+    table.add_column(f"0 … {total:.0f} ms", no_wrap=True)
+    for label, key, start, end in spans:
+        bar = _bar(start, end, total, bar_width)
+        bar.stylize(_STYLE.get(key, "white"))
+        table.add_row(label, f"{end - start:.1f}", bar)
+    return table
+
+
+def tls_line(timeline: Timeline) -> str | None:
+    tls = timeline.tls
+    if tls is None:
+        return None
+    offered = ", ".join(tls.alpn_offered) or "none"
+    parts = [
+        f"SNI {tls.sni or '(none: IP literal)'} → ALPN {tls.alpn or 'none'} (offered {offered})",
+        f"{tls.version} {tls.cipher}",
+    ]
+    if tls.resumed:
+        parts.append("resumed")
+    if tls.cert is not None:
+        c = tls.cert
+        parts.append(f"cert {c.subject} expires {c.not_after[:10]} ({c.days_left} days)")
+    parts.append(
+        "verified" if tls.verified else "NOT verified (-k)" if tls.verified is None else "failed"
+    )
+    return " · ".join(parts)
+
+
+def token_lines(metrics: Metrics, width: int) -> list[str]:
+    tok = metrics.tokens
+    lines = [
+        f"{tok.count} tokens ({tok.count_source}) in {tok.events} content events"
+        + (f", {tok.per_second:.1f} tok/s" if tok.per_second else "")
+        + (f", mean ITL {tok.mean_itl_ms:.1f} ms" if tok.mean_itl_ms else "")
+        + f", {tok.coalesced} coalesced"
+    ]
+    g = tok.gap_summary
+    if g is not None:
+        lines.append(
+            f"gaps ms: p50 {g.p50:.1f}  p90 {g.p90:.1f}  p95 {g.p95:.1f}  p99 {g.p99:.1f}"
+            f"  max {g.max:.1f}"
+        )
+        lines.append("gap timeline " + sparkline(tok.gaps, max(10, min(width - 14, 80))))
+    if metrics.mostly_coalesced:
+        lines.append("most tokens arrived several per socket read: true per-token gaps are hidden")
+    return lines
+
+
+def render_timeline(console: Console, timeline: Timeline, title: str) -> Metrics:
+    metrics = compute(timeline)
+    width = console.width
+    console.print(waterfall(timeline, metrics, width, title))
+    if timeline.reused_connection:
+        console.print("[dim]connection reused: no DNS, TCP or TLS on this request[/dim]")
+    line = tls_line(timeline)
+    if line and not timeline.reused_connection:
+        console.print(Text("TLS    ") + Text(line))
+    m = metrics.milestones_ms
+    if "ttft" in m:
+        console.print(
+            f"TTFT   {m['ttft']:.1f} ms from start · "
+            f"{metrics.ttft_from_request_ms or 0:.1f} ms after the request was sent"
+        )
+    if metrics.tokens.events:
+        for i, text in enumerate(token_lines(metrics, width)):
+            console.print(("tokens " if i == 0 else "       ") + text, highlight=False)
+    return metrics
+
+
+def render(console: Console, result: TraceResult) -> None:
+    tl = result.timeline
+    opts = result.options
+    addr = ""
+    if tl.address:
+        addr = f" · {tl.address[0]} ({tl.family})"
+    console.print(
+        Text.assemble(
+            ("promptpath ", "bold"),
+            f"→ {opts.target.url}  ({opts.provider} · {opts.model} · {tl.http_version or '?'}{addr})",
+        )
+    )
+    metrics = render_timeline(console, tl, "cold" if result.warm else "")
+    if result.warm is not None:
+        console.print()
+        warm_metrics = render_timeline(console, result.warm.timeline, "warm (same connection)")
+        cold_ttft = metrics.milestones_ms.get("ttft")
+        warm_ttft = warm_metrics.milestones_ms.get("ttft")
+        if cold_ttft is not None and warm_ttft is not None:
+            console.print(
+                f"setup tax: cold TTFT {cold_ttft:.1f} ms vs warm {warm_ttft:.1f} ms"
+                f" (Δ {cold_ttft - warm_ttft:.1f} ms)"
+            )
+    for f in result.findings:
+        style = _VERDICT_STYLE.get(f.verdict, "white")
+        console.print(
+            Text.assemble(
+                (f"[{f.verdict.value.upper()}] ", style), (f"{f.probe}: ", "bold"), f.summary
+            )
+        )
+        for advice in f.advice:
+            console.print(Text("    → " + advice))
+    verdict = headline(tl, metrics)
+    style = "red" if tl.error else "green"
+    console.print(Text(verdict, style=style))

@@ -1,0 +1,180 @@
+"""Glue between the CLI and the library: options in, report out, exit code back."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import anyio
+from rich.console import Console
+
+from promptpath.errors import PromptpathError, UsageError
+from promptpath.exitcodes import ExitCode
+from promptpath.findings import Verdict
+from promptpath.options import (
+    DEFAULT_KEY_ENV,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MODEL,
+    DEFAULT_PROMPT,
+    HTTPChoice,
+    Provider,
+    RunOptions,
+    detect_provider,
+    parse_header,
+    parse_resolve,
+    parse_target,
+)
+from promptpath.trace import TraceResult
+
+PROVIDERS: tuple[Provider, ...] = ("openai", "responses", "anthropic", "ollama")
+HTTP_CHOICES: tuple[HTTPChoice, ...] = ("1.1", "2", "3", "auto")
+
+
+@dataclass(kw_only=True)
+class RunArgs:
+    """Raw CLI values, before validation."""
+
+    target: str
+    provider: str | None = None
+    model: str | None = None
+    prompt: str | None = None
+    max_tokens: int | None = None
+    headers: list[str] = field(default_factory=list)
+    api_key_env: str | None = None
+    http: str = "auto"
+    resolve: list[str] = field(default_factory=list)
+    cacert: str | None = None
+    insecure: bool = False
+    family: int = 0
+    timeout: float = 60.0
+    warm: bool = False
+    resolver: str | None = None
+    authoritative: str | None = None
+    probes: list[str] = field(default_factory=list)
+    verbose: bool = False
+    both_families: bool = False
+    probe_options: dict[str, object] = field(default_factory=dict)
+
+
+def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOptions:
+    """Validate CLI values into RunOptions; every problem is a UsageError (exit 2)."""
+    env = os.environ if environ is None else environ
+    target = parse_target(args.target)
+    if args.provider is not None:
+        if args.provider not in PROVIDERS:
+            raise UsageError(
+                f"--provider must be one of {', '.join(PROVIDERS)}, got {args.provider!r}"
+            )
+        provider: Provider = args.provider  # type: ignore[assignment]
+    else:
+        detected = detect_provider(target.path)
+        if detected is None:
+            raise UsageError(
+                f"cannot tell the provider from the path {target.path!r}: pass --provider"
+                f" ({', '.join(PROVIDERS)})"
+            )
+        provider = detected
+    if args.http not in HTTP_CHOICES:
+        raise UsageError(f"--http must be one of {', '.join(HTTP_CHOICES)}, got {args.http!r}")
+    if args.both_families:
+        raise UsageError("-4 and -6 exclude each other")
+    if args.timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    max_tokens = DEFAULT_MAX_TOKENS if args.max_tokens is None else args.max_tokens
+    if max_tokens < 1:
+        raise UsageError("--max-tokens must be at least 1")
+    if args.cacert is not None and not os.path.isfile(args.cacert):
+        raise UsageError(f"--cacert file not found: {args.cacert}")
+    key_env = args.api_key_env or DEFAULT_KEY_ENV[provider]
+    api_key = env.get(key_env) if key_env else None
+    return RunOptions(
+        target=target,
+        provider=provider,
+        model=args.model or DEFAULT_MODEL[provider],
+        prompt=args.prompt if args.prompt is not None else DEFAULT_PROMPT,
+        max_tokens=max_tokens,
+        headers=tuple(parse_header(h) for h in args.headers),
+        api_key=api_key or None,
+        api_key_env=key_env,
+        http=args.http,  # type: ignore[arg-type]
+        resolve=tuple(parse_resolve(r) for r in args.resolve),
+        cacert=args.cacert,
+        insecure=args.insecure,
+        family=args.family,
+        timeout=args.timeout,
+        warm=args.warm,
+        resolver=args.resolver,
+        authoritative=args.authoritative,
+        verbose=args.verbose,
+        probe_options=dict(args.probe_options),
+    )
+
+
+def exit_code_for(result: TraceResult, fail_on: str) -> ExitCode:
+    """The stage that failed decides; then findings at or above --fail-on give 1."""
+    for res in (result, result.warm):
+        if res is not None and res.exc is not None:
+            return res.exc.exit_code
+    threshold = Verdict.WARN.severity if fail_on == "warn" else Verdict.FAIL.severity
+    if any(f.verdict.severity >= threshold for f in result.findings):
+        return ExitCode.FINDING
+    return ExitCode.OK
+
+
+def report_console(json_out: bool, stdout: TextIO | None = None) -> Console:
+    """Terminal report on stdout only when it is a terminal and JSON is not asked for."""
+    out = stdout or sys.stdout
+    to_stdout = not json_out and out.isatty()
+    return Console(file=out if to_stdout else sys.stderr, highlight=False, soft_wrap=False)
+
+
+def emit(
+    result: TraceResult, *, json_out: bool, fail_on: str, console: Console | None = None
+) -> int:
+    from promptpath.report import terminal
+
+    code = exit_code_for(result, fail_on)
+    console = console or report_console(json_out)
+    terminal.render(console, result)
+    if json_out:
+        from promptpath.report.json import dumps, result_json
+
+        sys.stdout.write(dumps(result_json(result, exit_code=int(code))) + "\n")
+        sys.stdout.flush()
+    return int(code)
+
+
+def usage_failure(exc: PromptpathError, json_out: bool) -> int:
+    """A problem found before any packet was sent: one line, and JSON if asked for."""
+    print(f"promptpath: {exc.message}", file=sys.stderr)
+    if json_out:
+        import json
+
+        print(
+            json.dumps(
+                {
+                    "schema": "promptpath.run/1",
+                    "ok": False,
+                    "exit_code": int(exc.exit_code),
+                    "error": {"stage": exc.stage, "kind": exc.kind, "message": exc.message},
+                }
+            )
+        )
+    return int(exc.exit_code)
+
+
+def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
+    if fail_on not in ("warn", "fail"):
+        return usage_failure(
+            UsageError(f"--fail-on must be warn or fail, got {fail_on!r}"), json_out
+        )
+    try:
+        options = build_options(args)
+    except PromptpathError as exc:
+        return usage_failure(exc, json_out)
+    from promptpath.trace import trace
+
+    result = anyio.run(trace, options)
+    return emit(result, json_out=json_out, fail_on=fail_on)
