@@ -5,6 +5,7 @@ Nothing here measures or formats by itself.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from typing import Annotated, Optional
@@ -19,6 +20,7 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
+    pretty_exceptions_enable=False,
     help="Network-path diagnostics for streaming AI APIs: one real prompt, every stage timed.",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -191,6 +193,12 @@ def main() -> None:
     except PromptpathError as exc:  # errors raised before a reporter took over
         print(f"promptpath: {exc.message}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug of ours: one line, a distinct code, no traceback
+        if os.environ.get("PROMPTPATH_DEBUG"):
+            raise
+        print(f"promptpath: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print("promptpath: set PROMPTPATH_DEBUG=1 for the traceback", file=sys.stderr)
+        sys.exit(ExitCode.INTERNAL)
 
 
 __all__ = ["app", "main"]

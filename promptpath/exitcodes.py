@@ -16,4 +16,5 @@ class ExitCode(IntEnum):
     STREAM = 7  # truncated, malformed, or an error event inside the stream
     TIMEOUT = 8
     SLO = 9  # an SLO threshold breached
+    INTERNAL = 70  # a bug in promptpath (EX_SOFTWARE): please report it
     INTERRUPTED = 130

@@ -120,7 +120,7 @@ def tls_line(timeline: Timeline) -> str | None:
 def token_lines(metrics: Metrics, width: int) -> list[str]:
     tok = metrics.tokens
     lines = [
-        f"{tok.count} tokens ({tok.count_source}) in {tok.events} content events"
+        f"{tok.count} (counted by {tok.count_source}) in {tok.events} content events"
         + (f", {tok.per_second:.1f} tok/s" if tok.per_second else "")
         + (f", mean ITL {tok.mean_itl_ms:.1f} ms" if tok.mean_itl_ms else "")
         + f", {tok.coalesced} coalesced"
