@@ -126,6 +126,16 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
     ] = False,
+    canary: Annotated[
+        bool,
+        typer.Option(
+            "--canary",
+            help="TARGET is promptpath serve (maybe behind proxies): use its send times.",
+        ),
+    ] = False,
+    idle_max: Annotated[
+        float, typer.Option("--idle-max", help="idle-timeout probe: longest idle wait, seconds.")
+    ] = 120.0,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
     from promptpath.runner import RunArgs, execute
@@ -150,6 +160,7 @@ def run(
         probes=probe or [],
         verbose=verbose,
         both_families=ipv4 and ipv6,
+        probe_options={"canary": canary, "idle_max": idle_max},
     )
     raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on))
 

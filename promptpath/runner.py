@@ -174,7 +174,25 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
         options = build_options(args)
     except PromptpathError as exc:
         return usage_failure(exc, json_out)
+    from promptpath.probes.runner import run_probes, select
     from promptpath.trace import trace
 
-    result = anyio.run(trace, options)
-    return emit(result, json_out=json_out, fail_on=fail_on)
+    console = report_console(json_out)
+    try:
+        probes = select(args.probes) if args.probes else []
+    except PromptpathError as exc:
+        return usage_failure(exc, json_out)
+
+    def progress(message: str) -> None:
+        console.print(f"[dim]… {message}[/dim]")
+
+    async def main() -> TraceResult:
+        result = await trace(options)
+        if probes:
+            # Probes run even when the trace failed: a refused connection to a stale
+            # address is exactly when the DNS probe matters.
+            result.findings = await run_probes(options, result, probes, progress)
+        return result
+
+    result = anyio.run(main)
+    return emit(result, json_out=json_out, fail_on=fail_on, console=console)
