@@ -104,6 +104,10 @@ def _preload(options: RunOptions) -> None:
 
 async def trace(options: RunOptions) -> TraceResult:
     """Trace one prompt (and, with --warm, a second one over the same connection)."""
+    if options.http == "3":
+        from promptpath.net.quic import trace_h3  # aioquic: only when asked for
+
+        return await trace_h3(options)
     _preload(options)
     ctx = ssl_context_for(options)  # loading the system CA store takes ~50 ms: not the network
     timeline = new_timeline()
