@@ -1,0 +1,149 @@
+"""What the reference endpoint does with one request: server flags give defaults,
+``x-promptpath-<name>`` request headers override them per request.
+
+Pure: no clock, no I/O. ``from_headers`` either returns a new ``Behaviour`` or raises
+``BehaviourError`` naming the header that was wrong, which the app turns into a 400.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+HEADER_PREFIX = "x-promptpath-"
+
+BodyKind = Literal["html", "json"]
+HeaderPairs = Mapping[str, str] | Iterable[tuple[bytes | str, bytes | str]]
+
+
+class BehaviourError(ValueError):
+    """A control header (or flag) with a value we cannot use."""
+
+    def __init__(self, header: str, message: str) -> None:
+        super().__init__(f"{header}: {message}")
+        self.header = header
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Behaviour:
+    """How one response is produced. ``None`` means "control off"."""
+
+    ttft_ms: float = 0.0  # first content token this long after the request arrived
+    tokens: int = 32  # content tokens before the terminal marker (max_tokens may cut it)
+    rate: float = 50.0  # tokens per second; 0 = as fast as possible
+    pause_after: int | None = None  # after this many tokens ...
+    pause_s: float = 0.0  # ... wait this long
+    keepalive_s: float = 0.0  # SSE comment every N s during any longer wait; 0 = off
+    truncate_after: int | None = None  # close without terminal marker after K tokens
+    error_after: int | None = None  # dialect's mid-stream error event after K tokens
+    malformed_after: int | None = None  # one non-JSON event after K tokens, then go on
+    status: int | None = None  # answer with this HTTP status and an error body
+    body: BodyKind | None = None  # answer 200 with HTML or JSON instead of a stream
+    batch: int = 1  # events per transport write
+    accel_buffering: Literal["yes", "no"] | None = None  # X-Accel-Buffering response header
+
+
+def _parse_float(*, minimum: float = 0.0) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if not math.isfinite(value) or value < minimum:
+            raise ValueError(f"must be a number >= {minimum:g}")
+        return value
+
+    return parse
+
+
+def _parse_int(*, minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+            raise ValueError(f"must be an integer {bound}")
+        return value
+
+    return parse
+
+
+def _parse_choice(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return value
+
+    return parse
+
+
+#: control name (flag ``--<name>``, header ``x-promptpath-<name>``) -> (field, parser)
+CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
+    "ttft-ms": ("ttft_ms", _parse_float()),
+    "tokens": ("tokens", _parse_int(maximum=1_000_000)),
+    "rate": ("rate", _parse_float()),
+    "pause-after": ("pause_after", _parse_int()),
+    "pause-s": ("pause_s", _parse_float()),
+    "keepalive-s": ("keepalive_s", _parse_float()),
+    "truncate-after": ("truncate_after", _parse_int()),
+    "error-after": ("error_after", _parse_int()),
+    "malformed-after": ("malformed_after", _parse_int()),
+    "status": ("status", _parse_int(minimum=100, maximum=599)),
+    "body": ("body", _parse_choice("html", "json")),
+    "batch": ("batch", _parse_int(minimum=1, maximum=10_000)),
+    "accel-buffering": ("accel_buffering", _parse_choice("yes", "no")),
+}
+
+
+def _pairs(headers: HeaderPairs) -> Iterable[tuple[str, str]]:
+    items: Iterable[tuple[bytes | str, bytes | str]] = (
+        headers.items() if isinstance(headers, Mapping) else headers
+    )
+    for name, value in items:
+        key = name.decode("latin-1") if isinstance(name, bytes) else name
+        val = value.decode("latin-1") if isinstance(value, bytes) else value
+        yield key.lower(), val.strip()
+
+
+def from_headers(defaults: Behaviour, headers: HeaderPairs) -> Behaviour:
+    """``defaults`` with every ``x-promptpath-<name>`` header applied.
+
+    An empty value, or ``off``/``none``, switches an optional control off. Unknown
+    ``x-promptpath-*`` names are rejected so a typo does not silently do nothing.
+    """
+    changes: dict[str, object] = {}
+    for name, value in _pairs(headers):
+        if not name.startswith(HEADER_PREFIX):
+            continue
+        control = name[len(HEADER_PREFIX) :]
+        if control not in CONTROLS:
+            known = ", ".join(HEADER_PREFIX + c for c in CONTROLS)
+            raise BehaviourError(name, f"unknown control header (known: {known})")
+        field_name, parse = CONTROLS[control]
+        changes[field_name] = _parse_value(name, field_name, parse, value)
+    return dataclasses.replace(defaults, **changes) if changes else defaults  # type: ignore[arg-type]
+
+
+def parse_control(control: str, value: str) -> object:
+    """Parse one control value the way its header would be parsed (for CLI flags)."""
+    field_name, parse = CONTROLS[control]
+    return _parse_value(f"--{control}", field_name, parse, value)
+
+
+def _parse_value(name: str, field_name: str, parse: Callable[[str], object], value: str) -> object:
+    default = _FIELD_DEFAULTS[field_name]
+    if value.lower() in ("", "off", "none"):
+        if default is None:
+            return None
+        raise BehaviourError(name, "needs a value")
+    try:
+        return parse(value)
+    except ValueError as exc:
+        detail = str(exc)
+        if not detail.startswith("must"):  # int()/float() said something unhelpful
+            detail = "is not a valid value"
+        raise BehaviourError(name, f"{value!r} {detail}") from None
+
+
+_FIELD_DEFAULTS: dict[str, object] = {f.name: f.default for f in dataclasses.fields(Behaviour)}

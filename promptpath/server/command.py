@@ -1,0 +1,191 @@
+"""``promptpath serve``: the reference endpoint's command-line face.
+
+The CLI registers ``serve`` with ``app.command("serve")(serve)``; ``python -m
+promptpath.server`` runs the same function. Importing this module stays cheap: hypercorn
+and cryptography load only when the server starts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from promptpath.exitcodes import ExitCode
+from promptpath.server.behaviour import Behaviour, BehaviourError, parse_control
+
+_B = "Behaviour (per request: header x-promptpath-<name>)"
+_L = "Listening and TLS"
+
+
+def build_behaviour(flags: dict[str, object]) -> Behaviour:
+    """Server-wide defaults from flag values (``None`` = not given), validated exactly as
+    the matching ``x-promptpath-*`` header would be."""
+    changes: dict[str, object] = {}
+    for control, value in flags.items():
+        if value is None:
+            continue
+        field_name = control.replace("-", "_")
+        changes[field_name] = parse_control(control, str(value))
+    return Behaviour(**changes)  # type: ignore[arg-type]
+
+
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Address to listen on.", rich_help_panel=_L)
+    ] = "127.0.0.1",
+    port: Annotated[
+        int | None,
+        typer.Option(
+            help="Port (default 8443 with TLS, 8080 without; 0 = any free port).",
+            rich_help_panel=_L,
+        ),
+    ] = None,
+    certfile: Annotated[
+        str | None, typer.Option(help="PEM certificate (chain) to serve.", rich_help_panel=_L)
+    ] = None,
+    keyfile: Annotated[
+        str | None, typer.Option(help="PEM private key.", rich_help_panel=_L)
+    ] = None,
+    self_signed: Annotated[
+        str | None,
+        typer.Option(
+            "--self-signed",
+            metavar="DIR",
+            help="Generate a CA and a localhost certificate in DIR (ca.pem, cert.pem, key.pem).",
+            rich_help_panel=_L,
+        ),
+    ] = None,
+    cert_days: Annotated[
+        int,
+        typer.Option(
+            help="Validity of the generated leaf, in days (negative: already expired).",
+            rich_help_panel=_L,
+        ),
+    ] = 30,
+    http3: Annotated[
+        bool | None,
+        typer.Option(
+            "--http3/--no-http3",
+            help="Serve HTTP/3 on the same UDP port (default: on with TLS).",
+            rich_help_panel=_L,
+        ),
+    ] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            help="Require this env var's value as Bearer / x-api-key.",
+            rich_help_panel=_L,
+        ),
+    ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Access logs on stderr.")
+    ] = False,
+    ttft_ms: Annotated[
+        float | None, typer.Option(help="First-token delay in ms [0].", rich_help_panel=_B)
+    ] = None,
+    tokens: Annotated[
+        int | None, typer.Option(help="Tokens per answer [32].", rich_help_panel=_B)
+    ] = None,
+    rate: Annotated[
+        float | None, typer.Option(help="Tokens per second, 0 = flat out [50].", rich_help_panel=_B)
+    ] = None,
+    pause_after: Annotated[
+        int | None, typer.Option(help="Pause after this many tokens.", rich_help_panel=_B)
+    ] = None,
+    pause_s: Annotated[
+        float | None, typer.Option(help="Length of that pause in s.", rich_help_panel=_B)
+    ] = None,
+    keepalive_s: Annotated[
+        float | None,
+        typer.Option(
+            help="SSE keepalive comment every N s during longer waits.", rich_help_panel=_B
+        ),
+    ] = None,
+    truncate_after: Annotated[
+        int | None,
+        typer.Option(help="Cut the connection after this many tokens.", rich_help_panel=_B),
+    ] = None,
+    error_after: Annotated[
+        int | None,
+        typer.Option(help="Mid-stream error event after this many tokens.", rich_help_panel=_B),
+    ] = None,
+    malformed_after: Annotated[
+        int | None,
+        typer.Option(help="One non-JSON event after this many tokens.", rich_help_panel=_B),
+    ] = None,
+    status: Annotated[
+        int | None,
+        typer.Option(help="Answer with this HTTP status and an error body.", rich_help_panel=_B),
+    ] = None,
+    body: Annotated[
+        str | None,
+        typer.Option(
+            metavar="html|json", help="Answer 200 with HTML or JSON, no stream.", rich_help_panel=_B
+        ),
+    ] = None,
+    batch: Annotated[
+        int | None, typer.Option(help="Events per transport write [1].", rich_help_panel=_B)
+    ] = None,
+    accel_buffering: Annotated[
+        str | None,
+        typer.Option(
+            metavar="yes|no", help="Send X-Accel-Buffering with this value.", rich_help_panel=_B
+        ),
+    ] = None,
+) -> None:
+    """Run the reference endpoint: a streaming AI API (OpenAI, Responses, Anthropic,
+    Ollama) whose timing and failures you control."""
+    from promptpath.server.runner import ServerConfig, ServerSetupError, serve_forever
+
+    try:
+        behaviour = build_behaviour(
+            {
+                "ttft-ms": ttft_ms,
+                "tokens": tokens,
+                "rate": rate,
+                "pause-after": pause_after,
+                "pause-s": pause_s,
+                "keepalive-s": keepalive_s,
+                "truncate-after": truncate_after,
+                "error-after": error_after,
+                "malformed-after": malformed_after,
+                "status": status,
+                "body": body,
+                "batch": batch,
+                "accel-buffering": accel_buffering,
+            }
+        )
+    except BehaviourError as exc:
+        raise typer.BadParameter(exc.message, param_hint=exc.header) from None
+
+    api_key = None
+    if api_key_env is not None:
+        api_key = os.environ.get(api_key_env)
+        if not api_key:
+            raise typer.BadParameter(
+                f"environment variable {api_key_env} is not set", param_hint="--api-key-env"
+            )
+
+    config = ServerConfig(
+        host=host,
+        port=port,
+        certfile=certfile,
+        keyfile=keyfile,
+        self_signed=self_signed,
+        cert_days=cert_days,
+        http3=http3,
+        behaviour=behaviour,
+        api_key=api_key,
+        verbose=verbose,
+    )
+    try:
+        serve_forever(config)
+    except ServerSetupError as exc:
+        sys.stderr.write(f"promptpath serve: {exc}\n")
+        raise typer.Exit(int(ExitCode.USAGE)) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None

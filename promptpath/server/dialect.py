@@ -1,0 +1,206 @@
+"""What every dialect produces, and how events become bytes on the wire.
+
+Dialects are pure: they build event payloads from the request and the tokens handed to
+them, never read a clock (times arrive as arguments) and never write. The app stamps
+each event with ``{"promptpath": {"seq", "sent_unix_ns"}}`` just before the write.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from promptpath.server.tokens import count_prompt_tokens
+
+Finish = Literal["stop", "length"]
+JSONObject = dict[str, Any]
+
+#: Top-level key added to every JSON event: the server's send time (client contract).
+STAMP_KEY = "promptpath"
+
+
+class RequestError(ValueError):
+    """The request body is not something this dialect accepts (answered with a 400)."""
+
+    def __init__(self, message: str, *, param: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One SSE message or NDJSON line, before stamping and framing."""
+
+    data: JSONObject | str  # a str is sent verbatim (``[DONE]``, deliberately broken JSON)
+    name: str | None = None  # the SSE ``event:`` field; unused by NDJSON
+    content: bool = False  # carries one content token (counted in /stats)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestParams:
+    """What the dialect needs from the request body."""
+
+    stream: bool
+    model: str
+    max_tokens: int | None
+    prompt_tokens: int
+    include_usage: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestInfo:
+    """Per-response identity, chosen by the app (ids, wall clock) so dialects stay pure."""
+
+    id: str  # random hex; dialects prefix it (chatcmpl-, resp_, msg_)
+    created_unix: int
+    created_iso: str  # RFC 3339 with nanoseconds, for Ollama
+    params: RequestParams
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorReply:
+    body: JSONObject
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+class Dialect(ABC):
+    """One API's wire format. An instance lives for one response (it may keep state)."""
+
+    name: ClassVar[str]
+    media_type: ClassVar[str] = "text/event-stream"
+    stream_default: ClassVar[bool] = False
+    max_tokens_fields: ClassVar[tuple[str, ...]] = ("max_tokens",)
+
+    def __init__(self, info: RequestInfo) -> None:
+        self.info = info
+        self.model = info.params.model
+
+    @property
+    def sse(self) -> bool:
+        return self.media_type == "text/event-stream"
+
+    # -- request ---------------------------------------------------------------------
+    @classmethod
+    def parse_request(cls, body: object) -> RequestParams:
+        if not isinstance(body, dict):
+            raise RequestError("request body must be a JSON object")
+        stream = body.get("stream", cls.stream_default)
+        if not isinstance(stream, bool):
+            raise RequestError("'stream' must be a boolean", param="stream")
+        model = body.get("model", "promptpath-reference")
+        if not isinstance(model, str) or not model:
+            raise RequestError("'model' must be a non-empty string", param="model")
+        max_tokens = cls._max_tokens(body)
+        return RequestParams(
+            stream=stream,
+            model=model,
+            max_tokens=max_tokens,
+            prompt_tokens=count_prompt_tokens(_strings(cls._prompt_parts(body))),
+            include_usage=cls._include_usage(body),
+        )
+
+    @classmethod
+    def _max_tokens(cls, body: JSONObject) -> int | None:
+        for path in cls.max_tokens_fields:
+            value: object = body
+            for part in path.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise RequestError(f"'{path}' must be a positive integer", param=path)
+            return value
+        return None
+
+    @classmethod
+    def _prompt_parts(cls, body: JSONObject) -> Iterable[object]:
+        return (body.get("messages"), body.get("system"), body.get("instructions"))
+
+    @classmethod
+    def _include_usage(cls, body: JSONObject) -> bool:
+        return False
+
+    # -- streaming -------------------------------------------------------------------
+    @abstractmethod
+    def opening(self) -> list[Event]:
+        """Events sent at once, before the first-token delay (role chunk, message_start)."""
+
+    @abstractmethod
+    def token(self, text: str) -> Event:
+        """The event carrying one content token."""
+
+    @abstractmethod
+    def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
+        """Everything after the last token, ending with the terminal marker."""
+
+    @abstractmethod
+    def error(self) -> list[Event]:
+        """The dialect's mid-stream error report."""
+
+    @abstractmethod
+    def malformed(self) -> Event:
+        """An event whose data is not valid JSON."""
+
+    # -- whole answers ---------------------------------------------------------------
+    @abstractmethod
+    def complete(
+        self, text: str, finish: Finish, output_tokens: int, elapsed_ns: int
+    ) -> JSONObject:
+        """The non-streaming answer."""
+
+    @classmethod
+    @abstractmethod
+    def error_reply(
+        cls, status: int, message: str | None = None, *, param: str | None = None
+    ) -> ErrorReply:
+        """A realistic error body (and headers) for an HTTP error status."""
+
+
+def _strings(value: object) -> Iterator[str]:
+    """Every string inside a JSON value (for a rough prompt-token count)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+# -- framing ---------------------------------------------------------------------------
+
+
+def _dumps(data: JSONObject) -> str:
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def stamped(data: JSONObject, *, seq: int, sent_unix_ns: int) -> JSONObject:
+    """The payload with the server's send time added as a top-level key."""
+    return {**data, STAMP_KEY: {"seq": seq, "sent_unix_ns": sent_unix_ns}}
+
+
+def frame(event: Event, *, sse: bool, seq: int, sent_unix_ns: int) -> bytes:
+    """Wire bytes for one event: an SSE message or one NDJSON line."""
+    if isinstance(event.data, str):
+        text = event.data
+    else:
+        text = _dumps(stamped(event.data, seq=seq, sent_unix_ns=sent_unix_ns))
+    if not sse:
+        return (text + "\n").encode()
+    lines = [f"event: {event.name}"] if event.name else []
+    lines.extend(f"data: {line}" for line in text.split("\n"))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def keepalive(*, seq: int, sent_unix_ns: int) -> bytes:
+    """An SSE comment line; clients ignore it, proxies see traffic."""
+    return f": keepalive seq={seq} sent_unix_ns={sent_unix_ns}\n\n".encode()
+
+
+def json_body(data: JSONObject) -> bytes:
+    return _dumps(data).encode()

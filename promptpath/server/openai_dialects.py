@@ -1,0 +1,294 @@
+"""OpenAI wire formats: Chat Completions and Responses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from promptpath.server.dialect import (
+    Dialect,
+    ErrorReply,
+    Event,
+    Finish,
+    JSONObject,
+    RequestInfo,
+)
+
+_OPENAI_ERRORS: dict[int, tuple[str, str | None, str]] = {
+    400: ("invalid_request_error", None, "Invalid request."),
+    401: (
+        "invalid_request_error",
+        "invalid_api_key",
+        "Incorrect API key provided. You can find your API key at "
+        "https://platform.openai.com/account/api-keys.",
+    ),
+    403: ("invalid_request_error", "unsupported_country_region_territory", "Forbidden."),
+    404: ("invalid_request_error", "model_not_found", "The model does not exist."),
+    429: (
+        "requests",
+        "rate_limit_exceeded",
+        "Rate limit reached for requests per min (RPM). Please try again in 2s.",
+    ),
+    500: (
+        "server_error",
+        None,
+        "The server had an error while processing your request. Sorry about that!",
+    ),
+    503: ("server_error", None, "The engine is currently overloaded, please try again later."),
+}
+
+MID_STREAM_ERROR = "The server had an error while processing your request. Sorry about that!"
+
+
+def openai_error_reply(status: int, message: str | None, param: str | None) -> ErrorReply:
+    default = (
+        ("server_error", None, f"HTTP {status}")
+        if status >= 500
+        else (
+            "invalid_request_error",
+            None,
+            f"HTTP {status}",
+        )
+    )
+    kind, code, text = _OPENAI_ERRORS.get(status, default)
+    headers = (("retry-after", "2"),) if status == 429 else ()
+    body = {"error": {"message": message or text, "type": kind, "param": param, "code": code}}
+    return ErrorReply(body=body, headers=headers)
+
+
+class ChatCompletions(Dialect):
+    """``POST /v1/chat/completions``: ``data:``-only SSE ending in ``data: [DONE]``."""
+
+    name: ClassVar[str] = "openai"
+    max_tokens_fields = ("max_completion_tokens", "max_tokens")
+
+    @classmethod
+    def _include_usage(cls, body: JSONObject) -> bool:
+        options = body.get("stream_options")
+        return isinstance(options, dict) and options.get("include_usage") is True
+
+    def _chunk(self, choices: list[JSONObject], **extra: Any) -> JSONObject:
+        chunk: JSONObject = {
+            "id": f"chatcmpl-{self.info.id}",
+            "object": "chat.completion.chunk",
+            "created": self.info.created_unix,
+            "model": self.model,
+            "system_fingerprint": "fp_promptpath",
+            "choices": choices,
+        }
+        if self.info.params.include_usage:
+            chunk["usage"] = None  # as the real API does on every chunk but the last
+        chunk.update(extra)
+        return chunk
+
+    @staticmethod
+    def _choice(delta: JSONObject, finish: Finish | None = None) -> JSONObject:
+        return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+
+    def _usage(self, output_tokens: int) -> JSONObject:
+        prompt = self.info.params.prompt_tokens
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": output_tokens,
+            "total_tokens": prompt + output_tokens,
+        }
+
+    def opening(self) -> list[Event]:
+        delta = {"role": "assistant", "content": "", "refusal": None}
+        return [Event(self._chunk([self._choice(delta)]))]
+
+    def token(self, text: str) -> Event:
+        return Event(self._chunk([self._choice({"content": text})]), content=True)
+
+    def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
+        events = [Event(self._chunk([self._choice({}, finish)]))]
+        if self.info.params.include_usage:
+            events.append(Event(self._chunk([], usage=self._usage(output_tokens))))
+        events.append(Event("[DONE]"))
+        return events
+
+    def error(self) -> list[Event]:
+        return [Event(openai_error_reply(500, MID_STREAM_ERROR, None).body)]
+
+    def malformed(self) -> Event:
+        return Event(
+            f'{{"id":"chatcmpl-{self.info.id}","object":"chat.completion.chunk",'
+            '"choices":[{"index":0,"delta":{"content":" unterminated'
+        )
+
+    def complete(
+        self, text: str, finish: Finish, output_tokens: int, elapsed_ns: int
+    ) -> JSONObject:
+        message: JSONObject = {
+            "role": "assistant",
+            "content": text,
+            "refusal": None,
+            "annotations": [],
+        }
+        return {
+            "id": f"chatcmpl-{self.info.id}",
+            "object": "chat.completion",
+            "created": self.info.created_unix,
+            "model": self.model,
+            "system_fingerprint": "fp_promptpath",
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+            ],
+            "usage": self._usage(output_tokens),
+        }
+
+    @classmethod
+    def error_reply(
+        cls, status: int, message: str | None = None, *, param: str | None = None
+    ) -> ErrorReply:
+        return openai_error_reply(status, message, param)
+
+
+class Responses(Dialect):
+    """``POST /v1/responses``: typed SSE events with ``sequence_number``."""
+
+    name: ClassVar[str] = "responses"
+    max_tokens_fields = ("max_output_tokens",)
+
+    def __init__(self, info: RequestInfo) -> None:
+        super().__init__(info)
+        self._seq = 0
+        self._text: list[str] = []
+        self.response_id = f"resp_{info.id}"
+        self.item_id = f"msg_{info.id}"
+
+    @classmethod
+    def _prompt_parts(cls, body: JSONObject) -> Iterable[object]:
+        return (body.get("input"), body.get("instructions"))
+
+    def _event(self, type_: str, *, content: bool = False, **fields: Any) -> Event:
+        data: JSONObject = {"type": type_, "sequence_number": self._seq, **fields}
+        self._seq += 1
+        return Event(data, name=type_, content=content)
+
+    def _part(self, text: str) -> JSONObject:
+        return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+    def _item(self, status: str, content: list[JSONObject]) -> JSONObject:
+        return {
+            "id": self.item_id,
+            "type": "message",
+            "status": status,
+            "content": content,
+            "role": "assistant",
+        }
+
+    def _response(self, status: str, output: list[JSONObject], **extra: Any) -> JSONObject:
+        response: JSONObject = {
+            "id": self.response_id,
+            "object": "response",
+            "created_at": self.info.created_unix,
+            "status": status,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": None,
+            "max_output_tokens": self.info.params.max_tokens,
+            "model": self.model,
+            "output": output,
+            "parallel_tool_calls": True,
+            "previous_response_id": None,
+            "reasoning": {"effort": None, "summary": None},
+            "store": False,
+            "temperature": 1.0,
+            "text": {"format": {"type": "text"}},
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": None,
+            "user": None,
+            "metadata": {},
+        }
+        response.update(extra)
+        return response
+
+    def _usage(self, output_tokens: int) -> JSONObject:
+        prompt = self.info.params.prompt_tokens
+        return {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": prompt + output_tokens,
+        }
+
+    def _where(self) -> JSONObject:
+        return {"item_id": self.item_id, "output_index": 0, "content_index": 0}
+
+    def opening(self) -> list[Event]:
+        return [
+            self._event("response.created", response=self._response("in_progress", [])),
+            self._event("response.in_progress", response=self._response("in_progress", [])),
+            self._event(
+                "response.output_item.added", output_index=0, item=self._item("in_progress", [])
+            ),
+            self._event("response.content_part.added", **self._where(), part=self._part("")),
+        ]
+
+    def token(self, text: str) -> Event:
+        self._text.append(text)
+        return self._event(
+            "response.output_text.delta", content=True, **self._where(), delta=text, logprobs=[]
+        )
+
+    def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
+        text = "".join(self._text)
+        # A max_output_tokens cut ends in response.incomplete, as the real API does.
+        done_status = "completed" if finish == "stop" else "incomplete"
+        item = self._item(done_status, [self._part(text)])
+        final = self._response(
+            done_status,
+            [item],
+            usage=self._usage(output_tokens),
+            incomplete_details=None if finish == "stop" else {"reason": "max_output_tokens"},
+        )
+        return [
+            self._event("response.output_text.done", **self._where(), text=text, logprobs=[]),
+            self._event("response.content_part.done", **self._where(), part=self._part(text)),
+            self._event("response.output_item.done", output_index=0, item=item),
+            self._event(f"response.{done_status}", response=final),
+        ]
+
+    def error(self) -> list[Event]:
+        error: JSONObject = {"code": "server_error", "message": MID_STREAM_ERROR}
+        return [
+            self._event("error", **error, param=None),
+            self._event(
+                "response.failed",
+                response=self._response(
+                    "failed",
+                    [self._item("incomplete", [self._part("".join(self._text))])],
+                    error=error,
+                ),
+            ),
+        ]
+
+    def malformed(self) -> Event:
+        return Event(
+            '{"type":"response.output_text.delta","sequence_number":'
+            + str(self._seq)
+            + ',"delta":"',
+            name="response.output_text.delta",
+        )
+
+    def complete(
+        self, text: str, finish: Finish, output_tokens: int, elapsed_ns: int
+    ) -> JSONObject:
+        status = "completed" if finish == "stop" else "incomplete"
+        return self._response(
+            status,
+            [self._item(status, [self._part(text)])],
+            usage=self._usage(output_tokens),
+            incomplete_details=None if finish == "stop" else {"reason": "max_output_tokens"},
+        )
+
+    @classmethod
+    def error_reply(
+        cls, status: int, message: str | None = None, *, param: str | None = None
+    ) -> ErrorReply:
+        return openai_error_reply(status, message, param)
