@@ -19,7 +19,14 @@ class StreamDecoder:
     feed decoded before the bad one are on the exception as ``events``.
     """
 
-    __slots__ = ("_dialect", "_ended", "_framer", "_last_read_index", "provider")
+    __slots__ = (
+        "_dialect",
+        "_ended",
+        "_framer",
+        "_last_read_index",
+        "_truncated_tail",
+        "provider",
+    )
 
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
@@ -29,6 +36,7 @@ class StreamDecoder:
         )
         self._last_read_index = -1
         self._ended = False
+        self._truncated_tail = False
 
     @property
     def framing(self) -> str:
@@ -37,7 +45,7 @@ class StreamDecoder:
     @property
     def pending(self) -> bool:
         """Bytes are buffered that make no complete event (a partial event at EOF)."""
-        return self._framer.pending
+        return self._framer.pending or self._truncated_tail
 
     @property
     def bytes_seen(self) -> int:
@@ -50,15 +58,25 @@ class StreamDecoder:
 
     def feed(self, data: bytes, t_ns: int, read_index: int) -> list[StreamEvent]:
         """Decode ``data`` carried by read ``read_index`` that returned at ``t_ns``."""
-        self._last_read_index = read_index
+        if data:  # an empty read carries no byte of any event
+            self._last_read_index = read_index
         frames: list[Frame] = list(self._framer.feed(data, t_ns))
         return self._decode(frames, read_index)
 
     def close(self, t_ns: int) -> list[StreamEvent]:
-        """End of body.  Only NDJSON can complete an event here (a last line without LF);
-        it keeps the stamp and read index of the read that carried its last byte."""
+        """End of body: an unterminated SSE event is dropped (``pending`` stays True).
+
+        Only NDJSON can complete an event here, a last line without LF (Ollama).  It keeps
+        the stamp and read index of the read that carried its last byte.  If that line is
+        not valid JSON the body was cut mid-line: that is a partial event (``pending``),
+        not a malformed one, so no ``MalformedEvent`` is raised for it.
+        """
         frames: list[Frame] = list(self._framer.close(t_ns))
-        return self._decode(frames, self._last_read_index)
+        try:
+            return self._decode(frames, self._last_read_index)
+        except MalformedEvent as exc:
+            self._truncated_tail = True
+            return exc.events
 
     def _decode(self, frames: list[Frame], read_index: int) -> list[StreamEvent]:
         events: list[StreamEvent] = []

@@ -22,10 +22,11 @@ class NDJSONLine:
 class NDJSONDecoder:
     """Incremental NDJSON line splitter: ``feed(bytes, t_ns) -> [NDJSONLine]``."""
 
-    __slots__ = ("_at_start", "_bytes_seen", "_closed", "_last_t_ns", "_partial")
+    __slots__ = ("_at_start", "_bytes_seen", "_closed", "_last_t_ns", "_nonblank", "_partial")
 
     def __init__(self) -> None:
         self._partial: list[bytes] = []
+        self._nonblank = False  # _partial holds more than whitespace (kept O(1) to ask)
         self._last_t_ns: int | None = None  # stamp of the last feed that added to _partial
         self._bytes_seen = 0
         self._at_start = True
@@ -38,7 +39,7 @@ class NDJSONDecoder:
     @property
     def pending(self) -> bool:
         """An unterminated, non-blank line is buffered."""
-        return bool(b"".join(self._partial).strip())
+        return self._nonblank
 
     def feed(self, data: bytes, t_ns: int) -> list[NDJSONLine]:
         """Split ``data`` (arrived at ``t_ns``); return the lines it completed."""
@@ -56,10 +57,13 @@ class NDJSONDecoder:
                 self._partial.append(piece)
                 piece = b"".join(self._partial)
                 self._partial.clear()
+                self._nonblank = False
             self._emit(piece, t_ns, out)
             pos = nl + 1
         if pos < len(data):
-            self._partial.append(data[pos:])
+            rest = data[pos:]
+            self._partial.append(rest)
+            self._nonblank = self._nonblank or bool(rest.strip())
             self._last_t_ns = t_ns
         return out
 
@@ -76,6 +80,7 @@ class NDJSONDecoder:
         if self._partial:
             piece = b"".join(self._partial)
             self._partial.clear()
+            self._nonblank = False
             self._emit(piece, t_ns if self._last_t_ns is None else self._last_t_ns, out)
         return out
 
