@@ -1,0 +1,60 @@
+"""`promptpath demo`: the reference endpoint in-process on loopback, traced end to end.
+
+No network and no API key: a fresh self-signed CA in a temp dir, HTTP/2 (or 1.1/3), a
+realistic first-token delay and cadence, then the full report.
+"""
+
+from __future__ import annotations
+
+import socket
+import tempfile
+
+from promptpath.runner import RunArgs, execute
+
+#: Paths per dialect on the reference endpoint.
+DEMO_PATHS = {
+    "openai": "/v1/chat/completions",
+    "responses": "/v1/responses",
+    "anthropic": "/v1/messages",
+    "ollama": "/api/chat",
+}
+
+#: What the demo endpoint does: a plausible hosted model on a good day.
+DEMO_TTFT_MS = 350.0
+DEMO_RATE = 40.0
+DEMO_TOKENS = 48
+
+
+def run_demo(*, http: str, provider: str, json_out: bool, warm: bool) -> int:
+    from promptpath.server.behaviour import Behaviour
+    from promptpath.server.runner import ServerConfig, start_in_thread
+
+    if provider not in DEMO_PATHS:
+        from promptpath.errors import UsageError
+        from promptpath.runner import usage_failure
+
+        return usage_failure(
+            UsageError(f"--provider must be one of {', '.join(DEMO_PATHS)}, got {provider!r}"),
+            json_out,
+        )
+    with tempfile.TemporaryDirectory(prefix="promptpath-demo-") as tmp:
+        config = ServerConfig(
+            host="127.0.0.1",
+            port=0,
+            self_signed=tmp,
+            http3=http == "3",
+            behaviour=Behaviour(ttft_ms=DEMO_TTFT_MS, rate=DEMO_RATE, tokens=DEMO_TOKENS),
+        )
+        with start_in_thread(config) as server:
+            args = RunArgs(
+                target=f"https://localhost:{server.port}{DEMO_PATHS[provider]}",
+                provider=provider,
+                model="promptpath-demo",
+                max_tokens=DEMO_TOKENS,
+                http=http,
+                cacert=str(server.ca_path),
+                family=socket.AF_INET,
+                timeout=30.0,
+                warm=warm,
+            )
+            return execute(args, json_out=json_out, fail_on="fail")
