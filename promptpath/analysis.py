@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 from promptpath.stats import Summary, intervals_ms, summarize
 from promptpath.timeline import MILESTONES, StreamEvent, Timeline
@@ -54,7 +55,7 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
     gaps = intervals_ms([e.t_ns for e in content])
     coalesced = sum(
         1
-        for prev, cur in zip(content, content[1:])
+        for prev, cur in pairwise(content)
         if cur.read_index >= 0 and cur.read_index == prev.read_index
     )
     usage = _usage_count(timeline)

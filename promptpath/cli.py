@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -61,28 +61,28 @@ def run(
         str, typer.Argument(help="Endpoint URL, e.g. https://api.openai.com/v1/chat/completions")
     ],
     provider: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--provider",
             help="openai | responses | anthropic | ollama (default: from the URL path).",
         ),
     ] = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model name.")] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model name.")] = None,
     prompt: Annotated[
-        Optional[str], typer.Option("--prompt", "-p", help="The prompt to send.")
+        str | None, typer.Option("--prompt", "-p", help="The prompt to send.")
     ] = None,
     max_tokens: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--max-tokens", help="Cap on generated tokens (default 64: probes cost money)."
         ),
     ] = None,
     header: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--header", "-H", help="Extra request header 'Name: value' (repeatable)."),
     ] = None,
     api_key_env: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--api-key-env",
             help="Env var holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).",
@@ -90,13 +90,13 @@ def run(
     ] = None,
     http: HTTPOpt = "auto",
     resolve: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--resolve", help="HOST:PORT:ADDR — connect there instead of resolving (repeatable)."
         ),
     ] = None,
     cacert: Annotated[
-        Optional[str], typer.Option("--cacert", help="PEM file of CAs to trust.")
+        str | None, typer.Option("--cacert", help="PEM file of CAs to trust.")
     ] = None,
     insecure: Annotated[
         bool, typer.Option("--insecure", "-k", help="Do not verify the certificate.")
@@ -110,17 +110,17 @@ def run(
     json_out: JSONOpt = False,
     fail_on: FailOnOpt = "fail",
     resolver: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--resolver", help="Use this DNS resolver ADDR[:PORT] instead of the system's."
         ),
     ] = None,
     authoritative: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--authoritative", help="Authoritative DNS server ADDR[:PORT] for dns-cache."),
     ] = None,
     probe: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--probe", help="Run a probe after the trace (repeatable, or 'all')."),
     ] = None,
     verbose: Annotated[

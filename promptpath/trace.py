@@ -21,7 +21,6 @@ from promptpath.errors import (
     HTTPStatusError,
     PromptpathError,
     StreamError,
-    TLSError,
     TraceTimeout,
 )
 from promptpath.findings import Finding
@@ -326,7 +325,8 @@ async def _consume(
         body = await _read_limited(response, 2048)
         what = content_type or "no content-type"
         raise StreamError(
-            f"expected an event stream, got {what}: {_snippet(body.decode('utf-8', 'replace'), 80)!r}",
+            f"expected an event stream, got {what}: "
+            f"{_snippet(body.decode('utf-8', 'replace'), 80)!r}",
             stage="response",
             kind="not_event_stream",
             content_type=content_type,
@@ -380,7 +380,8 @@ async def _consume(
     if timeline.stream_end == "error":
         err_event = next(e for e in events if e.kind == "error")
         raise StreamError(
-            f"the server sent an error event after {_count_content(events)} tokens: {err_event.error}",
+            f"the server sent an error event after {_count_content(events)} tokens:"
+            f" {err_event.error}",
             stage="stream",
             kind="error_event",
             server_error=err_event.error,

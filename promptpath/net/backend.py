@@ -77,12 +77,12 @@ class StampingStream(anyio.abc.ByteStream):
         return self._inner.extra_attributes
 
 
-_READ_ERRORS: dict[type[BaseException], type[Exception]] = {
+_READ_ERRORS: dict[type[Exception], type[Exception]] = {
     TimeoutError: httpcore.ReadTimeout,
     anyio.BrokenResourceError: httpcore.ReadError,
     anyio.ClosedResourceError: httpcore.ReadError,
 }
-_WRITE_ERRORS: dict[type[BaseException], type[Exception]] = {
+_WRITE_ERRORS: dict[type[Exception], type[Exception]] = {
     TimeoutError: httpcore.WriteTimeout,
     anyio.BrokenResourceError: httpcore.WriteError,
     anyio.ClosedResourceError: httpcore.WriteError,
@@ -194,6 +194,9 @@ def _since(start_ns: int) -> int:
     return time.perf_counter_ns() - start_ns
 
 
+#: Per-address connect budget when another address is left to try.
+ATTEMPT_TIMEOUT_S = 3.0
+
 _CONNECT_KINDS = {
     errno.ECONNREFUSED: "refused",
     errno.EHOSTUNREACH: "host_unreachable",
@@ -246,14 +249,31 @@ class TracingBackend(httpcore.AsyncNetworkBackend):
         stage = timeline.begin("connect", time.perf_counter_ns())
         failures: list[str] = []
         last_kind = "refused"
-        for ip, fam in answer.addresses:
+        addresses = answer.addresses
+        for n, (ip, fam) in enumerate(addresses):
             start = time.perf_counter_ns()
+            # With more addresses to try, one that does not answer gets a bounded attempt
+            # (like happy eyeballs, but sequential so each attempt is timed on its own).
+            limit = ATTEMPT_TIMEOUT_S if n + 1 < len(addresses) else None
             try:
-                sock = await anyio.connect_tcp(ip, port)
+                with anyio.fail_after(limit):
+                    sock = await anyio.connect_tcp(ip, port)
+            except TimeoutError:
+                end = time.perf_counter_ns()
+                timeline.attempts.append(
+                    ConnectAttempt(
+                        ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error="timed out"
+                    )
+                )
+                failures.append(f"{_fmt_addr(ip, port)}: timed out after {limit:g} s")
+                last_kind = "timeout"
+                continue
             except OSError as exc:
                 end = time.perf_counter_ns()
-                reason = exc.strerror or str(exc)
-                last_kind = _CONNECT_KINDS.get(exc.errno or 0, "connect_failed")
+                # anyio wraps the socket error ("All connection attempts failed"): use the cause.
+                cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+                reason = cause.strerror or str(cause)
+                last_kind = _CONNECT_KINDS.get(cause.errno or 0, "connect_failed")
                 timeline.attempts.append(
                     ConnectAttempt(
                         ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error=reason

@@ -167,7 +167,8 @@ def render(console: Console, result: TraceResult) -> None:
     console.print(
         Text.assemble(
             ("promptpath ", "bold"),
-            f"→ {opts.target.url}  ({opts.provider} · {opts.model} · {tl.http_version or '?'}{addr})",
+            f"→ {opts.target.url}  "
+            f"({opts.provider} · {opts.model} · {tl.http_version or '?'}{addr})",
         )
     )
     metrics = render_timeline(console, tl, "cold" if result.warm else "")

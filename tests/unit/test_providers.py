@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import json
 
-from promptpath.options import parse_target
-from promptpath.options import RunOptions
+from promptpath.options import RunOptions, parse_target
 from promptpath.providers import prepare, redact_headers
 
 
