@@ -50,10 +50,11 @@ async def resolve_system(host: str, port: int, *, family: int = 0) -> DNSAnswer:
         infos = await loop.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         end = time.perf_counter_ns()
-        kind = {
-            socket.EAI_NONAME: "nxdomain",
-            socket.EAI_AGAIN: "servfail_or_timeout",
-        }.get(exc.errno, "resolve_failed")
+        kinds: dict[int, str] = {
+            int(socket.EAI_NONAME): "nxdomain",
+            int(socket.EAI_AGAIN): "servfail_or_timeout",
+        }
+        kind = kinds.get(exc.errno if exc.errno is not None else 0, "resolve_failed")
         if getattr(socket, "EAI_NODATA", None) == exc.errno:
             kind = "nodata"
         raise DNSError(
@@ -104,7 +105,7 @@ async def resolve(
         answer = await resolve_system(host, port, family=family)
     usable = tuple(a for a in answer.addresses if _wanted(a[1], family))
     if not usable:
-        fam = {socket.AF_INET: "IPv4", socket.AF_INET6: "IPv6"}.get(family, "any")
+        fam = {int(socket.AF_INET): "IPv4", int(socket.AF_INET6): "IPv6"}.get(family, "any")
         raise DNSError(
             f"DNS: {host!r} has no {fam} address", stage="dns", kind="no_address", host=host
         )
@@ -116,3 +117,17 @@ async def resolve(
         ttl=answer.ttl,
         cname_chain=answer.cname_chain,
     )
+
+
+def dns_json(answer: DNSAnswer | None, used_ip: str | None) -> dict[str, object] | None:
+    """The ``dns`` object of the JSON report: what resolved the name and which address was used."""
+    if answer is None:
+        return None
+    return {
+        "resolver": answer.resolver,
+        "answers": [{"ip": ip, "family": fam} for ip, fam in answer.addresses],
+        "used": used_ip,
+        "ttl": answer.ttl,
+        "cname_chain": list(answer.cname_chain),
+        "duration_ms": round((answer.end_ns - answer.start_ns) / 1e6, 3),
+    }
