@@ -158,6 +158,17 @@ def render_timeline(console: Console, timeline: Timeline, title: str) -> Metrics
     return metrics
 
 
+def render_headers(console: Console, result: TraceResult) -> None:
+    """--verbose: what we sent and what came back; credentials always redacted."""
+    from promptpath.providers import prepare, redact_headers
+
+    sent = prepare(result.options)
+    for name, value in redact_headers(sent.headers):
+        console.print(Text(f"> {name}: {value}", style="dim"))
+    for name, value in redact_headers(result.timeline.response_headers):
+        console.print(Text(f"< {name}: {value}", style="dim"))
+
+
 def render(console: Console, result: TraceResult) -> None:
     tl = result.timeline
     opts = result.options
@@ -171,6 +182,8 @@ def render(console: Console, result: TraceResult) -> None:
             f"({opts.provider} · {opts.model} · {tl.http_version or '?'}{addr})",
         )
     )
+    if opts.verbose:
+        render_headers(console, result)
     metrics = render_timeline(console, tl, "cold" if result.warm else "")
     if result.warm is not None:
         console.print()

@@ -1,0 +1,215 @@
+"""The real CLI in-process: options, exit codes, --json against the schema, secrets."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from promptpath.cli import app
+from promptpath.exitcodes import ExitCode
+from tests.helpers.refserver import RefServer, reference_server
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
+SECRET = "sk-test-DO-NOT-LEAK-8f3a"
+
+
+@pytest.fixture(scope="module")
+def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
+    with reference_server(tls=True, tmp_path=tmp_path_factory.mktemp("ref")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
+    """A reference endpoint that demands the key (so a 200 proves we sent it)."""
+    import os
+
+    os.environ["PP_TEST_SERVER_KEY"] = SECRET
+    try:
+        with reference_server(
+            tls=True,
+            tmp_path=tmp_path_factory.mktemp("keyed"),
+            extra_args=["--api-key-env", "PP_TEST_SERVER_KEY"],
+        ) as server:
+            yield server
+    finally:
+        del os.environ["PP_TEST_SERVER_KEY"]
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> Any:
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+def url(server: RefServer, path: str = "/v1/chat/completions") -> str:
+    return f"https://localhost:{server.port}{path}"
+
+
+def run_json(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+    res = invoke("run", *args, "--json", env=env)
+    body = json.loads(res.stdout)
+    jsonschema.validate(body, SCHEMA)
+    return res.exit_code, body, res.stderr
+
+
+def test_version_is_fast_to_answer() -> None:
+    res = invoke("--version")
+    assert res.exit_code == 0 and res.stdout.startswith("promptpath ")
+
+
+def test_json_output_validates_against_the_schema(ref: RefServer) -> None:
+    code, body, stderr = run_json(
+        url(ref), "--cacert", str(ref.ca), "-4", "-H", "x-promptpath-ttft-ms: 100"
+    )
+    assert code == 0 and body["ok"] is True and body["error"] is None
+    assert body["target"]["provider"] == "openai" and body["target"]["port"] == ref.port
+    assert body["address"] == {"ip": "127.0.0.1", "port": ref.port, "family": "ipv4"}
+    assert body["http_version"] == "HTTP/2" and body["tls"]["alpn"] == "h2"
+    assert body["stream"]["end"] == "marker"
+    assert body["tokens"]["count_source"] == "usage"
+    for name in (
+        "dns_done",
+        "connected",
+        "tls_done",
+        "request_sent",
+        "ttfb",
+        "first_event",
+        "ttft",
+        "last_token",
+        "end",
+    ):
+        assert name in body["milestones_ms"]
+    assert body["ttft_ms"]["from_request"] >= 95
+    # The terminal report went to stderr, with its verdict line.
+    assert "OK: first token after" in stderr and "DNS" in stderr
+
+
+def test_warm_json_has_both_requests(ref: RefServer) -> None:
+    code, body, _ = run_json(url(ref), "--cacert", str(ref.ca), "--warm")
+    assert code == 0
+    assert body["warm"]["reused_connection"] is True
+    assert "tls" not in body["warm"]["stages_ms"] and "tls" in body["stages_ms"]
+
+
+@pytest.mark.parametrize(
+    ("header", "code", "stage", "kind"),
+    [
+        ("x-promptpath-status: 401", ExitCode.HTTP_STATUS, "response", "http_401"),
+        ("x-promptpath-status: 429", ExitCode.HTTP_STATUS, "response", "http_429"),
+        ("x-promptpath-status: 503", ExitCode.HTTP_STATUS, "response", "http_503"),
+        ("x-promptpath-body: html", ExitCode.STREAM, "response", "not_event_stream"),
+        ("x-promptpath-truncate-after: 2", ExitCode.STREAM, "stream", "truncated"),
+        ("x-promptpath-malformed-after: 1", ExitCode.STREAM, "stream", "malformed_event"),
+        ("x-promptpath-error-after: 1", ExitCode.STREAM, "stream", "error_event"),
+    ],
+)
+def test_failures_give_their_exit_code_and_stage_in_json_and_terminal(
+    ref: RefServer, header: str, code: int, stage: str, kind: str
+) -> None:
+    got, body, stderr = run_json(url(ref), "--cacert", str(ref.ca), "-H", header)
+    assert got == code == body["exit_code"]
+    assert body["ok"] is False
+    assert body["error"]["stage"] == stage and body["error"]["kind"] == kind
+    assert f"FAILED in {stage}:" in stderr
+    assert "Traceback" not in stderr
+
+
+def test_tls_failure_exit_code(ref: RefServer) -> None:
+    got, body, _ = run_json(url(ref))  # no --cacert: unknown CA
+    assert got == ExitCode.TLS and body["error"]["kind"] == "unknown_ca"
+    assert body["milestones_ms"]["connected"] > 0  # the partial timeline is kept
+
+
+def test_refused_exit_code() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        got, body, _ = run_json(
+            f"http://127.0.0.1:{s.getsockname()[1]}/v1/messages", "--timeout", "5"
+        )
+    assert got == ExitCode.CONNECT and body["error"]["stage"] == "connect"
+
+
+def test_timeout_exit_code(ref: RefServer) -> None:
+    got, body, _ = run_json(
+        url(ref), "--cacert", str(ref.ca), "--timeout", "0.8", "-H", "x-promptpath-ttft-ms: 4000"
+    )
+    assert got == ExitCode.TIMEOUT and body["error"]["stage"] == "first_token"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "ftp://x/y"],
+        ["run", "https://h/v1/unknown"],
+        ["run", "https://h/v1/messages", "--http", "4"],
+        ["run", "https://h/v1/messages", "--resolve", "nonsense"],
+        ["run", "https://h/v1/messages", "--fail-on", "maybe"],
+        ["run", "https://h/v1/messages", "--probe", "no-such-probe"],
+        ["run", "https://h/v1/messages", "--cacert", "/nonexistent/ca.pem"],
+        ["run", "https://h/v1/messages", "--max-tokens", "notanumber"],
+        ["run"],
+    ],
+)
+def test_usage_errors_exit_2_without_traceback(args: list[str]) -> None:
+    res = invoke(*args)
+    assert res.exit_code == ExitCode.USAGE, res.output
+    assert "Traceback" not in res.output
+
+
+def test_api_key_is_sent_to_the_target_but_never_shown(keyed: RefServer) -> None:
+    env = {"OPENAI_API_KEY": SECRET}
+    code, body, stderr = run_json(url(keyed), "--cacert", str(keyed.ca), "-v", env=env)
+    assert code == 0, body["error"]  # the server demands the key: it was sent
+    assert SECRET not in json.dumps(body) and SECRET not in stderr
+    assert "> authorization: [redacted]" in stderr  # -v shows that it was sent, not what
+    # Without the key the same endpoint refuses, and the message says which variable to set.
+    code, body, stderr = run_json(url(keyed), "--cacert", str(keyed.ca), env={})
+    assert code == ExitCode.HTTP_STATUS and "OPENAI_API_KEY" in body["error"]["message"]
+
+
+def test_api_key_from_a_named_env_var_for_anthropic(keyed: RefServer) -> None:
+    env = {"MY_ANTHROPIC": SECRET}
+    code, body, stderr = run_json(
+        url(keyed, "/v1/messages"),
+        "--cacert",
+        str(keyed.ca),
+        "--api-key-env",
+        "MY_ANTHROPIC",
+        env=env,
+    )
+    assert code == 0 and SECRET not in json.dumps(body) + stderr
+
+
+def test_demo_runs_offline() -> None:
+    res = invoke("demo", "--json")
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.stdout)
+    jsonschema.validate(body, SCHEMA)
+    assert body["http_version"] == "HTTP/2" and body["tls"]["verified"] is True
+    assert 340 <= body["ttft_ms"]["from_request"] <= 600
+
+
+def test_narrow_terminal_keeps_the_waterfall_inside_its_width(ref: RefServer) -> None:
+    import io
+
+    import anyio
+    from rich.console import Console
+
+    from promptpath.report import terminal
+    from promptpath.runner import RunArgs, build_options
+    from promptpath.trace import trace
+
+    opts = build_options(RunArgs(target=url(ref), cacert=ref.ca), environ={})
+    result = anyio.run(trace, opts)
+    out = io.StringIO()
+    terminal.render(Console(file=out, width=48, no_color=True), result)
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith("TLS ") for line in lines)
+    assert any(line.startswith("OK: first token") for line in lines)
+    assert max(len(line) for line in lines) <= 48
