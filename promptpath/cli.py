@@ -42,100 +42,113 @@ def _root(
     """promptpath: where did the time go on this prompt?"""
 
 
-# Option declarations shared by `run`, `demo` and `probe`.
+# -- option declarations shared by `run` and `probe` --------------------------------------
+Target = Annotated[
+    str, typer.Argument(help="Endpoint URL, e.g. https://api.openai.com/v1/chat/completions")
+]
+ProviderOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--provider", help="openai | responses | anthropic | ollama (default: from the URL path)."
+    ),
+]
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model name.")]
+PromptOpt = Annotated[str | None, typer.Option("--prompt", "-p", help="The prompt to send.")]
+MaxTokensOpt = Annotated[
+    int | None,
+    typer.Option("--max-tokens", help="Cap on generated tokens (default 64: probes cost money)."),
+]
+HeaderOpt = Annotated[
+    list[str] | None,
+    typer.Option("--header", "-H", help="Extra request header 'Name: value' (repeatable)."),
+]
+KeyEnvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key-env",
+        help="Env var holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).",
+    ),
+]
 HTTPOpt = Annotated[
     str, typer.Option("--http", help="HTTP version: 1.1, 2, 3 or auto (h2 via ALPN, else 1.1).")
 ]
-JSONOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+ResolveOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--resolve", help="HOST:PORT:ADDR: connect there instead of resolving (repeatable)."
+    ),
+]
+CACertOpt = Annotated[str | None, typer.Option("--cacert", help="PEM file of CAs to trust.")]
+InsecureOpt = Annotated[
+    bool, typer.Option("--insecure", "-k", help="Do not verify the certificate.")
+]
+IPv4Opt = Annotated[bool, typer.Option("-4", help="IPv4 only.")]
+IPv6Opt = Annotated[bool, typer.Option("-6", help="IPv6 only.")]
 TimeoutOpt = Annotated[
     float, typer.Option("--timeout", help="Deadline for the whole request, in seconds.")
 ]
+JSONOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 FailOnOpt = Annotated[
     str, typer.Option("--fail-on", help="Exit 1 when a finding is at or above: warn or fail.")
 ]
+ResolverOpt = Annotated[
+    str | None,
+    typer.Option("--resolver", help="Use this DNS resolver ADDR[:PORT] instead of the system's."),
+]
+AuthoritativeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--authoritative", help="Authoritative DNS server ADDR[:PORT] for the dns-cache probe."
+    ),
+]
+CanaryOpt = Annotated[
+    bool,
+    typer.Option(
+        "--canary", help="TARGET is promptpath serve (maybe behind proxies): use its send times."
+    ),
+]
+IdleMaxOpt = Annotated[
+    float, typer.Option("--idle-max", help="idle-timeout probe: longest idle wait, seconds.")
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
+]
+
+
+def _family(ipv4: bool, ipv6: bool) -> int:
+    return socket.AF_INET if ipv4 and not ipv6 else socket.AF_INET6 if ipv6 and not ipv4 else 0
 
 
 @app.command()
 def run(
-    target: Annotated[
-        str, typer.Argument(help="Endpoint URL, e.g. https://api.openai.com/v1/chat/completions")
-    ],
-    provider: Annotated[
-        str | None,
-        typer.Option(
-            "--provider",
-            help="openai | responses | anthropic | ollama (default: from the URL path).",
-        ),
-    ] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model name.")] = None,
-    prompt: Annotated[
-        str | None, typer.Option("--prompt", "-p", help="The prompt to send.")
-    ] = None,
-    max_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-tokens", help="Cap on generated tokens (default 64: probes cost money)."
-        ),
-    ] = None,
-    header: Annotated[
-        list[str] | None,
-        typer.Option("--header", "-H", help="Extra request header 'Name: value' (repeatable)."),
-    ] = None,
-    api_key_env: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key-env",
-            help="Env var holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).",
-        ),
-    ] = None,
+    target: Target,
+    provider: ProviderOpt = None,
+    model: ModelOpt = None,
+    prompt: PromptOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    header: HeaderOpt = None,
+    api_key_env: KeyEnvOpt = None,
     http: HTTPOpt = "auto",
-    resolve: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--resolve", help="HOST:PORT:ADDR — connect there instead of resolving (repeatable)."
-        ),
-    ] = None,
-    cacert: Annotated[
-        str | None, typer.Option("--cacert", help="PEM file of CAs to trust.")
-    ] = None,
-    insecure: Annotated[
-        bool, typer.Option("--insecure", "-k", help="Do not verify the certificate.")
-    ] = False,
-    ipv4: Annotated[bool, typer.Option("-4", help="IPv4 only.")] = False,
-    ipv6: Annotated[bool, typer.Option("-6", help="IPv6 only.")] = False,
+    resolve: ResolveOpt = None,
+    cacert: CACertOpt = None,
+    insecure: InsecureOpt = False,
+    ipv4: IPv4Opt = False,
+    ipv6: IPv6Opt = False,
     timeout: TimeoutOpt = 60.0,
     warm: Annotated[
         bool, typer.Option("--warm", help="Then send a second request over the same connection.")
     ] = False,
     json_out: JSONOpt = False,
     fail_on: FailOnOpt = "fail",
-    resolver: Annotated[
-        str | None,
-        typer.Option(
-            "--resolver", help="Use this DNS resolver ADDR[:PORT] instead of the system's."
-        ),
-    ] = None,
-    authoritative: Annotated[
-        str | None,
-        typer.Option("--authoritative", help="Authoritative DNS server ADDR[:PORT] for dns-cache."),
-    ] = None,
+    resolver: ResolverOpt = None,
+    authoritative: AuthoritativeOpt = None,
     probe: Annotated[
         list[str] | None,
         typer.Option("--probe", help="Run a probe after the trace (repeatable, or 'all')."),
     ] = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
-    ] = False,
-    canary: Annotated[
-        bool,
-        typer.Option(
-            "--canary",
-            help="TARGET is promptpath serve (maybe behind proxies): use its send times.",
-        ),
-    ] = False,
-    idle_max: Annotated[
-        float, typer.Option("--idle-max", help="idle-timeout probe: longest idle wait, seconds.")
-    ] = 120.0,
+    canary: CanaryOpt = False,
+    idle_max: IdleMaxOpt = 120.0,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
     from promptpath.runner import RunArgs, execute
@@ -152,7 +165,7 @@ def run(
         resolve=resolve or [],
         cacert=cacert,
         insecure=insecure,
-        family=socket.AF_INET if ipv4 else socket.AF_INET6 if ipv6 else 0,
+        family=_family(ipv4, ipv6),
         timeout=timeout,
         warm=warm,
         resolver=resolver,
@@ -166,13 +179,64 @@ def run(
 
 
 @app.command()
+def probe(
+    target: Target,
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(help="Probes to run: buffering, idle-timeout, dns-cache (default: all)."),
+    ] = None,
+    provider: ProviderOpt = None,
+    model: ModelOpt = None,
+    max_tokens: MaxTokensOpt = None,
+    header: HeaderOpt = None,
+    api_key_env: KeyEnvOpt = None,
+    http: HTTPOpt = "auto",
+    resolve: ResolveOpt = None,
+    cacert: CACertOpt = None,
+    insecure: InsecureOpt = False,
+    ipv4: IPv4Opt = False,
+    ipv6: IPv6Opt = False,
+    timeout: TimeoutOpt = 60.0,
+    json_out: JSONOpt = False,
+    fail_on: FailOnOpt = "fail",
+    resolver: ResolverOpt = None,
+    authoritative: AuthoritativeOpt = None,
+    canary: CanaryOpt = False,
+    idle_max: IdleMaxOpt = 120.0,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache)."""
+    from promptpath.runner import RunArgs, execute
+
+    args = RunArgs(
+        target=target,
+        provider=provider,
+        model=model,
+        max_tokens=max_tokens,
+        headers=header or [],
+        api_key_env=api_key_env,
+        http=http,
+        resolve=resolve or [],
+        cacert=cacert,
+        insecure=insecure,
+        family=_family(ipv4, ipv6),
+        timeout=timeout,
+        resolver=resolver,
+        authoritative=authoritative,
+        probes=names or ["all"],
+        verbose=verbose,
+        both_families=ipv4 and ipv6,
+        probe_options={"canary": canary, "idle_max": idle_max},
+    )
+    raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on))
+
+
+@app.command()
 def demo(
-    http: HTTPOpt = "2",
+    http: Annotated[str, typer.Option("--http", help="HTTP version: 1.1, 2 or 3.")] = "2",
     provider: Annotated[
         str,
-        typer.Option(
-            "--provider", help="Dialect to demo: openai | responses | anthropic | ollama."
-        ),
+        typer.Option("--provider", help="Dialect: openai | responses | anthropic | ollama."),
     ] = "openai",
     json_out: JSONOpt = False,
     warm: Annotated[bool, typer.Option("--warm", help="Also show a warm request.")] = False,
@@ -184,10 +248,8 @@ def demo(
 
 
 def _register_serve() -> None:
-    try:
-        from promptpath.server.command import serve
-    except ImportError:  # the reference endpoint is optional for a trimmed install
-        return
+    from promptpath.server.command import serve
+
     app.command("serve", help="Run the reference endpoint (a streaming API you control).")(serve)
 
 
