@@ -1,0 +1,139 @@
+"""Speed and accuracy of promptpath against the reference endpoint on loopback.
+
+    python3 benchmarks/bench_trace.py [--runs 50] [--http 2]
+
+Prints:
+- startup: wall time of `promptpath --version` (median of 10);
+- overhead: wall time of a full `run` in-process minus the request it measured;
+- accuracy: measured TTFT (from request_sent) minus the injected first-token delay, and
+  measured gaps minus the server's own send-time gaps (from each event's sent_unix_ns),
+  median and p99 over all runs.
+
+Loopback only: the server is `python -m promptpath.server` on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from promptpath.analysis import compute  # noqa: E402
+from promptpath.runner import RunArgs, build_options  # noqa: E402
+from promptpath.stats import percentile  # noqa: E402
+from promptpath.trace import trace  # noqa: E402
+
+INJECTED_TTFT_MS = 200.0
+RATE = 50.0  # tokens/s → 20 ms cadence
+TOKENS = 20
+
+
+def start_server(tmp: str) -> tuple[subprocess.Popen[str], dict[str, object]]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "promptpath.server",
+            "--port",
+            "0",
+            "--self-signed",
+            tmp,
+            "--no-http3",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    info = json.loads(proc.stdout.readline())
+    return proc, info
+
+
+def startup_ms() -> list[float]:
+    samples = []
+    for _ in range(10):
+        start = time.perf_counter()
+        subprocess.run(
+            [sys.executable, "-m", "promptpath", "--version"],
+            check=True,
+            capture_output=True,
+            cwd=ROOT,
+        )
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def line(name: str, values: list[float], unit: str = "ms") -> str:
+    return (
+        f"{name:<34} median {statistics.median(values):8.3f} {unit}   p99 {percentile(values, 99):8.3f} {unit}"
+        f"   n={len(values)}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--http", default="2")
+    ns = parser.parse_args()
+
+    print(line("startup: promptpath --version", startup_ms()))
+    with tempfile.TemporaryDirectory() as tmp:
+        proc, info = start_server(tmp)
+        try:
+            args = RunArgs(
+                target=f"https://localhost:{info['port']}/v1/chat/completions",
+                cacert=str(info["ca"]),
+                http=ns.http,
+                family=socket.AF_INET,
+                max_tokens=TOKENS,
+                headers=[
+                    f"x-promptpath-ttft-ms: {INJECTED_TTFT_MS:g}",
+                    f"x-promptpath-rate: {RATE:g}",
+                    f"x-promptpath-tokens: {TOKENS}",
+                ],
+            )
+            options = build_options(args, environ={})
+            overhead, ttft_err, gap_err, arrival_lag = [], [], [], []
+            for _ in range(ns.runs):
+                start = time.perf_counter_ns()
+                result = anyio.run(trace, options)
+                wall = time.perf_counter_ns() - start
+                assert result.exc is None, result.exc
+                tl = result.timeline
+                m = compute(tl)
+                measured = (tl.closed_ns or tl.milestones["end"]) - tl.t0_ns
+                overhead.append((wall - measured) / 1e6)
+                assert m.ttft_from_request_ms is not None
+                ttft_err.append(m.ttft_from_request_ms - INJECTED_TTFT_MS)
+                content = [e for e in tl.events if e.kind == "content"]
+                for prev, cur in zip(content, content[1:], strict=False):
+                    assert prev.server_sent_unix_ns and cur.server_sent_unix_ns
+                    server_gap = (cur.server_sent_unix_ns - prev.server_sent_unix_ns) / 1e6
+                    gap_err.append((cur.t_ns - prev.t_ns) / 1e6 - server_gap)
+                for e in content:
+                    assert e.server_sent_unix_ns
+                    arrival_unix = tl.t0_unix_ns + (e.t_ns - tl.t0_ns)
+                    arrival_lag.append((arrival_unix - e.server_sent_unix_ns) / 1e6)
+        finally:
+            proc.terminate()
+            proc.wait(5)
+    print(line("overhead: run wall − measured", overhead))
+    print(line(f"ttft error vs injected {INJECTED_TTFT_MS:g} ms", ttft_err))
+    print(line("gap error vs server send gaps", [abs(g) for g in gap_err]))
+    print(line("arrival − server send time", arrival_lag))
+
+
+if __name__ == "__main__":
+    main()
