@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import anyio
@@ -77,8 +78,8 @@ def startup_ms() -> list[float]:
 
 def line(name: str, values: list[float], unit: str = "ms") -> str:
     return (
-        f"{name:<34} median {statistics.median(values):8.3f} {unit}   p99 {percentile(values, 99):8.3f} {unit}"
-        f"   n={len(values)}"
+        f"{name:<34} median {statistics.median(values):8.3f} {unit}"
+        f"   p99 {percentile(values, 99):8.3f} {unit}   n={len(values)}"
     )
 
 
@@ -118,7 +119,7 @@ def main() -> None:
                 assert m.ttft_from_request_ms is not None
                 ttft_err.append(m.ttft_from_request_ms - INJECTED_TTFT_MS)
                 content = [e for e in tl.events if e.kind == "content"]
-                for prev, cur in zip(content, content[1:], strict=False):
+                for prev, cur in pairwise(content):
                     assert prev.server_sent_unix_ns and cur.server_sent_unix_ns
                     server_gap = (cur.server_sent_unix_ns - prev.server_sent_unix_ns) / 1e6
                     gap_err.append((cur.t_ns - prev.t_ns) / 1e6 - server_gap)
