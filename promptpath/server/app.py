@@ -293,6 +293,9 @@ class ReferenceApp:
 
         ex = _Exchange(receive, send)
         raw = await ex.read_body()
+        # Delays count from the whole request received, as a model server's queue would:
+        # the client's request_sent is the comparable stamp on its side.
+        t_recv = loop.time()
         if raw is None:
             await self._error(send, record, dialect_cls, 413, "request body too large")
             return
