@@ -1,0 +1,262 @@
+"""HTTP/2 against HTTP/3 for the same prompt: the differences that matter.
+
+Everything here is pure except ``trace_pair``, the one helper that runs both traces.
+
+Round trips before the request can leave are counted from the protocols (TCP 1 + TLS 1.3
+1, or TLS 1.2 2; QUIC 1, folding transport and TLS); times come from each timeline's own
+stages and milestones. A difference smaller than the noise floor is called "same": two
+runs on a shared machine never match to the millisecond.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from promptpath.analysis import Metrics, compute
+from promptpath.timeline import Timeline
+
+if TYPE_CHECKING:
+    from promptpath.options import RunOptions
+    from promptpath.trace import TraceResult
+
+Better = Literal["a", "b", "same"]
+
+#: Differences below max(NOISE_MS, NOISE_SHARE x the larger value) are called "same".
+NOISE_MS = 2.0
+NOISE_SHARE = 0.10
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Difference:
+    """One metric measured on both runs."""
+
+    key: str  # JSON key: "setup_round_trips", "ttft_ms", "gap_p99_ms", ...
+    label: str  # for people: "TTFT (from start)"
+    unit: str  # "ms", "round trips", "tok/s"
+    a: float | None  # first run (HTTP/2)
+    b: float | None  # second run (HTTP/3)
+    higher_is_better: bool = False
+
+    @property
+    def delta(self) -> float | None:
+        """b - a, in the metric's unit."""
+        if self.a is None or self.b is None:
+            return None
+        return round(self.b - self.a, 3)
+
+    @property
+    def better(self) -> Better | None:
+        """Which run did better, "same" within noise, None when one side is missing."""
+        if self.a is None or self.b is None:
+            return None
+        diff = self.b - self.a
+        if self.unit == "round trips":
+            floor = 0.5
+        elif self.unit == "ms":
+            floor = max(NOISE_MS, NOISE_SHARE * max(abs(self.a), abs(self.b)))
+        else:
+            floor = NOISE_SHARE * max(abs(self.a), abs(self.b))
+        if abs(diff) <= floor:
+            return "same"
+        b_wins = diff > 0 if self.higher_is_better else diff < 0
+        return "b" if b_wins else "a"
+
+
+def setup_round_trips(timeline: Timeline) -> int | None:
+    """Round trips spent before the request could be sent (DNS not counted)."""
+    if timeline.reused_connection:
+        return 0
+    if timeline.stage("quic_handshake") is not None:
+        return 1  # QUIC folds the transport and TLS 1.3 handshakes; we never use 0-RTT
+    if timeline.stage("connect") is None:
+        return None
+    trips = 1  # TCP three-way handshake: the client may send after one round trip
+    if timeline.stage("tls") is not None:
+        tls = timeline.tls
+        version = tls.version if tls is not None else None
+        if version in ("TLSv1.2", "TLSv1.1", "TLSv1") and not (tls and tls.resumed):
+            trips += 2
+        else:
+            trips += 1
+    return trips
+
+
+def handshake_ms(metrics: Metrics) -> float | None:
+    """Transport + TLS setup: connect + tls over TCP, quic_handshake over QUIC."""
+    st = metrics.stages_ms
+    if "quic_handshake" in st:
+        return st["quic_handshake"]
+    if "connect" in st:
+        return round(st["connect"] + st.get("tls", 0.0), 3)
+    return None
+
+
+def _setup_ms(metrics: Metrics) -> float | None:
+    hs = handshake_ms(metrics)
+    if hs is None:
+        return None
+    return round(hs + metrics.stages_ms.get("dns", 0.0), 3)
+
+
+def _since_request(timeline: Timeline, name: str) -> float | None:
+    m = timeline.milestones
+    if name not in m or "request_sent" not in m:
+        return None
+    return round((m[name] - m["request_sent"]) / 1e6, 3)
+
+
+def differences(a: Timeline, b: Timeline) -> list[Difference]:
+    """Every metric we compare, in the order a reader wants them."""
+    ma, mb = compute(a), compute(b)
+    ga, gb = ma.tokens.gap_summary, mb.tokens.gap_summary
+
+    def gap(summary_attr: str) -> tuple[float | None, float | None]:
+        va = None if ga is None else round(float(getattr(ga, summary_attr)), 3)
+        vb = None if gb is None else round(float(getattr(gb, summary_attr)), 3)
+        return va, vb
+
+    def ms(metrics: Metrics, name: str) -> float | None:
+        return metrics.milestones_ms.get(name)
+
+    def rate(metrics: Metrics) -> float | None:
+        value = metrics.tokens.per_second
+        return None if value is None else round(value, 3)
+
+    def trips(timeline: Timeline) -> float | None:
+        value = setup_round_trips(timeline)
+        return None if value is None else float(value)
+
+    rows = [
+        Difference(
+            key="setup_round_trips",
+            label="setup round trips",
+            unit="round trips",
+            a=trips(a),
+            b=trips(b),
+        ),
+        Difference(
+            key="handshake_ms",
+            label="handshake (TCP+TLS / QUIC)",
+            unit="ms",
+            a=handshake_ms(ma),
+            b=handshake_ms(mb),
+        ),
+        Difference(
+            key="setup_ms",
+            label="connection setup incl. DNS",
+            unit="ms",
+            a=_setup_ms(ma),
+            b=_setup_ms(mb),
+        ),
+        Difference(
+            key="ttfb_ms", label="TTFB (from start)", unit="ms", a=ms(ma, "ttfb"), b=ms(mb, "ttfb")
+        ),
+        Difference(
+            key="ttfb_from_request_ms",
+            label="TTFB (after request)",
+            unit="ms",
+            a=_since_request(a, "ttfb"),
+            b=_since_request(b, "ttfb"),
+        ),
+        Difference(
+            key="ttft_ms", label="TTFT (from start)", unit="ms", a=ms(ma, "ttft"), b=ms(mb, "ttft")
+        ),
+        Difference(
+            key="ttft_from_request_ms",
+            label="TTFT (after request)",
+            unit="ms",
+            a=ma.ttft_from_request_ms,
+            b=mb.ttft_from_request_ms,
+        ),
+    ]
+    for attr in ("p50", "p90", "p99", "max"):
+        va, vb = gap(attr)
+        rows.append(Difference(key=f"gap_{attr}_ms", label=f"gap {attr}", unit="ms", a=va, b=vb))
+    rows += [
+        Difference(
+            key="tokens_per_second",
+            label="tokens/s",
+            unit="tok/s",
+            a=rate(ma),
+            b=rate(mb),
+            higher_is_better=True,
+        ),
+        Difference(
+            key="end_ms",
+            label="stream end (from start)",
+            unit="ms",
+            a=ms(ma, "end"),
+            b=ms(mb, "end"),
+        ),
+    ]
+    return rows
+
+
+def differences_json(rows: list[Difference]) -> dict[str, dict[str, object]]:
+    """``{key: {label, unit, a, b, delta, better}}`` with a/b named by protocol."""
+    names = {"a": "http2", "b": "http3", "same": "same", None: None}
+    return {
+        d.key: {
+            "label": d.label,
+            "unit": d.unit,
+            "http2": d.a,
+            "http3": d.b,
+            "delta": d.delta,
+            "better": names[d.better],
+        }
+        for d in rows
+    }
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "round trips":
+        n = round(abs(value))
+        return f"{n} round trip{'s' if n != 1 else ''}"
+    if unit == "tok/s":
+        return f"{abs(value):.1f} tok/s"
+    return f"{abs(value):.1f} ms"
+
+
+def summary(rows: list[Difference], names: tuple[str, str] = ("HTTP/2", "HTTP/3")) -> list[str]:
+    """Sentences for the differences that are beyond noise (the ones that matter)."""
+    picked = (
+        "setup_round_trips",
+        "handshake_ms",
+        "ttfb_ms",
+        "ttft_ms",
+        "ttft_from_request_ms",
+        "gap_p50_ms",
+        "gap_p99_ms",
+    )
+    lines: list[str] = []
+    by_key = {d.key: d for d in rows}
+    for key in picked:
+        d = by_key.get(key)
+        if d is None or d.better in (None, "same") or d.delta is None:
+            continue
+        winner, loser = (names[1], names[0]) if d.better == "b" else names
+        verb = "more" if d.higher_is_better else "less"
+        if d.unit == "round trips":
+            lines.append(f"{winner} needs {_fmt(d.delta, d.unit)} fewer before the request")
+        else:
+            lines.append(f"{d.label}: {winner} {_fmt(d.delta, d.unit)} {verb} than {loser}")
+    if not lines:
+        lines.append("no difference beyond noise between the two protocols")
+    return lines
+
+
+def pair_options(options: RunOptions) -> tuple[RunOptions, RunOptions]:
+    """The same prompt over HTTP/2 and over HTTP/3."""
+    from dataclasses import replace
+
+    return replace(options, http="2"), replace(options, http="3")
+
+
+async def trace_pair(options: RunOptions) -> list[TraceResult]:
+    """Trace over HTTP/2, then over HTTP/3, each on a fresh connection (one after the
+    other: run together they would share the CPU and the path)."""
+    from promptpath.trace import trace
+
+    h2_opts, h3_opts = pair_options(options)
+    return [await trace(h2_opts), await trace(h3_opts)]

@@ -1,0 +1,173 @@
+"""Reporting ``run --compare-http``: both waterfalls on one time axis, then the differences.
+
+Each run's offsets are from its own t0, so the two waterfalls start together and a bar
+that ends later on the shared axis really took longer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from promptpath.compare import Difference, differences, differences_json, summary
+from promptpath.timeline import Timeline
+from promptpath.trace import TraceResult
+
+COMPARE_SCHEMA = "promptpath.compare/1"
+
+_ROWS = (
+    ("DNS", "dns", "cyan"),
+    ("TCP connect", "connect", "blue"),
+    ("TLS", "tls", "magenta"),
+    ("QUIC handshake", "quic_handshake", "magenta"),
+    ("request", "request", "white"),
+    ("wait (TTFB)", "wait", "yellow"),
+    ("first token", "first_token", "red"),
+    ("streaming", "streaming", "green"),
+)
+
+_DERIVED = {
+    "request": ("request_start", "request_sent"),
+    "wait": ("request_sent", "ttfb"),
+    "first_token": ("ttfb", "ttft"),
+    "streaming": ("ttft", "last_token"),
+}
+
+
+def spans(timeline: Timeline) -> list[tuple[str, str, str, float, float]]:
+    """(label, key, style, start_ms, end_ms) of every stage that happened, from t0."""
+    out: list[tuple[str, str, str, float, float]] = []
+    m = timeline.milestones
+    for label, key, style in _ROWS:
+        stage = timeline.stage(key)
+        if stage is not None and stage.end_ns is not None:
+            start_ns, end_ns = stage.start_ns, stage.end_ns
+        elif key in _DERIVED and all(name in m for name in _DERIVED[key]):
+            first, last = _DERIVED[key]
+            start_ns, end_ns = m[first], m[last]
+        else:
+            continue
+        out.append(
+            (label, key, style, (start_ns - timeline.t0_ns) / 1e6, (end_ns - timeline.t0_ns) / 1e6)
+        )
+    return out
+
+
+def _label(result: TraceResult) -> str:
+    tl = result.timeline
+    return tl.http_version or {"2": "HTTP/2", "3": "HTTP/3"}.get(result.options.http, "?")
+
+
+def _bar(start: float, end: float, total: float, width: int) -> Text:
+    a = int(start / total * width)
+    b = max(a + 1, round(end / total * width))
+    return Text(" " * a + "█" * min(b - a, width - a))
+
+
+def joint_waterfall(results: Sequence[TraceResult], width: int) -> Table:
+    """One table, one axis: each run's stages in turn."""
+    per_run = [spans(r.timeline) for r in results]
+    ends = [end for rows in per_run for *_x, end in rows]
+    ends += [
+        (r.timeline.closed_ns - r.timeline.t0_ns) / 1e6
+        for r in results
+        if r.timeline.closed_ns is not None
+    ]
+    total = max([*ends, 1.0])
+    bar_width = max(10, width - 42)
+    table = Table(show_edge=False, box=None, pad_edge=False)
+    table.add_column("run", no_wrap=True)
+    table.add_column("stage", no_wrap=True)
+    table.add_column("ms", justify="right", no_wrap=True)
+    table.add_column(f"0 … {total:.0f} ms", no_wrap=True)
+    for i, (result, rows) in enumerate(zip(results, per_run, strict=True)):
+        if i:
+            table.add_row("", "", "", "")
+        name = _label(result)
+        if not rows:
+            table.add_row(name, "(no stage completed)", "", "")
+        for j, (label, _key, style, start, end) in enumerate(rows):
+            bar = _bar(start, end, total, bar_width)
+            bar.stylize(style)
+            table.add_row(name if j == 0 else "", label, f"{end - start:.1f}", bar)
+    return table
+
+
+def _cell(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "round trips":
+        return f"{value:.0f}"
+    return f"{value:.1f}"
+
+
+def differences_table(rows: list[Difference], names: tuple[str, str]) -> Table:
+    table = Table(show_edge=False, box=None, pad_edge=False)
+    table.add_column("metric", no_wrap=True)
+    table.add_column(names[0], justify="right", no_wrap=True)
+    table.add_column(names[1], justify="right", no_wrap=True)
+    table.add_column("Δ", justify="right", no_wrap=True)
+    table.add_column("better", no_wrap=True)
+    verdict = {"a": names[0], "b": names[1], "same": "same (noise)", None: ""}
+    for d in rows:
+        delta = d.delta
+        table.add_row(
+            d.label if d.unit != "ms" else f"{d.label} (ms)",
+            _cell(d.a, d.unit),
+            _cell(d.b, d.unit),
+            "—" if delta is None else f"{delta:+.1f}",
+            verdict[d.better],
+        )
+    return table
+
+
+def render_compare(console: Console, results: Sequence[TraceResult]) -> None:
+    """The terminal report for a two-run comparison (HTTP/2 first, HTTP/3 second)."""
+    a, b = results[0], results[1]
+    names = (_label(a), _label(b))
+    console.print(
+        Text.assemble(
+            ("promptpath ", "bold"),
+            f"→ {a.options.target.url}  {names[0]} vs {names[1]}, fresh connections each",
+        )
+    )
+    console.print(joint_waterfall(results, console.width))
+    for result, name in zip(results, names, strict=True):
+        if result.timeline.error is not None:
+            err = result.timeline.error
+            console.print(Text(f"{name} FAILED in {err.stage}: {err.message}", style="red"))
+    rows = differences(a.timeline, b.timeline)
+    console.print()
+    console.print(differences_table(rows, names))
+    for line in summary(rows, names):
+        console.print(Text("→ " + line))
+
+
+def compare_json(
+    results: Sequence[TraceResult], *, exit_codes: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """``{"schema", "results": [h2 run, h3 run], "differences": {...}, "summary": [...]}``.
+
+    Each run object is exactly what ``promptpath.report.json.result_json`` makes for a
+    single run; ``exit_codes`` defaults to each run's own (0 when it succeeded).
+    """
+    from promptpath.report.json import result_json
+
+    if exit_codes is None:
+        exit_codes = [0 if r.exc is None else int(r.exc.exit_code) for r in results]
+    runs = [result_json(r, exit_code=code) for r, code in zip(results, exit_codes, strict=True)]
+    for run, result in zip(runs, results, strict=True):
+        run.setdefault("quic", result.timeline.extra.get("quic"))
+    rows = differences(results[0].timeline, results[1].timeline)
+    names = (_label(results[0]), _label(results[1]))
+    return {
+        "schema": COMPARE_SCHEMA,
+        "ok": all(code == 0 for code in exit_codes),
+        "results": runs,
+        "differences": differences_json(rows),
+        "summary": summary(rows, names),
+    }

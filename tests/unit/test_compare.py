@@ -1,0 +1,228 @@
+"""HTTP/2 vs HTTP/3 differences from two timelines: pure, with hand-made stamps."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+
+from promptpath.compare import (
+    Difference,
+    differences,
+    differences_json,
+    pair_options,
+    setup_round_trips,
+    summary,
+)
+from promptpath.errors import ConnectError
+from promptpath.options import RunOptions, parse_target
+from promptpath.report.compare import compare_json, render_compare, spans
+from promptpath.timeline import ErrorInfo, Stage, StreamEvent, Timeline, TLSInfo
+from promptpath.trace import TraceResult
+
+MS = 1_000_000
+T0 = 10_000 * MS
+
+
+def _timeline(
+    *,
+    h3: bool,
+    dns: float = 5,
+    handshake: tuple[float, ...] = (10, 20),
+    wait: float = 50,
+    ttft_after: float = 5,
+    gaps: tuple[float, ...] = (20, 20, 20, 20),
+    tls_version: str = "TLSv1.3",
+) -> Timeline:
+    """A healthy trace: dns, connect+tls (or quic_handshake), request, stream."""
+    tl = Timeline(t0_ns=T0, t0_unix_ns=0)
+    t = 0.0
+
+    def stage(name: str, length: float) -> None:
+        nonlocal t
+        tl.stages.append(
+            Stage(name=name, start_ns=T0 + int(t * MS), end_ns=T0 + int((t + length) * MS))
+        )
+        t += length
+
+    stage("dns", dns)
+    tl.milestones["dns_done"] = T0 + int(t * MS)
+    if h3:
+        stage("quic_handshake", sum(handshake))
+        tl.milestones["connected"] = tl.milestones["tls_done"] = T0 + int(t * MS)
+        tl.http_version = "HTTP/3"
+    else:
+        stage("connect", handshake[0])
+        tl.milestones["connected"] = T0 + int(t * MS)
+        stage("tls", handshake[1])
+        tl.milestones["tls_done"] = T0 + int(t * MS)
+        tl.http_version = "HTTP/2"
+    tl.tls = TLSInfo(sni="x", alpn_offered=(), version=tls_version)
+    tl.milestones["request_start"] = T0 + int(t * MS)
+    t += 1
+    tl.milestones["request_sent"] = T0 + int(t * MS)
+    t += wait
+    tl.milestones["ttfb"] = T0 + int(t * MS)
+    t += ttft_after
+    stamps = [t]
+    for g in gaps:
+        stamps.append(stamps[-1] + g)
+    for i, s in enumerate(stamps):
+        tl.events.append(StreamEvent(t_ns=T0 + int(s * MS), kind="content", text="x", read_index=i))
+    tl.milestones["first_event"] = tl.milestones["ttft"] = T0 + int(stamps[0] * MS)
+    tl.milestones["last_token"] = T0 + int(stamps[-1] * MS)
+    tl.milestones["end"] = T0 + int((stamps[-1] + 1) * MS)
+    tl.closed_ns = tl.milestones["end"]
+    tl.stream_end = "marker"
+    return tl
+
+
+def _options() -> RunOptions:
+    return RunOptions(
+        target=parse_target("https://api.example.com/v1/chat/completions"),
+        provider="openai",
+        model="m",
+    )
+
+
+def _by_key(rows: list[Difference]) -> dict[str, Difference]:
+    return {d.key: d for d in rows}
+
+
+def test_round_trips_come_from_the_protocols() -> None:
+    assert setup_round_trips(_timeline(h3=False)) == 2
+    assert setup_round_trips(_timeline(h3=False, tls_version="TLSv1.2")) == 3
+    assert setup_round_trips(_timeline(h3=True)) == 1
+    reused = _timeline(h3=False)
+    reused.reused_connection = True
+    assert setup_round_trips(reused) == 0
+
+
+def test_h3_saves_a_round_trip_and_its_time() -> None:
+    a = _timeline(h3=False, handshake=(10, 20))
+    b = _timeline(h3=True, handshake=(12,))
+    rows = _by_key(differences(a, b))
+    assert (rows["setup_round_trips"].a, rows["setup_round_trips"].b) == (2.0, 1.0)
+    assert rows["setup_round_trips"].better == "b"
+    assert rows["handshake_ms"].a == 30.0 and rows["handshake_ms"].b == 12.0
+    assert rows["handshake_ms"].delta == -18.0 and rows["handshake_ms"].better == "b"
+    assert rows["ttft_ms"].delta == -18.0
+    assert rows["ttft_from_request_ms"].better == "same"
+    assert rows["gap_p50_ms"].better == "same"
+    lines = summary(list(rows.values()))
+    assert "HTTP/3 needs 1 round trip fewer before the request" in lines
+    assert any(
+        line.startswith("TTFT (from start): HTTP/3 18.0 ms less than HTTP/2") for line in lines
+    )
+
+
+def test_small_differences_are_noise() -> None:
+    a = _timeline(h3=False, wait=50)
+    b = _timeline(h3=False, wait=51.5)
+    rows = _by_key(differences(a, b))
+    assert rows["ttfb_from_request_ms"].better == "same"
+    assert summary([rows["ttfb_from_request_ms"]]) == [
+        "no difference beyond noise between the two protocols"
+    ]
+
+
+def test_slower_gaps_on_one_side_are_called_out() -> None:
+    a = _timeline(h3=False, gaps=(20, 20, 20, 20))
+    b = _timeline(h3=True, gaps=(20, 20, 20, 200))
+    rows = _by_key(differences(a, b))
+    assert rows["gap_max_ms"].better == "a"
+    assert rows["gap_p99_ms"].better == "a"
+    assert rows["tokens_per_second"].better == "a"  # higher is better there
+
+
+def test_missing_side_has_no_verdict() -> None:
+    a = _timeline(h3=False)
+    b = Timeline(t0_ns=T0, t0_unix_ns=0)  # failed before anything happened
+    rows = _by_key(differences(a, b))
+    assert rows["ttft_ms"].b is None and rows["ttft_ms"].delta is None
+    assert rows["ttft_ms"].better is None
+
+
+def test_differences_json_names_the_protocols() -> None:
+    out = differences_json(differences(_timeline(h3=False), _timeline(h3=True, handshake=(5,))))
+    assert out["handshake_ms"] == {
+        "label": "handshake (TCP+TLS / QUIC)",
+        "unit": "ms",
+        "http2": 30.0,
+        "http3": 5.0,
+        "delta": -25.0,
+        "better": "http3",
+    }
+    json.dumps(out)  # serialisable as is
+
+
+def test_pair_options_only_change_the_protocol() -> None:
+    h2, h3 = pair_options(_options())
+    assert (h2.http, h3.http) == ("2", "3")
+    assert h2.target == h3.target and h2.prompt == h3.prompt
+
+
+def test_spans_place_quic_handshake_on_the_t0_axis() -> None:
+    rows = spans(_timeline(h3=True, dns=5, handshake=(12,)))
+    keys = [r[1] for r in rows]
+    assert keys[:2] == ["dns", "quic_handshake"]
+    assert rows[1][3:] == (5.0, 17.0)
+
+
+def _results() -> list[TraceResult]:
+    h2, h3 = pair_options(_options())
+    return [
+        TraceResult(options=h2, timeline=_timeline(h3=False)),
+        TraceResult(options=h3, timeline=_timeline(h3=True, handshake=(12,))),
+    ]
+
+
+def test_terminal_shows_both_waterfalls_and_the_differences() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=100, no_color=True, highlight=False)
+    render_compare(console, _results())
+    text = out.getvalue()
+    assert "HTTP/2 vs HTTP/3" in text
+    assert "TCP connect" in text and "QUIC handshake" in text
+    assert "setup round trips" in text and "TTFT (from start)" in text
+    assert "→ HTTP/3 needs 1 round trip fewer" in text
+
+
+def test_terminal_names_a_failed_side() -> None:
+    results = _results()
+    failed = Timeline(t0_ns=T0, t0_unix_ns=0)
+    failed.stages.append(Stage(name="dns", start_ns=T0, end_ns=T0 + MS))
+    failed.stages.append(
+        Stage(name="quic_handshake", start_ns=T0 + MS, end_ns=T0 + 900 * MS, ok=False)
+    )
+    failed.error = ErrorInfo(
+        stage="quic_handshake", kind="handshake_timeout", message="UDP blocked"
+    )
+    results[1] = TraceResult(
+        options=results[1].options,
+        timeline=failed,
+        exc=ConnectError("UDP blocked", stage="quic_handshake", kind="handshake_timeout"),
+    )
+    out = io.StringIO()
+    render_compare(Console(file=out, width=100, no_color=True), results)
+    assert "FAILED in quic_handshake: UDP blocked" in out.getvalue()
+
+
+def test_compare_json_has_two_runs_and_the_differences() -> None:
+    body = compare_json(_results())
+    assert body["schema"] == "promptpath.compare/1"
+    assert body["ok"] is True
+    assert [r["http_version"] for r in body["results"]] == ["HTTP/2", "HTTP/3"]
+    assert "quic_handshake" in body["results"][1]["stages_ms"]
+    assert body["differences"]["setup_round_trips"]["http3"] == 1.0
+    assert body["summary"]
+    json.dumps(body, default=str)
+
+
+def test_compare_json_exit_codes_follow_each_run() -> None:
+    results = _results()
+    results[1].exc = ConnectError("UDP blocked", stage="quic_handshake", kind="handshake_timeout")
+    body = compare_json(results)
+    assert [r["exit_code"] for r in body["results"]] == [0, 4]
+    assert body["ok"] is False
