@@ -179,11 +179,12 @@ def histogram(values: Sequence[float], bins: int) -> list[tuple[float, float, in
     hi = float(max(values))
     if lo == hi:
         lo, hi = lo - 0.5, hi + 0.5
-    step = (hi - lo) / bins
+    span = hi - lo
+    step = span / bins  # may underflow to 0 for a subnormal span: never divide by it
     edges = [lo + i * step for i in range(bins)] + [hi]
     counts = [0] * bins
     for v in values:
-        i = min(int((v - lo) / step), bins - 1)
+        i = min(int((v - lo) / span * bins), bins - 1)
         # Float rounding can put a value on the wrong side of an edge; trust the edges.
         while i > 0 and v < edges[i]:
             i -= 1

@@ -1,0 +1,186 @@
+"""Pure statistics: percentiles, summaries, intervals, bursts, sparkline, histogram."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from promptpath.stats import (
+    Burst,
+    Summary,
+    find_bursts,
+    histogram,
+    intervals_ms,
+    percentile,
+    sparkline,
+    summarize,
+)
+
+MS = 1_000_000
+
+
+# -- percentile ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([1, 2, 3, 4], 50, 2.5),  # rank 1.5 -> halfway between 2 and 3
+        ([1, 2, 3, 4], 25, 1.75),  # rank 0.75
+        ([1, 2, 3, 4], 90, 3.7),  # rank 2.7
+        ([15, 20, 35, 40, 50], 40, 29.0),  # rank 1.6 -> 20 + 0.6 * 15
+        ([10], 99, 10.0),
+        ([3, 1, 2], 0, 1.0),  # unsorted input
+        ([3, 1, 2], 100, 3.0),
+        ([0, 10], 95, 9.5),
+    ],
+)
+def test_percentile_hand_computed(values: list[float], q: float, expected: float) -> None:
+    assert percentile(values, q) == pytest.approx(expected)
+
+
+def test_percentile_rejects_empty_and_out_of_range() -> None:
+    with pytest.raises(ValueError):
+        percentile([], 50)
+    with pytest.raises(ValueError):
+        percentile([1.0], 101)
+    with pytest.raises(ValueError):
+        percentile([1.0], -1)
+
+
+@given(
+    st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=50),
+    st.floats(0, 100),
+)
+def test_percentile_matches_numpy_linear(values: list[float], q: float) -> None:
+    np = pytest.importorskip("numpy")
+    assert percentile(values, q) == pytest.approx(float(np.percentile(values, q)), abs=1e-6)
+
+
+# -- summarize -------------------------------------------------------------------------
+def test_summarize_hand_computed() -> None:
+    s = summarize([10.0, 20.0, 30.0, 40.0, 100.0])
+    # ranks: p50 = 2 -> 30; p90 = 3.6 -> 40 + 0.6*60; p95 = 3.8; p99 = 3.96
+    assert s == Summary(
+        count=5, min=10.0, p50=30.0, p90=pytest.approx(76.0), p95=pytest.approx(88.0),
+        p99=pytest.approx(97.6), max=100.0, mean=40.0,
+    )  # fmt: skip
+
+
+def test_summarize_empty_is_none() -> None:
+    assert summarize([]) is None
+
+
+def test_summarize_single_value() -> None:
+    s = summarize([7])
+    assert s is not None
+    assert (s.count, s.min, s.p50, s.p99, s.max, s.mean) == (1, 7.0, 7.0, 7.0, 7.0, 7.0)
+
+
+# -- intervals -------------------------------------------------------------------------
+def test_intervals_ms() -> None:
+    assert intervals_ms([0, 1 * MS, 3 * MS, 3 * MS + 500_000]) == [1.0, 2.0, 0.5]
+    assert intervals_ms([5]) == []
+    assert intervals_ms([]) == []
+
+
+# -- bursts ----------------------------------------------------------------------------
+def test_smooth_stream_is_one_burst_per_read() -> None:
+    stamps = [0, 50 * MS, 100 * MS]
+    bursts = find_bursts(stamps, [10, 10, 10], silence_ns=20 * MS)
+    assert [(b.start_ns, b.nreads) for b in bursts] == [(0, 1), (50 * MS, 1), (100 * MS, 1)]
+
+
+def test_buffered_stream_groups_reads_separated_by_less_than_silence() -> None:
+    stamps = [0, 1 * MS, 2 * MS, 900 * MS, 901 * MS]
+    sizes = [100, 200, 300, 400, 500]
+    events = [0, 1 * MS, 1 * MS, 2 * MS, 500 * MS, 901 * MS]
+    bursts = find_bursts(stamps, sizes, silence_ns=10 * MS, events_ns=events)
+    assert bursts == [
+        Burst(start_ns=0, end_ns=2 * MS, nbytes=600, nreads=3, nevents=4),
+        Burst(start_ns=900 * MS, end_ns=901 * MS, nbytes=900, nreads=2, nevents=1),
+    ]
+    assert bursts[0].duration_ns == 2 * MS
+
+
+def test_gap_equal_to_silence_splits_bursts() -> None:
+    bursts = find_bursts([0, 10], [1, 1], silence_ns=10)
+    assert len(bursts) == 2
+
+
+def test_bursts_of_nothing_and_bad_arguments() -> None:
+    assert find_bursts([], [], silence_ns=1) == []
+    with pytest.raises(ValueError):
+        find_bursts([1, 2], [1], silence_ns=1)
+    with pytest.raises(ValueError):
+        find_bursts([1], [1], silence_ns=0)
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**5)), max_size=60),
+    st.integers(1, 10**8),
+)
+def test_bursts_partition_all_reads(reads: list[tuple[int, int]], silence: int) -> None:
+    stamps = [t for t, _ in reads]
+    sizes = [n for _, n in reads]
+    bursts = find_bursts(stamps, sizes, silence_ns=silence, events_ns=stamps)
+    assert sum(b.nreads for b in bursts) == len(reads)
+    assert sum(b.nbytes for b in bursts) == sum(sizes)
+    assert sum(b.nevents for b in bursts) == len(reads)
+    for a, b in pairwise(bursts):
+        assert b.start_ns - a.end_ns >= silence
+
+
+# -- sparkline -------------------------------------------------------------------------
+def test_sparkline_one_char_per_value_up_to_width() -> None:
+    assert sparkline([0, 7], 10) == "▁█"
+    assert sparkline([0, 1, 2, 3, 4, 5, 6, 7], 8) == "▁▂▃▄▅▆▇█"
+
+
+@pytest.mark.parametrize("width", [1, 5, 17, 80])
+def test_sparkline_never_exceeds_width(width: int) -> None:
+    assert len(sparkline([float(i % 13) for i in range(1000)], width)) == width
+
+
+def test_sparkline_keeps_a_single_stall_visible_when_downsampling() -> None:
+    values = [1.0] * 999 + [500.0]
+    line = sparkline(values, 10)
+    assert line[-1] == "█" and set(line[:-1]) == {"▁"}
+
+
+def test_sparkline_degenerate_inputs() -> None:
+    assert sparkline([], 10) == ""
+    assert sparkline([1, 2], 0) == ""
+    assert sparkline([0, 0, 0], 3) == "▁▁▁"
+    assert sparkline([5, 5], 2) == "██"
+
+
+# -- histogram -------------------------------------------------------------------------
+def test_histogram_counts_with_last_bin_closed() -> None:
+    assert histogram([0, 1, 2, 3, 4], 2) == [(0.0, 2.0, 2), (2.0, 4.0, 3)]
+
+
+def test_histogram_of_equal_values_widens_range() -> None:
+    assert histogram([3, 3], 1) == [(2.5, 3.5, 2)]
+
+
+def test_histogram_empty_and_bad_bins() -> None:
+    assert histogram([], 4) == []
+    with pytest.raises(ValueError):
+        histogram([1.0], 0)
+
+
+def test_histogram_of_a_subnormal_range_does_not_divide_by_zero() -> None:
+    assert sum(c for _, _, c in histogram([0.0, 5e-324], 2)) == 2
+
+
+# numpy refuses ranges too narrow to split, so draw values from a coarse grid.
+@given(
+    st.lists(st.integers(-(10**6), 10**6).map(lambda i: i / 7), min_size=1, max_size=80),
+    st.integers(1, 20),
+)
+def test_histogram_matches_numpy(values: list[float], bins: int) -> None:
+    np = pytest.importorskip("numpy")
+    counts, _ = np.histogram(values, bins=bins)
+    assert [c for _, _, c in histogram(values, bins)] == counts.tolist()
