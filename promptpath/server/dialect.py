@@ -167,7 +167,7 @@ def _strings(value: object) -> Iterator[str]:
     elif isinstance(value, Mapping):
         for item in value.values():
             yield from _strings(item)
-    elif isinstance(value, list):
+    elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _strings(item)
 

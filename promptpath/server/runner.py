@@ -182,7 +182,9 @@ def _hypercorn_config(config: ServerConfig, prepared: _Prepared) -> Any:
     if prepared.udp is not None:
         hc.quic_bind = [f"fd://{prepared.udp.detach()}"]
         hc.alt_svc_headers = [f'h3=":{prepared.port}"; ma=86400']
-    hc.graceful_timeout = 1.0  # a paused stream must not hold up shutdown
+    # A paused stream must not hold up shutdown, and hypercorn's QUIC loop only notices
+    # shutdown at this timeout (it blocks on its datagram queue): keep it short.
+    hc.graceful_timeout = 0.5
     hc.errorlog = _stderr_logger(
         "promptpath.server", logging.INFO if config.verbose else logging.WARNING
     )

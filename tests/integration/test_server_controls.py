@@ -40,7 +40,9 @@ def tls_client(server: RefServer, *, http2: bool = False) -> httpx.Client:
 
 @pytest.fixture
 def h1(refserver_tls: RefServer) -> Iterator[httpx.Client]:
+    """An HTTP/1.1 client whose connection is already up: timings exclude the handshake."""
     with tls_client(refserver_tls) as client:
+        client.get(refserver_tls.path("/healthz"))
         yield client
 
 
@@ -67,7 +69,7 @@ def test_ttft_follows_injected_first_token_delay(h1: httpx.Client, url: str) -> 
     got = collect(h1, url + "/v1/chat/completions", CHAT, ctl(ttft_ms=300, rate=0, tokens=3))
     first_event_ms = (got.stream.data_messages[0].t - got.t_request) * 1000
     first_token_ms = (content_messages(got.stream.data_messages)[0].t - got.t_request) * 1000
-    assert first_event_ms < 200, "the role chunk goes out at once, before the delay"
+    assert first_event_ms < 150, "the role chunk goes out at once, before the delay"
     assert 280 <= first_token_ms <= 600
 
 

@@ -1,0 +1,156 @@
+"""Starting, counting, certificates and stopping: the reference endpoint as a component."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+import ssl
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography import x509
+
+from promptpath.server.behaviour import Behaviour
+from promptpath.server.certs import make_self_signed
+from promptpath.server.runner import ServerConfig, ServerSetupError, start_in_thread
+from tests.helpers.refserver import RefServer, collect
+from tests.integration.conftest import StartRefServer
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+def tls_client(ca: str | Path | None) -> httpx.Client:
+    assert ca is not None
+    return httpx.Client(verify=ssl.create_default_context(cafile=str(ca)), timeout=10.0)
+
+
+def test_listening_line_describes_the_server(refserver_tls: RefServer) -> None:
+    assert refserver_tls.url == f"https://127.0.0.1:{refserver_tls.port}"
+    assert refserver_tls.port > 0 and refserver_tls.http3
+    assert refserver_tls.ca is not None and "ca" in Path(refserver_tls.ca).name
+    with tls_client(refserver_tls.ca) as client:
+        health = client.get(refserver_tls.path("/healthz"))
+        missing = client.post(refserver_tls.path("/v2/nothing"), json={})
+        wrong_method = client.get(refserver_tls.path("/v1/chat/completions"))
+    assert (health.status_code, health.text) == (200, "ok")
+    assert missing.status_code == 404
+    assert wrong_method.status_code == 405
+
+
+def test_stats_count_tokens_and_a_client_that_left(start_refserver: StartRefServer) -> None:
+    server = start_refserver(extra_args=["--tokens", "5", "--rate", "0"])
+    with tls_client(server.ca) as client:
+        full = collect(client, server.path("/v1/chat/completions"), CHAT)
+        assert full.stream.data_messages[-1].data == "[DONE]"
+        # a slow stream the client walks away from after two events
+        collect(
+            client,
+            server.path("/v1/messages"),
+            {**CHAT, "max_tokens": 64},
+            {"x-promptpath-rate": "5", "x-promptpath-tokens": "20"},
+            stop_after=5,  # message_start, content_block_start, ping, two tokens
+        )
+        deadline = time.monotonic() + 5
+        while True:
+            stats = client.get(server.path("/stats")).json()
+            if stats["client_disconnects"] == 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert stats["requests"] == 2, "/stats and /healthz are not counted"
+    assert stats["client_disconnects"] == 1
+    first, second = stats["recent"]
+    assert first["path"] == "/v1/chat/completions" and first["dialect"] == "openai"
+    assert (first["status"], first["tokens_sent"], first["disconnected"]) == (200, 5, False)
+    assert second["dialect"] == "anthropic" and second["disconnected"] is True
+    assert 2 <= second["tokens_sent"] < 20
+    assert stats["tokens_sent"] == 5 + second["tokens_sent"]
+    assert first["id"] < second["id"] and first["started_unix_ns"] <= second["started_unix_ns"]
+
+
+def test_self_signed_ca_and_leaf_cover_loopback_names(tmp_path: Path) -> None:
+    paths = make_self_signed(tmp_path, days=30)
+    ca = x509.load_pem_x509_certificate(paths.ca.read_bytes())
+    leaf = x509.load_pem_x509_certificate(paths.cert.read_bytes())
+    assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
+    assert leaf.issuer == ca.subject
+    sans = leaf.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert sans.get_values_for_type(x509.DNSName) == ["localhost"]
+    assert set(sans.get_values_for_type(x509.IPAddress)) == {
+        ipaddress.ip_address("127.0.0.1"),
+        ipaddress.ip_address("::1"),
+    }
+    left = leaf.not_valid_after_utc - dt.datetime.now(dt.timezone.utc)
+    assert dt.timedelta(days=29) < left <= dt.timedelta(days=30)
+    assert stat.S_IMODE(paths.key.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("kwargs", [{"expired": True}, {"days": -2}])
+def test_self_signed_can_make_an_expired_leaf(tmp_path: Path, kwargs: dict[str, object]) -> None:
+    paths = make_self_signed(tmp_path, **kwargs)  # type: ignore[arg-type]
+    leaf = x509.load_pem_x509_certificate(paths.cert.read_bytes())
+    now = dt.datetime.now(dt.timezone.utc)
+    assert leaf.not_valid_before_utc < leaf.not_valid_after_utc < now
+
+
+def test_server_with_expired_certificate_fails_verification(
+    start_refserver: StartRefServer,
+) -> None:
+    server = start_refserver(extra_args=["--cert-days", "-1"])
+    with tls_client(server.ca) as client, pytest.raises(httpx.ConnectError, match="expired"):
+        client.get(server.path("/healthz"))
+
+
+def test_start_in_thread_serves_and_stops(tmp_path: Path) -> None:
+    config = ServerConfig(
+        port=0, self_signed=str(tmp_path), http3=False, behaviour=Behaviour(rate=0, tokens=3)
+    )
+    handle = start_in_thread(config)
+    try:
+        assert handle.url == f"https://127.0.0.1:{handle.port}"
+        assert handle.ca_path == tmp_path / "ca.pem" and not handle.http3
+        with tls_client(handle.ca_path) as client:
+            got = collect(client, handle.url + "/v1/chat/completions", CHAT)
+        assert got.stream.data_messages[-1].data == "[DONE]"
+        assert handle.stats["tokens_sent"] == 3
+    finally:
+        started = time.monotonic()
+        handle.stop()
+    assert time.monotonic() - started < 3
+    handle.stop()  # twice is fine
+    with pytest.raises(httpx.ConnectError), tls_client(handle.ca_path) as client:
+        client.get(handle.url + "/healthz")
+
+
+def test_start_in_thread_reports_a_port_in_use(tmp_path: Path) -> None:
+    with start_in_thread(ServerConfig(port=0, http3=False)) as first:
+        assert first.url.startswith("http://")
+        with pytest.raises(ServerSetupError, match="cannot listen"):
+            start_in_thread(ServerConfig(port=first.port, http3=False))
+
+
+def test_bad_flag_value_exits_2_naming_the_flag() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "promptpath.server", "--port", "0", "--rate", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert "--rate" in done.stderr and done.stdout == ""
+
+
+def test_importing_the_command_does_not_load_heavy_dependencies() -> None:
+    code = (
+        "import sys, json, promptpath.server.command; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} "
+        "& {'hypercorn', 'cryptography', 'aioquic', 'h2', 'httpx'})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == []
