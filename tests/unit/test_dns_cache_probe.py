@@ -1,0 +1,98 @@
+"""The dns-cache probe's own wiring: options, the address the connection used, cost, skip."""
+
+from __future__ import annotations
+
+import pytest
+
+from promptpath.errors import UsageError
+from promptpath.findings import Verdict
+from promptpath.net.dns import DNSAnswer
+from promptpath.options import RunOptions, parse_target
+from promptpath.probes.base import REGISTRY, ProbeContext
+from promptpath.probes.dns_cache import (
+    DEFAULT_RECHECK_S,
+    MAX_QUERIES,
+    DNSCacheProbe,
+    recheck_seconds,
+    used_addresses,
+)
+from promptpath.timeline import ConnectAttempt, ErrorInfo, Timeline
+from promptpath.trace import TraceResult
+
+
+def options(url: str = "https://api.example.com/v1/chat/completions", **kw: object) -> RunOptions:
+    return RunOptions(target=parse_target(url), provider="openai", model="m", **kw)  # type: ignore[arg-type]
+
+
+def ctx_with(timeline: Timeline | None, **kw: object) -> ProbeContext:
+    opts = options(**kw)
+    result = None if timeline is None else TraceResult(options=opts, timeline=timeline)
+    return ProbeContext(options=opts, result=result)
+
+
+def test_probe_is_registered_under_its_name() -> None:
+    assert REGISTRY["dns-cache"] is DNSCacheProbe
+
+
+def test_recheck_defaults_reads_and_clamps_the_probe_option() -> None:
+    assert recheck_seconds(options()) == DEFAULT_RECHECK_S
+    assert recheck_seconds(options(probe_options={"dns_recheck_s": "1.5"})) == 1.5
+    assert recheck_seconds(options(probe_options={"dns_recheck_s": -4})) == 0.0
+    assert recheck_seconds(options(probe_options={"dns_recheck_s": 1e9})) == 60.0
+    with pytest.raises(UsageError):
+        recheck_seconds(options(probe_options={"dns_recheck_s": "soon"}))
+
+
+def test_cost_declares_queries_and_seconds_including_the_recheck() -> None:
+    cost = DNSCacheProbe().cost(ctx_with(None, probe_options={"dns_recheck_s": 2}))
+    assert cost.dns_queries == MAX_QUERIES
+    assert cost.seconds >= 2 + 10
+    assert "DNS queries" in cost.describe()
+
+
+def test_used_address_is_the_connected_one() -> None:
+    tl = Timeline(t0_ns=0, t0_unix_ns=0, address=("192.0.2.7", 443))
+    assert used_addresses(ctx_with(tl)) == (("192.0.2.7",), "connection", None)
+
+
+def test_failed_connection_reports_every_attempted_address_and_the_error() -> None:
+    tl = Timeline(
+        t0_ns=0,
+        t0_unix_ns=0,
+        attempts=[
+            ConnectAttempt(
+                ip="192.0.2.7", port=443, family="ipv4", start_ns=1, end_ns=2, error="refused"
+            ),
+            ConnectAttempt(
+                ip="192.0.2.8", port=443, family="ipv4", start_ns=3, end_ns=4, error="refused"
+            ),
+        ],
+        error=ErrorInfo(stage="connect", kind="refused", message="connection refused"),
+    )
+    assert used_addresses(ctx_with(tl)) == (
+        ("192.0.2.7", "192.0.2.8"),
+        "connection attempts",
+        "connect: connection refused",
+    )
+
+
+def test_dns_answer_is_the_fallback_when_nothing_was_attempted() -> None:
+    answer = DNSAnswer(resolver="system", addresses=(("192.0.2.9", "ipv4"),), start_ns=0, end_ns=1)
+    tl = Timeline(t0_ns=0, t0_unix_ns=0, extra={"dns": answer})
+    assert used_addresses(ctx_with(tl)) == (("192.0.2.9",), "connection dns", None)
+
+
+def test_resolve_override_is_what_was_used() -> None:
+    ctx = ctx_with(None, resolve=(("api.example.com", 443, "192.0.2.50"),))
+    assert used_addresses(ctx) == (("192.0.2.50",), "--resolve", None)
+
+
+def test_no_trace_means_no_used_address() -> None:
+    assert used_addresses(ctx_with(None)) == ((), "none", None)
+
+
+async def test_ip_literal_target_is_skipped_without_a_query() -> None:
+    finding = await DNSCacheProbe().run(ctx_with(None, url="http://127.0.0.1:8080/api/chat"))
+    assert finding.verdict is Verdict.SKIP
+    ipv6 = await DNSCacheProbe().run(ctx_with(None, url="http://[::1]:8080/api/chat"))
+    assert ipv6.verdict is Verdict.SKIP
