@@ -1,0 +1,252 @@
+"""The Querier on real loopback sockets against a scripted DNS server: TCP after truncation,
+no-EDNS retry, timeouts, budgets, garbage replies, and resolve_with's error kinds."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import cast
+
+import dns.flags
+import dns.message
+import dns.rcode
+import dns.rrset
+import pytest
+
+from promptpath.errors import DNSError
+from promptpath.net.dnsmsg import Server
+from promptpath.net.dnsquery import Querier, lookup, resolve_with
+
+NAME = "svc.lab.test"
+Handler = Callable[[dns.message.Message, str], bytes | None]  # (query, "udp"|"tcp") -> wire
+MakeServer = Callable[[Handler], Awaitable["ScriptedDNS"]]
+
+
+def answer(query: dns.message.Message, *ips: str, ttl: int = 60) -> dns.message.Message:
+    reply = dns.message.make_response(query)
+    if ips and query.question[0].rdtype == 1:  # A
+        reply.answer.append(dns.rrset.from_text(NAME + ".", ttl, "IN", "A", *ips))
+    return reply
+
+
+@dataclass
+class ScriptedDNS:
+    """UDP and TCP on one 127.0.0.1 port; each query goes to ``handler``."""
+
+    handler: Handler
+    seen: list[tuple[str, dns.message.Message]] = field(default_factory=list)
+    port: int = 0
+
+    @property
+    def server(self) -> Server:
+        return ("127.0.0.1", self.port)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def reply(self, wire: bytes, transport: str) -> bytes | None:
+        query = dns.message.from_wire(wire)
+        self.seen.append((transport, query))
+        return self.handler(query, transport)
+
+
+class _UDP(asyncio.DatagramProtocol):
+    def __init__(self, dns_server: ScriptedDNS) -> None:
+        self.dns = dns_server
+        self.transport: asyncio.DatagramTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
+        out = self.dns.reply(data, "udp")
+        if out is not None and self.transport is not None:
+            self.transport.sendto(out, addr)
+
+
+async def serve(srv: ScriptedDNS) -> Callable[[], None]:
+    """Bind UDP and TCP on the same free port; returns a closer."""
+    loop = asyncio.get_running_loop()
+    for _ in range(20):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        try:
+            tcp = await asyncio.start_server(
+                lambda r, w: _tcp(srv, r, w), "127.0.0.1", port, reuse_address=False
+            )
+        except OSError:
+            sock.close()
+            continue
+        transport, _ = await loop.create_datagram_endpoint(lambda: _UDP(srv), sock=sock)
+        srv.port = port
+
+        def close(udp: asyncio.BaseTransport = transport, tcp: asyncio.Server = tcp) -> None:
+            udp.close()
+            tcp.close()
+
+        return close
+    raise RuntimeError("no free port")
+
+
+async def _tcp(srv: ScriptedDNS, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+    try:
+        size = struct.unpack("!H", await r.readexactly(2))[0]
+        out = srv.reply(await r.readexactly(size), "tcp")
+        if out is not None:
+            w.write(struct.pack("!H", len(out)) + out)
+            await w.drain()
+    except asyncio.IncompleteReadError:
+        pass
+    finally:
+        w.close()
+
+
+@pytest.fixture
+async def dns_server() -> AsyncIterator[MakeServer]:
+    closers: list[Callable[[], None]] = []
+
+    async def make(handler: Handler) -> ScriptedDNS:
+        srv = ScriptedDNS(handler)
+        closers.append(await serve(srv))
+        return srv
+
+    yield make
+    for close in closers:
+        close()
+
+
+async def test_truncated_udp_answer_is_fetched_again_over_tcp(dns_server: MakeServer) -> None:
+    def handler(query: dns.message.Message, transport: str) -> bytes:
+        if transport == "udp":
+            reply = dns.message.make_response(query)
+            reply.flags |= dns.flags.TC
+            return reply.to_wire()
+        return answer(query, "127.0.0.9").to_wire()
+
+    srv = await dns_server(handler)
+    querier = Querier(timeout=2.0, max_queries=4, budget_s=5.0)
+    found = await lookup(
+        querier, srv.server, NAME, family=socket.AF_INET, rd=True, source="resolver"
+    )
+    assert found.status == "ok"
+    assert found.ips == frozenset({"127.0.0.9"})
+    assert found.tcp
+    assert [t for t, _ in srv.seen] == ["udp", "tcp"]
+
+
+async def test_server_without_edns_is_asked_again_without_it(dns_server: MakeServer) -> None:
+    def handler(query: dns.message.Message, transport: str) -> bytes:
+        if query.edns >= 0:
+            reply = dns.message.make_response(query)
+            reply.use_edns(False)
+            reply.set_rcode(dns.rcode.FORMERR)
+            return reply.to_wire()
+        return answer(query, "127.0.0.10").to_wire()
+
+    srv = await dns_server(handler)
+    querier = Querier(timeout=2.0, max_queries=4, budget_s=5.0)
+    found = await lookup(
+        querier, srv.server, NAME, family=socket.AF_INET, rd=True, source="resolver"
+    )
+    assert found.ips == frozenset({"127.0.0.10"})
+    assert [q.edns for _, q in srv.seen] == [0, -1]
+
+
+async def test_silent_server_times_out_within_the_query_timeout(dns_server: MakeServer) -> None:
+    srv = await dns_server(lambda q, t: None)
+    querier = Querier(timeout=0.6, max_queries=8, budget_s=5.0)
+    start = time.monotonic()
+    found = await lookup(querier, srv.server, NAME, family=0, rd=True, source="resolver")
+    assert time.monotonic() - start < 1.5
+    assert found.status == "timeout"
+    assert found.error == f"no answer from {srv.address} (timeout)"
+
+
+async def test_lost_datagram_is_retransmitted_within_the_timeout(
+    dns_server: MakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("promptpath.net.dnsquery.UDP_TRY_S", 0.3)
+    calls = {"n": 0}
+
+    def handler(query: dns.message.Message, transport: str) -> bytes | None:
+        calls["n"] += 1
+        return None if calls["n"] == 1 else answer(query, "127.0.0.11").to_wire()
+
+    srv = await dns_server(handler)
+    querier = Querier(timeout=2.0, max_queries=4, budget_s=5.0)
+    found = await lookup(
+        querier, srv.server, NAME, family=socket.AF_INET, rd=True, source="resolver"
+    )
+    assert found.status == "ok"
+    assert querier.sent == 2
+
+
+async def test_query_budget_stops_sending(dns_server: MakeServer) -> None:
+    srv = await dns_server(lambda q, t: answer(q, "127.0.0.12").to_wire())
+    querier = Querier(timeout=1.0, max_queries=1, budget_s=5.0)
+    found = await lookup(querier, srv.server, NAME, family=0, rd=True, source="resolver")
+    assert querier.sent == 1
+    assert querier.exhausted
+    assert len(srv.seen) == 1
+    assert found.status == "ok"  # the A that was sent still answered
+
+
+async def test_garbage_reply_is_malformed_not_a_crash(dns_server: MakeServer) -> None:
+    def handler(query: dns.message.Message, transport: str) -> bytes:
+        return query.to_wire()[:2] + b"\x81\x80\x00\x01\x00\x05"  # id matches, body truncated
+
+    srv = await dns_server(handler)
+    querier = Querier(timeout=0.8, max_queries=2, budget_s=5.0)
+    found = await lookup(
+        querier, srv.server, NAME, family=socket.AF_INET, rd=True, source="resolver"
+    )
+    assert found.status == "malformed"
+    assert (found.error or "").startswith(f"bad reply from {srv.address}")
+
+
+@pytest.mark.parametrize(
+    ("rcode", "kind"),
+    [
+        (dns.rcode.SERVFAIL, "servfail"),
+        (dns.rcode.REFUSED, "refused"),
+        (dns.rcode.NXDOMAIN, "nxdomain"),
+    ],
+)
+async def test_resolve_with_maps_rcodes_to_error_kinds(
+    dns_server: MakeServer, rcode: int, kind: str
+) -> None:
+    def handler(query: dns.message.Message, transport: str) -> bytes:
+        reply = dns.message.make_response(query)
+        reply.set_rcode(rcode)
+        return reply.to_wire()
+
+    srv = await dns_server(handler)
+    with pytest.raises(DNSError) as exc:
+        await resolve_with(srv.address, NAME, family=0, timeout=2.0)
+    assert exc.value.kind == kind
+    assert exc.value.stage == "dns"
+    assert srv.address in exc.value.message
+    assert "\n" not in exc.value.message
+
+
+async def test_resolve_with_reports_the_ttl_and_keeps_the_ipv4_answer_when_aaaa_fails(
+    dns_server: MakeServer,
+) -> None:
+    def handler(query: dns.message.Message, transport: str) -> bytes:
+        if query.question[0].rdtype == 1:
+            return answer(query, "127.0.0.13", ttl=42).to_wire()
+        reply = dns.message.make_response(query)
+        reply.set_rcode(dns.rcode.SERVFAIL)
+        return reply.to_wire()
+
+    srv = await dns_server(handler)
+    got = await resolve_with(srv.address, NAME, family=0, timeout=2.0)
+    assert got.addresses == (("127.0.0.13", "ipv4"),)
+    assert got.ttl == 42
+    assert got.resolver == srv.address
