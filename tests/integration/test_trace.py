@@ -295,3 +295,24 @@ async def test_tls_handshake_with_a_plain_http_server(tmp_path: Path) -> None:
         )
     assert plain.exc is None and plain.timeline.http_version == "HTTP/1.1"
     assert plain.timeline.tls is None and "tls" not in compute(plain.timeline).stages_ms
+
+
+async def test_ipv6_only_connects_over_ipv6(tmp_path: Path) -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 on this host")
+    args = ["--host", "::1"]
+    with reference_server(tls=True, tmp_path=tmp_path, extra_args=args) as srv:
+        o = build_options(
+            RunArgs(
+                target=f"https://localhost:{srv.port}/v1/messages",
+                cacert=srv.ca,
+                # This host's /etc/hosts may lack "::1 localhost": pin it, curl-style.
+                resolve=[f"localhost:{srv.port}:[::1]"],
+                family=socket.AF_INET6,
+                timeout=10,
+            ),
+            environ={},
+        )
+        result = await trace(o)
+    assert result.exc is None, result.exc
+    assert result.timeline.family == "ipv6" and result.timeline.address == ("::1", srv.port)
