@@ -1,0 +1,466 @@
+"""HTTP/3 over real QUIC sockets on loopback: the reference endpoint, and small hostile peers.
+
+Every address here is 127.0.0.1. Timing bounds are loose: the machine has two cores and
+other suites run at the same time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from promptpath.compare import setup_round_trips, trace_pair
+from promptpath.errors import ConnectError, StreamError, TLSError
+from promptpath.exitcodes import ExitCode
+from promptpath.h3discovery import discover_h3
+from promptpath.net.altsvc import https_record
+from promptpath.options import RunOptions, parse_target
+from promptpath.report.compare import compare_json
+from promptpath.report.json import result_json
+from promptpath.timeline import Timeline
+from promptpath.trace import TraceResult, trace
+from tests.helpers.refserver import RefServer, reference_server
+
+CHAT = "/v1/chat/completions"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
+    with reference_server(
+        http3=True, tmp_path=tmp_path_factory.mktemp("h3ref"), extra_args=["--rate", "0"]
+    ) as srv:
+        assert srv.http3, "the reference endpoint did not bind UDP for HTTP/3"
+        yield srv
+
+
+def _options(
+    port: int,
+    *,
+    ca: str | None,
+    http: str = "3",
+    host: str = "localhost",
+    headers: tuple[tuple[str, str], ...] = (),
+    timeout: float = 10.0,
+    **kw: Any,
+) -> RunOptions:
+    return RunOptions(
+        target=parse_target(f"https://{host}:{port}{CHAT}"),
+        provider="openai",
+        model="test-model",
+        http=http,  # type: ignore[arg-type]
+        cacert=ca,
+        family=socket.AF_INET,  # the endpoint listens on 127.0.0.1 only
+        timeout=timeout,
+        headers=headers,
+        **kw,
+    )
+
+
+def _ms(timeline: Timeline, a: str, b: str) -> float:
+    m = timeline.milestones
+    return (m[b] - m[a]) / 1e6
+
+
+def _content_gaps(timeline: Timeline) -> list[float]:
+    stamps = [e.t_ns for e in timeline.events if e.kind == "content"]
+    return [(b - a) / 1e6 for a, b in itertools.pairwise(stamps)]
+
+
+# -- the happy path ---------------------------------------------------------------------------
+
+
+async def test_h3_is_negotiated_and_the_handshake_measured(server: RefServer) -> None:
+    result = await trace(_options(server.port, ca=server.ca))
+    assert result.exc is None, result.exc
+    tl = result.timeline
+    assert tl.http_version == "HTTP/3" and tl.status == 200
+    assert [s.name for s in tl.stages] == ["dns", "quic_handshake"]
+    hs = tl.stage("quic_handshake")
+    assert hs is not None and hs.ok and hs.duration_ns is not None and hs.duration_ns > 0
+    assert tl.milestones["connected"] == tl.milestones["tls_done"] == hs.end_ns
+    assert tl.tls is not None
+    assert (tl.tls.alpn, tl.tls.version, tl.tls.sni) == ("h3", "TLSv1.3", "localhost")
+    assert tl.tls.cipher is not None and tl.tls.cipher.startswith("TLS_")
+    assert tl.tls.verified is True and tl.tls.resumed is False
+    assert tl.tls.cert is not None and "localhost" in tl.tls.cert.sans
+    quic = tl.extra["quic"]
+    assert isinstance(quic, dict) and quic["version"] == "QUICv1"
+    assert quic["datagrams_in"] == len(tl.reads) > 0 and quic["datagrams_out"] > 0
+    assert quic["bytes_in"] == sum(r.nbytes for r in tl.reads) and quic["bytes_out"] > 0
+    assert tl.address == ("127.0.0.1", server.port) and tl.family == "ipv4"
+    assert tl.stream_end == "marker"
+    order = ["dns_done", "connected", "request_sent", "ttfb", "first_event", "ttft", "end"]
+    stamps = [tl.milestones[name] for name in order]
+    assert stamps == sorted(stamps)
+    # every event carries the stamp of the datagram that completed it
+    read_stamps = {r.t_ns for r in tl.reads}
+    assert all(e.t_ns in read_stamps for e in tl.events)
+
+    body = result_json(result, exit_code=0)
+    assert body["http_version"] == "HTTP/3"
+    assert "quic_handshake" in body["stages_ms"]
+    assert body["tls"]["alpn"] == "h3"
+
+
+async def test_ttft_follows_the_injected_delay(server: RefServer) -> None:
+    opts = _options(server.port, ca=server.ca, headers=(("x-promptpath-ttft-ms", "300"),))
+    result = await trace(opts)
+    assert result.exc is None, result.exc
+    ttft_from_request = _ms(result.timeline, "request_sent", "ttft")
+    assert 280 <= ttft_from_request <= 450, ttft_from_request
+
+
+async def test_gaps_follow_the_cadence(server: RefServer) -> None:
+    opts = _options(
+        server.port,
+        ca=server.ca,
+        headers=(("x-promptpath-rate", "20"), ("x-promptpath-tokens", "12")),
+    )
+    result = await trace(opts)
+    assert result.exc is None, result.exc
+    gaps = sorted(_content_gaps(result.timeline))
+    assert len(gaps) == 11
+    median = gaps[len(gaps) // 2]
+    assert 35 <= median <= 80, gaps
+    # streamed, not buffered: the events spread over the whole answer
+    span = _ms(result.timeline, "ttft", "last_token")
+    assert span >= 11 * 50 * 0.7, span
+
+
+async def test_warm_request_reuses_the_quic_connection(server: RefServer) -> None:
+    result = await trace(_options(server.port, ca=server.ca, warm=True))
+    assert result.exc is None and result.warm is not None and result.warm.exc is None
+    warm = result.warm.timeline
+    assert warm.reused_connection and warm.http_version == "HTTP/3"
+    assert warm.stage("quic_handshake") is None and warm.stage("dns") is None
+    assert "ttft" in warm.milestones and warm.stream_end == "marker"
+    assert isinstance(warm.extra["quic"], dict) and warm.extra["quic"]["datagrams_in"] > 0
+
+
+async def test_insecure_skips_verification(server: RefServer) -> None:
+    result = await trace(_options(server.port, ca=None, insecure=True))
+    assert result.exc is None, result.exc
+    assert result.timeline.tls is not None and result.timeline.tls.verified is None
+
+
+# -- failures the server produces --------------------------------------------------------------
+
+
+async def test_truncation_is_reported_as_over_h2(server: RefServer) -> None:
+    opts = _options(server.port, ca=server.ca, headers=(("x-promptpath-truncate-after", "3"),))
+    result = await trace(opts)
+    assert isinstance(result.exc, StreamError) and result.exc.kind == "truncated"
+    assert result.exc.exit_code == ExitCode.STREAM
+    tl = result.timeline
+    assert tl.stream_end == "truncated"
+    assert sum(1 for e in tl.events if e.kind == "content") == 3
+    assert tl.error is not None and tl.error.stage == "stream"
+
+
+async def test_error_event_is_reported_as_over_h2(server: RefServer) -> None:
+    opts = _options(server.port, ca=server.ca, headers=(("x-promptpath-error-after", "2"),))
+    result = await trace(opts)
+    assert isinstance(result.exc, StreamError) and result.exc.kind == "error_event"
+    assert result.timeline.stream_end == "error"
+    assert any(e.kind == "error" for e in result.timeline.events)
+
+
+async def test_http_status_error_over_h3(server: RefServer) -> None:
+    opts = _options(server.port, ca=server.ca, headers=(("x-promptpath-status", "429"),))
+    result = await trace(opts)
+    assert result.exc is not None and result.exc.exit_code == ExitCode.HTTP_STATUS
+    assert result.timeline.status == 429
+
+
+async def test_unknown_ca_is_a_tls_error(server: RefServer) -> None:
+    result = await trace(_options(server.port, ca=None))
+    assert isinstance(result.exc, TLSError), result.exc
+    assert result.exc.kind == "unknown_ca" and result.exc.exit_code == ExitCode.TLS
+    assert result.exc.stage == "quic_handshake"
+    stage = result.timeline.stage("quic_handshake")
+    assert stage is not None and not stage.ok
+
+
+async def test_hostname_mismatch_is_a_tls_error(server: RefServer) -> None:
+    opts = _options(
+        server.port,
+        ca=server.ca,
+        host="wrong.example.test",
+        resolve=(("wrong.example.test", server.port, "127.0.0.1"),),
+    )
+    result = await trace(opts)
+    assert isinstance(result.exc, TLSError), result.exc
+    assert result.exc.kind == "hostname_mismatch"
+
+
+async def test_expired_certificate_is_a_tls_error(tmp_path: Path) -> None:
+    with reference_server(http3=True, tmp_path=tmp_path, extra_args=["--cert-days", "-1"]) as srv:
+        result = await trace(_options(srv.port, ca=srv.ca))
+    assert isinstance(result.exc, TLSError), result.exc
+    assert result.exc.kind == "cert_expired"
+
+
+# -- hostile paths and peers -------------------------------------------------------------------
+
+
+@pytest.fixture
+def udp_blackhole() -> Iterator[int]:
+    """A bound UDP port that never reads: datagrams vanish, no ICMP comes back."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
+async def test_udp_blackhole_is_a_handshake_timeout_within_timeout(udp_blackhole: int) -> None:
+    opts = _options(udp_blackhole, ca=None, host="127.0.0.1", timeout=2.0)
+    start = time.monotonic()
+    result = await trace(opts)
+    elapsed = time.monotonic() - start
+    assert elapsed < 3.5, elapsed
+    exc = result.exc
+    assert isinstance(exc, ConnectError), exc
+    assert exc.exit_code == ExitCode.CONNECT == 4
+    assert (exc.stage, exc.kind) == ("quic_handshake", "handshake_timeout")
+    assert "UDP" in exc.message and "fall back to TCP" in exc.message
+    tl = result.timeline
+    assert tl.error is not None and tl.error.stage == "quic_handshake"
+    assert tl.attempts and tl.attempts[-1].error
+    quic = tl.extra["quic"]
+    assert isinstance(quic, dict) and quic["datagrams_in"] == 0 and quic["datagrams_out"] >= 1
+
+
+async def test_closed_udp_port_is_refused_fast() -> None:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    start = time.monotonic()
+    result = await trace(_options(port, ca=None, host="127.0.0.1", timeout=3.0))
+    exc = result.exc
+    assert isinstance(exc, ConnectError) and exc.exit_code == ExitCode.CONNECT
+    assert exc.stage == "quic_handshake"
+    # An ICMP port-unreachable makes it immediate; a sandbox that drops it times out.
+    assert exc.kind in ("refused", "handshake_timeout")
+    if exc.kind == "refused":
+        assert time.monotonic() - start < 2.0
+
+
+class _VersionNegotiator(asyncio.DatagramProtocol):
+    """Answers every long-header packet with a Version Negotiation listing a version we lack."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.DatagramTransport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        if len(data) < 7 or not data[0] & 0x80:
+            return
+        dcid_len = data[5]
+        dcid = data[6 : 6 + dcid_len]
+        scid_len = data[6 + dcid_len]
+        scid = data[7 + dcid_len : 7 + dcid_len + scid_len]
+        reply = (
+            bytes([0x80 | 0x2A])
+            + (0).to_bytes(4, "big")
+            + bytes([len(scid)])
+            + scid
+            + bytes([len(dcid)])
+            + dcid
+            + (0x0A1A2A3A).to_bytes(4, "big")
+        )
+        self.transport.sendto(reply, addr)
+
+
+async def test_version_negotiation_failure_is_named() -> None:
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_datagram_endpoint(
+        _VersionNegotiator, local_addr=("127.0.0.1", 0)
+    )
+    port = transport.get_extra_info("sockname")[1]
+    try:
+        result = await trace(_options(port, ca=None, host="127.0.0.1", timeout=5.0))
+    finally:
+        transport.close()
+    exc = result.exc
+    assert isinstance(exc, ConnectError), exc
+    assert (exc.stage, exc.kind) == ("quic_handshake", "version_negotiation")
+    assert exc.detail["server_versions"] == ["0x0a1a2a3a"]
+    assert exc.exit_code == ExitCode.CONNECT
+
+
+@pytest.fixture
+async def resetting_server(tmp_path: Path) -> AsyncIterator[tuple[int, str]]:
+    """An aioquic HTTP/3 server that sends two tokens, then resets the request stream."""
+    from aioquic.asyncio import serve
+    from aioquic.asyncio.protocol import QuicConnectionProtocol
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import HeadersReceived
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.events import ProtocolNegotiated
+
+    from promptpath.server.certs import make_self_signed
+
+    paths = make_self_signed(tmp_path / "certs")
+    chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}}]}
+
+    def event(text: str) -> bytes:
+        chunk["choices"][0]["delta"] = {"content": text}  # type: ignore[index]
+        return f"data: {json.dumps(chunk)}\n\n".encode()
+
+    class Resetting(QuicConnectionProtocol):  # type: ignore[misc]
+        h3: Any = None
+
+        def quic_event_received(self, ev: Any) -> None:
+            if isinstance(ev, ProtocolNegotiated):
+                self.h3 = H3Connection(self._quic)
+            if self.h3 is None:
+                return
+            for h3_event in self.h3.handle_event(ev):
+                if isinstance(h3_event, HeadersReceived):
+                    sid = h3_event.stream_id
+                    self.h3.send_headers(
+                        sid, [(b":status", b"200"), (b"content-type", b"text/event-stream")]
+                    )
+                    self.h3.send_data(sid, event("Hello") + event(" world"), end_stream=False)
+                    self.transmit()
+                    asyncio.get_running_loop().call_later(0.1, self._reset, sid)
+
+        def _reset(self, sid: int) -> None:
+            self._quic.reset_stream(sid, 0x10C)  # H3_REQUEST_CANCELLED
+            self.transmit()
+
+    config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN)
+    config.load_cert_chain(str(paths.cert), str(paths.key))
+    server = await serve("127.0.0.1", 0, configuration=config, create_protocol=Resetting)
+    try:
+        yield server._transport.get_extra_info("sockname")[1], str(paths.ca)
+    finally:
+        server.close()
+
+
+async def test_stream_reset_mid_response_is_truncation(resetting_server: tuple[int, str]) -> None:
+    port, ca = resetting_server
+    result = await trace(_options(port, ca=ca, host="localhost"))
+    exc = result.exc
+    assert isinstance(exc, StreamError), exc
+    assert exc.kind == "truncated" and "reset" in exc.message
+    tl = result.timeline
+    assert tl.stream_end == "truncated"
+    assert [e.text for e in tl.events if e.kind == "content"] == ["Hello", " world"]
+
+
+# -- discovery and comparison ----------------------------------------------------------------
+
+
+async def test_h2_response_advertises_h3_through_alt_svc(server: RefServer) -> None:
+    result = await trace(_options(server.port, ca=server.ca, http="auto"))
+    assert result.exc is None and result.timeline.http_version == "HTTP/2"
+    h3 = await discover_h3(result)
+    assert h3 is not None
+    assert h3["advertised_by"] == "alt-svc"
+    assert h3["authority"] == f":{server.port}" and h3["port"] == server.port
+    assert h3["max_age"] == 86400
+    assert h3["https_rr"] is None  # localhost: DNS is not asked
+
+
+class _HTTPSAuthority(asyncio.DatagramProtocol):
+    """A one-zone DNS server: an HTTPS record for api.example.test, NXDOMAIN otherwise."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport: asyncio.DatagramTransport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        import dns.message
+        import dns.rcode
+        import dns.rrset
+
+        query = dns.message.from_wire(data)
+        reply = dns.message.make_response(query)
+        question = query.question[0]
+        if question.name.to_text() == "_8443._https.api.example.test.":
+            reply.answer.append(
+                dns.rrset.from_text(
+                    question.name, 300, "IN", "HTTPS", "1 . alpn=h3,h2 port=8443 ipv4hint=127.0.0.1"
+                )
+            )
+        else:
+            reply.set_rcode(dns.rcode.NXDOMAIN)
+        self.transport.sendto(reply.to_wire(), addr)
+
+
+async def test_https_record_discovers_h3_when_alt_svc_is_silent() -> None:
+    loop = asyncio.get_running_loop()
+    transport, _ = await loop.create_datagram_endpoint(_HTTPSAuthority, local_addr=("127.0.0.1", 0))
+    dns_port = transport.get_extra_info("sockname")[1]
+    resolver = f"127.0.0.1:{dns_port}"
+    try:
+        records = await https_record("api.example.test", port=8443, resolver=resolver)
+        assert [(r.alpn, r.port, r.ipv4hint) for r in records] == [
+            (("h3", "h2"), 8443, ("127.0.0.1",))
+        ]
+        assert await https_record("none.example.test", resolver=resolver) == ()
+        opts = _options(8443, ca=None, host="api.example.test", resolver=resolver)
+        h3 = await discover_h3(TraceResult(options=opts, timeline=Timeline(t0_ns=0, t0_unix_ns=0)))
+    finally:
+        transport.close()
+    assert h3 is not None
+    assert (h3["advertised_by"], h3["authority"], h3["max_age"]) == ("https-rr", ":8443", 300)
+
+
+async def test_https_record_lookup_failure_is_reported_not_raised(udp_blackhole: int) -> None:
+    opts = _options(443, ca=None, host="api.example.test", resolver=f"127.0.0.1:{udp_blackhole}")
+    result = TraceResult(options=opts, timeline=Timeline(t0_ns=0, t0_unix_ns=0))
+    h3 = await discover_h3(result, timeout=0.5)
+    assert h3 is not None and h3["advertised_by"] is None
+    assert "timed out" in h3["https_rr"]["error"]
+
+
+async def test_compare_traces_both_protocols_on_fresh_connections(server: RefServer) -> None:
+    results = await trace_pair(_options(server.port, ca=server.ca, http="auto"))
+    assert [r.timeline.http_version for r in results] == ["HTTP/2", "HTTP/3"]
+    assert all(r.exc is None for r in results), [r.exc for r in results]
+    assert [setup_round_trips(r.timeline) for r in results] == [2, 1]
+    body = compare_json(results)
+    assert [r["http_version"] for r in body["results"]] == ["HTTP/2", "HTTP/3"]
+    assert body["differences"]["setup_round_trips"]["better"] == "http3"
+    assert body["results"][1]["quic"]["version"] == "QUICv1"
+
+
+def test_an_h2_run_never_imports_aioquic(server: RefServer) -> None:
+    opts = dataclasses.asdict(_options(server.port, ca=server.ca, http="2"))
+    code = textwrap.dedent(
+        f"""
+        import sys, anyio, socket
+        import promptpath.runner, promptpath.trace, promptpath.report.json
+        import promptpath.h3discovery, promptpath.compare, promptpath.report.compare
+        from promptpath.options import RunOptions, parse_target
+        opts = RunOptions(target=parse_target({opts["target"]["url"]!r}), provider="openai",
+                          model="m", http="2", cacert={server.ca!r}, family=socket.AF_INET)
+        result = anyio.run(promptpath.trace.trace, opts)
+        assert result.exc is None, result.exc
+        print(sorted(m for m in sys.modules if m.startswith(("aioquic", "dns."))))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
