@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from promptpath.stats import (
@@ -20,6 +20,8 @@ from promptpath.stats import (
 )
 
 MS = 1_000_000
+#: Timing deadlines flake on a shared machine, and numpy's first import is slow.
+NO_DEADLINE = settings(deadline=None)
 
 
 # -- percentile ------------------------------------------------------------------------
@@ -49,6 +51,7 @@ def test_percentile_rejects_empty_and_out_of_range() -> None:
         percentile([1.0], -1)
 
 
+@NO_DEADLINE
 @given(
     st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=50),
     st.floats(0, 100),
@@ -117,6 +120,7 @@ def test_bursts_of_nothing_and_bad_arguments() -> None:
         find_bursts([1], [1], silence_ns=0)
 
 
+@NO_DEADLINE
 @given(
     st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**5)), max_size=60),
     st.integers(1, 10**8),
@@ -176,6 +180,7 @@ def test_histogram_of_a_subnormal_range_does_not_divide_by_zero() -> None:
 
 
 # numpy refuses ranges too narrow to split, so draw values from a coarse grid.
+@NO_DEADLINE
 @given(
     st.lists(st.integers(-(10**6), 10**6).map(lambda i: i / 7), min_size=1, max_size=80),
     st.integers(1, 20),
