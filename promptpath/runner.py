@@ -58,9 +58,44 @@ class RunArgs:
     probe_options: dict[str, object] = field(default_factory=dict)
 
 
+def apply_profile(
+    args: RunArgs, env: dict[str, str] | os._Environ[str]
+) -> tuple[RunArgs, str | None]:
+    """TARGET names a profile: fill what the command line left at its default."""
+    import dataclasses
+
+    from promptpath.config import config_path, load_profile
+
+    profile = load_profile(args.target, config_path(dict(env)))
+    defaults = RunArgs(target="")
+    merged: dict[str, object] = {"target": profile["url"]}
+    for key in (
+        "provider",
+        "model",
+        "prompt",
+        "max_tokens",
+        "api_key_env",
+        "http",
+        "cacert",
+        "insecure",
+        "timeout",
+        "resolver",
+    ):
+        if key in profile and getattr(args, key) == getattr(defaults, key):
+            merged[key] = profile[key]
+    if "headers" in profile:
+        merged["headers"] = [f"{k}: {v}" for k, v in profile["headers"].items()] + args.headers
+    if "resolve" in profile and not args.resolve:
+        merged["resolve"] = [str(r) for r in profile["resolve"]]
+    return dataclasses.replace(args, **merged), profile.get("api_key")  # type: ignore[arg-type]
+
+
 def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOptions:
     """Validate CLI values into RunOptions; every problem is a UsageError (exit 2)."""
     env = os.environ if environ is None else environ
+    profile_key: str | None = None
+    if "://" not in args.target:
+        args, profile_key = apply_profile(args, env)
     target = parse_target(args.target)
     if args.provider is not None:
         if args.provider not in PROVIDERS:
@@ -88,7 +123,7 @@ def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOp
     if args.cacert is not None and not os.path.isfile(args.cacert):
         raise UsageError(f"--cacert file not found: {args.cacert}")
     key_env = args.api_key_env or DEFAULT_KEY_ENV[provider]
-    api_key = env.get(key_env) if key_env else None
+    api_key = (env.get(key_env) if key_env else None) or profile_key
     return RunOptions(
         target=target,
         provider=provider,

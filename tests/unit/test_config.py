@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from promptpath.errors import UsageError
+from promptpath.runner import RunArgs, build_options
+
+CONFIG = """
+[profiles.prod]
+url = "https://api.example.com/v1/messages"
+model = "claude-x"
+api_key_env = "PROD_KEY"
+headers = { "x-team" = "netops" }
+timeout = 12.5
+
+[profiles.inline]
+url = "https://api.example.com/v1/chat/completions"
+api_key = "sk-from-file"
+"""
+
+
+def write(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    os.chmod(path, mode)
+    return path
+
+
+def test_profile_fills_defaults_and_cli_wins(tmp_path: Path) -> None:
+    env = {"PROMPTPATH_CONFIG": str(write(tmp_path, CONFIG)), "PROD_KEY": "k-env"}
+    opts = build_options(RunArgs(target="prod", model="cli-model"), environ=env)
+    assert opts.target.host == "api.example.com" and opts.provider == "anthropic"
+    assert opts.model == "cli-model"  # the command line wins
+    assert opts.timeout == 12.5 and ("x-team", "netops") in opts.headers
+    assert opts.api_key == "k-env" and opts.api_key_env == "PROD_KEY"
+
+
+def test_profile_api_key_needs_a_private_file(tmp_path: Path) -> None:
+    env = {"PROMPTPATH_CONFIG": str(write(tmp_path, CONFIG, 0o600))}
+    assert build_options(RunArgs(target="inline"), environ=env).api_key == "sk-from-file"
+    env = {"PROMPTPATH_CONFIG": str(write(tmp_path, CONFIG, 0o644))}
+    with pytest.raises(UsageError, match="chmod 600"):
+        build_options(RunArgs(target="inline"), environ=env)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("[profiles.prod]\nurl = 1\n", "wrong type"),
+        ("[profiles.prod]\nmodel = 'x'\n", "no url"),
+        ("[profiles.prod]\nurl = 'https://h/v1/messages'\ncolour = 'red'\n", "unknown key"),
+        ("not toml ===", "cannot read config"),
+        ("[profiles.other]\nurl = 'https://h/v1/messages'\n", "no profile 'prod'"),
+    ],
+)
+def test_bad_config_is_a_usage_error_naming_the_problem(
+    tmp_path: Path, text: str, match: str
+) -> None:
+    env = {"PROMPTPATH_CONFIG": str(write(tmp_path, text))}
+    with pytest.raises(UsageError, match=match):
+        build_options(RunArgs(target="prod"), environ=env)
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    env = {"PROMPTPATH_CONFIG": str(tmp_path / "absent.toml")}
+    with pytest.raises(UsageError, match="not a URL"):
+        build_options(RunArgs(target="prod"), environ=env)
