@@ -1,0 +1,261 @@
+"""Real reverse proxies on loopback for lab tests: nginx, haproxy and caddy.
+
+Each proxy gets its own config, pid, logs and state in a temp dir, runs in the
+foreground on a free 127.0.0.1 port, and is ready once that port accepts a connection.
+Use them as context managers so a failing test still stops them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_binary
+
+LOOPBACK = "127.0.0.1"
+READY_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Proxy:
+    """A running proxy in front of an upstream on loopback."""
+
+    name: str
+    url: str  # scheme://127.0.0.1:PORT (no path)
+    port: int
+    directory: Path
+    ca: str | None = None  # CA file for a TLS listener (caddy `tls internal`)
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def path(self, path: str) -> str:
+        return self.url + path
+
+    def logs(self) -> str:
+        """Everything the proxy wrote to its logs so far (for assertion messages)."""
+        parts = []
+        for log in sorted(self.directory.glob("*.log")):
+            with contextlib.suppress(OSError):
+                parts.append(f"--- {log.name}\n{log.read_text(errors='replace')[-3000:]}")
+        return "\n".join(parts)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        try:
+            sock.connect((LOOPBACK, port))
+        except OSError:
+            return False
+        return True
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+@contextlib.contextmanager
+def _running(
+    name: str,
+    args: Sequence[str],
+    port: int,
+    directory: Path,
+    *,
+    scheme: str = "http",
+    ca: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[Proxy]:
+    """Start ``args``, wait until ``port`` accepts, yield, and stop the process."""
+    stdout = (directory / f"{name}.stdout.log").open("wb")
+    process = subprocess.Popen(
+        list(args),
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.STDOUT,
+        cwd=directory,
+        env=env,
+    )
+    stdout.close()
+    proxy = Proxy(
+        name=name,
+        url=f"{scheme}://{LOOPBACK}:{port}",
+        port=port,
+        directory=directory,
+        ca=ca,
+        process=process,
+    )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not _accepts(port):
+            if process.poll() is not None:
+                pytest.fail(f"{name} exited with status {process.returncode}\n{proxy.logs()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"{name} did not accept on port {port} within {READY_TIMEOUT_S:g} s")
+            time.sleep(0.05)
+        yield proxy
+    finally:
+        _stop(process)
+
+
+# -- nginx -----------------------------------------------------------------------------
+
+
+def nginx_conf(directory: Path, port: int, upstream_port: int, location: str, http: str) -> str:
+    """A minimal nginx.conf whose every writable path is inside ``directory``."""
+    d = directory
+    user = "user root;\n" if os.geteuid() == 0 else ""  # workers must reach the temp dir
+    return f"""{user}worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log info;
+events {{ worker_connections 64; }}
+http {{
+    access_log {d}/access.log;
+    client_body_temp_path {d}/client_body_temp;
+    proxy_temp_path {d}/proxy_temp;
+    fastcgi_temp_path {d}/fastcgi_temp;
+    uwsgi_temp_path {d}/uwsgi_temp;
+    scgi_temp_path {d}/scgi_temp;
+    {http}
+    server {{
+        listen {LOOPBACK}:{port};
+        location / {{
+            proxy_pass http://{LOOPBACK}:{upstream_port};
+            {location}
+        }}
+    }}
+}}
+"""
+
+
+@contextlib.contextmanager
+def nginx(
+    upstream_port: int, tmp_path: Path, *, location: str = "", http: str = ""
+) -> Iterator[Proxy]:
+    """nginx reverse-proxying to 127.0.0.1:upstream_port; ``location``/``http`` add directives."""
+    binary = require_binary("nginx")
+    directory = tmp_path / f"nginx-{time.monotonic_ns()}"
+    directory.mkdir(parents=True)
+    port = free_port()
+    conf = directory / "nginx.conf"
+    conf.write_text(nginx_conf(directory, port, upstream_port, location, http))
+    args = [binary, "-p", str(directory), "-c", str(conf), "-g", "daemon off;"]
+    with _running("nginx", args, port, directory) as proxy:
+        yield proxy
+
+
+# -- haproxy ---------------------------------------------------------------------------
+
+
+def haproxy_cfg(port: int, upstream_port: int, defaults: str) -> str:
+    return f"""global
+    maxconn 256
+
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+    {defaults}
+
+frontend fe
+    bind {LOOPBACK}:{port}
+    default_backend be
+
+backend be
+    server upstream {LOOPBACK}:{upstream_port}
+"""
+
+
+@contextlib.contextmanager
+def haproxy(upstream_port: int, tmp_path: Path, *, defaults: str = "") -> Iterator[Proxy]:
+    """haproxy (HTTP mode) in front of 127.0.0.1:upstream_port; ``defaults`` adds lines."""
+    binary = require_binary("haproxy")
+    directory = tmp_path / f"haproxy-{time.monotonic_ns()}"
+    directory.mkdir(parents=True)
+    port = free_port()
+    cfg = directory / "haproxy.cfg"
+    cfg.write_text(haproxy_cfg(port, upstream_port, defaults.replace("\n", "\n    ")))
+    with _running("haproxy", [binary, "-f", str(cfg), "-db"], port, directory) as proxy:
+        yield proxy
+
+
+# -- caddy -----------------------------------------------------------------------------
+
+
+def caddyfile(directory: Path, port: int, upstream_port: int, site: str, *, tls: bool) -> str:
+    address = f"https://localhost:{port}" if tls else f"http://{LOOPBACK}:{port}"
+    bind = f"bind {LOOPBACK}\n    tls internal\n    " if tls else f"bind {LOOPBACK}\n    "
+    return f"""{{
+    admin off
+    skip_install_trust
+    storage file_system {{
+        root {directory}/storage
+    }}
+    auto_https disable_redirects
+    http_port {free_port() if tls else port}
+    https_port {port if tls else free_port()}
+    log {{
+        output file {directory}/caddy.log
+    }}
+}}
+
+{address} {{
+    {bind}reverse_proxy {LOOPBACK}:{upstream_port}
+    {site}
+}}
+"""
+
+
+@contextlib.contextmanager
+def caddy(
+    upstream_port: int, tmp_path: Path, *, site: str = "", tls: bool = False
+) -> Iterator[Proxy]:
+    """caddy ``reverse_proxy`` to 127.0.0.1:upstream_port (``tls internal`` when ``tls``)."""
+    binary = require_binary("caddy")
+    directory = tmp_path / f"caddy-{time.monotonic_ns()}"
+    directory.mkdir(parents=True)
+    port = free_port()
+    path = directory / "Caddyfile"
+    path.write_text(caddyfile(directory, port, upstream_port, site, tls=tls))
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(directory),
+        "XDG_DATA_HOME": str(directory / "data"),
+        "XDG_CONFIG_HOME": str(directory / "config"),
+    }
+    args = [binary, "run", "--config", str(path), "--adapter", "caddyfile"]
+    ca = str(directory / "storage/pki/authorities/local/root.crt") if tls else None
+    with _running(
+        "caddy", args, port, directory, scheme="https" if tls else "http", ca=ca, env=env
+    ) as proxy:
+        if tls:
+            url = f"https://localhost:{port}"
+            proxy = Proxy(
+                name=proxy.name,
+                url=url,
+                port=port,
+                directory=directory,
+                ca=ca,
+                process=proxy.process,
+            )
+        yield proxy
