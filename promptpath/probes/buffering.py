@@ -1,0 +1,103 @@
+"""The ``buffering`` probe: does a hop hold the stream back and deliver it in blocks?
+
+It sends its own traced request for a stream long enough to show a buffer (a counting
+prompt within --max-tokens; with --canary, a paced stream from ``promptpath serve``) and
+hands the timeline to the pure verdict in ``buffering_verdict``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from promptpath.findings import Finding, Verdict
+from promptpath.options import RunOptions
+from promptpath.probes.base import Cost, Probe, ProbeContext, register
+from promptpath.probes.buffering_verdict import PROBE, judge
+
+COUNT_PROMPT = "Count from 1 to 200, one number per line."
+#: Canary stream: slow enough that a 4 KiB buffer takes ~0.6 s to fill (events are
+#: ~300 bytes), long enough for several flushes.
+CANARY_TOKENS = 60
+CANARY_RATE = 20.0
+#: Slack for the canary request beyond its planned duration.
+CANARY_MARGIN_S = 15.0
+
+
+def is_canary(options: RunOptions) -> bool:
+    return bool(options.probe_options.get("canary", False))
+
+
+def canary_headers() -> tuple[tuple[str, str], ...]:
+    """Controls for ``promptpath serve``: a paced stream and nothing else that could
+    interfere (server-side defaults for pauses or batching are switched off)."""
+    return (
+        ("x-promptpath-tokens", str(CANARY_TOKENS)),
+        ("x-promptpath-rate", f"{CANARY_RATE:g}"),
+        ("x-promptpath-ttft-ms", "0"),
+        ("x-promptpath-batch", "1"),
+        ("x-promptpath-pause-after", "off"),
+        ("x-promptpath-keepalive-s", "0"),
+        ("x-promptpath-truncate-after", "off"),
+        ("x-promptpath-error-after", "off"),
+    )
+
+
+def probe_options(options: RunOptions) -> RunOptions:
+    """The probe's own request: a long stream, never a warm second request."""
+    if is_canary(options):
+        return dataclasses.replace(
+            options,
+            prompt=COUNT_PROMPT,
+            max_tokens=CANARY_TOKENS,
+            headers=options.headers + canary_headers(),
+            warm=False,
+            timeout=min(options.timeout, CANARY_TOKENS / CANARY_RATE + CANARY_MARGIN_S),
+        )
+    return dataclasses.replace(options, prompt=COUNT_PROMPT, warm=False)
+
+
+@register
+class BufferingProbe(Probe):
+    name = "buffering"
+    description = "does a hop buffer the stream and deliver it in blocks?"
+
+    def cost(self, ctx: ProbeContext) -> Cost:
+        opts = probe_options(ctx.options)
+        return Cost(requests=1, tokens=opts.max_tokens, seconds=opts.timeout)
+
+    async def run(self, ctx: ProbeContext) -> Finding:
+        from promptpath.trace import trace
+
+        opts = probe_options(ctx.options)
+        canary = is_canary(ctx.options)
+        if canary:
+            ctx.progress(
+                f"buffering: {CANARY_TOKENS} tokens at {CANARY_RATE:g}/s from the canary"
+                f" (~{CANARY_TOKENS / CANARY_RATE:g} s), comparing send and arrival times"
+            )
+        else:
+            ctx.progress(
+                f"buffering: one counting stream of ≤ {opts.max_tokens} tokens, watching how"
+                " its bytes arrive"
+            )
+        result = await trace(opts)
+        tl = result.timeline
+        content = sum(1 for e in tl.events if e.kind == "content")
+        context: dict[str, object] = {
+            "request": {
+                "max_tokens": opts.max_tokens,
+                "canary_rate": CANARY_RATE if canary else None,
+                "http_version": tl.http_version,
+                "status": tl.status,
+            },
+        }
+        if result.exc is not None:
+            context["error"] = result.exc.message
+            if content == 0:
+                return Finding(
+                    probe=PROBE,
+                    verdict=Verdict.ERROR,
+                    summary=f"the probe's request failed: {result.exc.message}",
+                    evidence=context,
+                )
+        return judge(tl, canary=canary, context=context)
