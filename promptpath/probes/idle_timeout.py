@@ -1,0 +1,194 @@
+"""The ``idle-timeout`` probe: which silence makes a hop cut the connection?
+
+Two measurements run side by side, each on its own connection:
+
+* keep-alive idle (any endpoint): ``net.idle.watch_idle`` holds a connection idle after
+  a complete response and stamps the peer's FIN/RST at the socket, up to --idle-max;
+* mid-stream pause (--canary): ``promptpath serve`` pauses after token K for --idle-max
+  seconds. A cut gives the threshold directly (one long request, no search); the same
+  pause with SSE keepalive comments then tells an idle timeout from an absolute limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+
+import anyio
+import httpcore
+
+from promptpath.errors import HTTPStatusError, StreamError, TraceTimeout
+from promptpath.findings import Finding
+from promptpath.options import RunOptions
+from promptpath.probes.base import Cost, Probe, ProbeContext, register
+from promptpath.probes.buffering_verdict import hops_named
+from promptpath.probes.idle_verdict import IdleWatch, Outcome, PauseRun, judge, measure_pause
+
+DEFAULT_IDLE_MAX_S = 120.0
+#: Tokens before the pause, and after it (so a survivor ends with its terminal marker).
+PAUSE_AFTER = 3
+PAUSE_TOKENS = 6
+PAUSE_RATE = 20.0
+#: Slack for a paused request beyond its pause (the reference endpoint answers at once).
+PAUSE_MARGIN_S = 15.0
+#: Priming request of the keep-alive watch: a few tokens of a real answer.
+PRIMING_TOKENS = 16
+REQUEST_TIMEOUT_S = 30.0
+COUNT_PROMPT = "Count from 1 to 10, one number per line."
+
+
+def idle_max(options: RunOptions) -> float:
+    value = options.probe_options.get("idle_max", DEFAULT_IDLE_MAX_S)
+    return float(value) if isinstance(value, (int, float)) and value > 0 else DEFAULT_IDLE_MAX_S
+
+
+def is_canary(options: RunOptions) -> bool:
+    return bool(options.probe_options.get("canary", False))
+
+
+def keepalive_interval(threshold_s: float | None) -> float:
+    """SSE comments well inside the measured threshold: a third of it, 0.2-10 s."""
+    if threshold_s is None or threshold_s <= 0:
+        return 1.0
+    return round(min(10.0, max(0.2, threshold_s / 3)), 1)
+
+
+def pause_options(options: RunOptions, pause_s: float, keepalive_s: float) -> RunOptions:
+    controls = (
+        ("x-promptpath-tokens", str(PAUSE_TOKENS)),
+        ("x-promptpath-rate", f"{PAUSE_RATE:g}"),
+        ("x-promptpath-ttft-ms", "0"),
+        ("x-promptpath-batch", "1"),
+        ("x-promptpath-pause-after", str(PAUSE_AFTER)),
+        ("x-promptpath-pause-s", f"{pause_s:g}"),
+        ("x-promptpath-keepalive-s", f"{keepalive_s:g}"),
+        ("x-promptpath-truncate-after", "off"),
+        ("x-promptpath-error-after", "off"),
+    )
+    return dataclasses.replace(
+        options,
+        prompt=COUNT_PROMPT,
+        max_tokens=PAUSE_TOKENS,
+        headers=options.headers + controls,
+        warm=False,
+        timeout=pause_s + PAUSE_MARGIN_S,
+    )
+
+
+def outcome_of(
+    exc: BaseException | None, stream_end: str | None, http_version: str | None
+) -> tuple[Outcome | None, str | None]:
+    """How a paused stream ended, from the tracer's error and its cause."""
+    if exc is None:
+        return ("survived", None) if stream_end == "marker" else ("clean_end", None)
+    if isinstance(exc, HTTPStatusError):
+        status = exc.detail.get("status")
+        if status in (502, 503, 504):
+            return "gateway_status", None
+        return None, exc.message
+    if isinstance(exc, TraceTimeout):
+        return "stalled", None
+    if isinstance(exc, StreamError) and exc.kind == "truncated":
+        cause = exc.__cause__
+        if cause is None:
+            return "clean_end", None
+        if isinstance(cause, httpcore.RemoteProtocolError):
+            return ("fin" if (http_version or "").startswith("HTTP/1") else "h2_reset"), None
+        if isinstance(cause, httpcore.ReadError):
+            reset = "reset" in str(cause).lower() or str(errno.ECONNRESET) in str(cause)
+            return ("rst" if reset else "fin"), None
+        return "fin", None
+    message = getattr(exc, "message", str(exc))
+    return None, message
+
+
+@register
+class IdleTimeoutProbe(Probe):
+    name = "idle-timeout"
+    description = "does a hop cut idle connections or silent streams, and after how long?"
+
+    def cost(self, ctx: ProbeContext) -> Cost:
+        cap = idle_max(ctx.options)
+        timeout = min(ctx.options.timeout, REQUEST_TIMEOUT_S)
+        tokens = min(ctx.options.max_tokens, PRIMING_TOKENS)
+        keep = Cost(requests=2, tokens=2 * tokens, seconds=cap + 2 * timeout)
+        if not is_canary(ctx.options):
+            return keep
+        mid_seconds = 2 * (cap + PAUSE_MARGIN_S)
+        return Cost(
+            requests=keep.requests + 2,
+            tokens=keep.tokens + 2 * PAUSE_TOKENS,
+            seconds=max(keep.seconds, mid_seconds),  # the two run side by side
+        )
+
+    async def run(self, ctx: ProbeContext) -> Finding:
+        from promptpath.net.idle import watch_idle
+
+        options = ctx.options
+        cap = idle_max(options)
+        canary = is_canary(options)
+        state: dict[str, object] = {}
+        timeout = min(options.timeout, REQUEST_TIMEOUT_S)
+        ctx.progress(
+            f"idle-timeout: holding a keep-alive connection idle for up to {cap:g} s"
+            + (f"; pausing a canary stream for {cap:g} s (twice if it is cut)" if canary else "")
+        )
+
+        async def keepalive() -> None:
+            state["watch"] = await watch_idle(
+                options,
+                cap_s=cap,
+                request_timeout=timeout,
+                progress=ctx.progress,
+                max_tokens=min(options.max_tokens, PRIMING_TOKENS),
+            )
+
+        async def mid_stream() -> None:
+            first, hops = await self._pause(ctx, cap, 0.0)
+            state["first"], state["hops"] = first, hops
+            if first.cut:
+                every = keepalive_interval(first.silence_s)
+                ctx.progress(
+                    f"idle-timeout: cut after {first.silence_s} s of silence; same pause with"
+                    f" keepalive comments every {every:g} s"
+                )
+                second, _ = await self._pause(ctx, cap, every)
+                state["second"] = second
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keepalive)
+            if canary:
+                tg.start_soon(mid_stream)
+        watch = state.get("watch")
+        first = state.get("first")
+        second = state.get("second")
+        hops = state.get("hops", [])
+        return judge(
+            canary=canary,
+            watch=watch if isinstance(watch, IdleWatch) else None,
+            first=first if isinstance(first, PauseRun) else None,
+            second=second if isinstance(second, PauseRun) else None,
+            hops=hops if isinstance(hops, list) else [],
+            context={"idle_max_s": cap},
+        )
+
+    @staticmethod
+    async def _pause(
+        ctx: ProbeContext, pause_s: float, keepalive_s: float
+    ) -> tuple[PauseRun, list[str]]:
+        from promptpath.trace import trace
+
+        opts = pause_options(ctx.options, pause_s, keepalive_s)
+        result = await trace(opts)
+        tl = result.timeline
+        outcome, error = outcome_of(result.exc, tl.stream_end, tl.http_version)
+        run = measure_pause(
+            tl,
+            outcome=outcome,
+            pause_after=PAUSE_AFTER,
+            rate=PAUSE_RATE,
+            pause_s=pause_s,
+            keepalive_s=keepalive_s,
+            error=error,
+        )
+        return run, hops_named(tl.response_headers)

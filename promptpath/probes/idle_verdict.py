@@ -1,0 +1,403 @@
+"""Idle-timeout verdict: from stamped observations to a Finding. Pure: no clock, no I/O.
+
+Two measurements feed it:
+
+* ``IdleWatch`` — one keep-alive connection held idle after a complete response, watched
+  at the socket until the peer closes it (FIN, RST or TLS close_notify) or a cap passes;
+  then, if still open, one request on it says whether it silently died.
+* ``PauseRun`` — a stream from ``promptpath serve`` asked to fall silent after token K
+  (canary mode). The cut time after the last byte the server *sent* is the hop's idle
+  threshold; the same pause with SSE keepalive comments tells an idle timeout (the
+  stream survives) from an absolute limit (it dies at the same elapsed time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Literal
+
+from promptpath.findings import Finding, Verdict
+from promptpath.timeline import Timeline
+
+PROBE = "idle-timeout"
+CLOCK_SLACK_NS = 50_000_000  # lags below -50 ms: server and client clocks disagree
+SOCKET_RESOLUTION_S = 0.05  # stamps at the socket, timers in the hops: ±50 ms
+SAME_CUT_S = 1.0  # two cuts this close (or within 10 %) are the same limit
+
+CloseKind = Literal["fin", "rst", "close_notify"]
+ReuseOutcome = Literal["ok", "reset", "closed", "timeout", "error"]
+Outcome = Literal["survived", "gateway_status", "fin", "rst", "clean_end", "h2_reset", "stalled"]
+Method = Literal["server_send_time", "request_plan"]
+
+_SEVERITY = {
+    Verdict.SKIP: 0,
+    Verdict.PASS: 1,
+    Verdict.WARN: 2,
+    Verdict.FAIL: 3,
+    Verdict.ERROR: 4,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdleWatch:
+    """What one keep-alive connection did after a complete response."""
+
+    address: str  # "ip:port" we connected to
+    tls: bool
+    cap_s: float  # longest idle wait
+    status: int | None = None  # status of the priming request
+    response_end_ns: int | None = None  # last byte of the priming response
+    connection_close: bool = False  # the response said "Connection: close"
+    keep_alive_header: str | None = None  # "Keep-Alive: timeout=5", if the peer sent one
+    closed_ns: int | None = None  # when the peer closed (None: still open at the cap)
+    close_kind: CloseKind | None = None
+    bytes_while_idle: int = 0  # bytes the peer sent while idle (an HTTP 408, say)
+    idle_data: str = ""  # the start of those bytes
+    reuse: ReuseOutcome | None = None  # the request on the old connection after the cap
+    reuse_status: int | None = None
+    reuse_detail: str = ""
+    error: str | None = None  # the priming request failed: why
+
+    @property
+    def threshold_s(self) -> float | None:
+        if self.closed_ns is None or self.response_end_ns is None:
+            return None
+        return round((self.closed_ns - self.response_end_ns) / 1e9, 3)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PauseRun:
+    """One paused stream: did it survive, and if not, when and how was it cut."""
+
+    pause_s: float
+    keepalive_s: float  # SSE comment interval during the pause (0: none)
+    outcome: Outcome | None  # None: the request failed for another reason (see error)
+    status: int | None = None
+    http_version: str | None = None
+    silence_s: float | None = None  # from the last byte the server sent to the cut
+    since_pause_s: float | None = None  # from the last token before the pause to the cut
+    elapsed_s: float | None = None  # from the request being sent to the cut
+    resolution_s: float = SOCKET_RESOLUTION_S
+    method: Method = "server_send_time"
+    pause_after: int = 0  # tokens the server sent before the pause
+    tokens_before_cut: int = 0  # of those (and any after), how many reached us
+    comments_seen: int = 0
+    error: str | None = None
+
+    @property
+    def cut(self) -> bool:
+        return self.outcome not in (None, "survived")
+
+
+def _sent_on_our_clock(timeline: Timeline, sent_unix_ns: int) -> int:
+    return sent_unix_ns - timeline.t0_unix_ns + timeline.t0_ns
+
+
+def measure_pause(
+    timeline: Timeline,
+    *,
+    outcome: Outcome | None,
+    pause_after: int,
+    rate: float,
+    pause_s: float,
+    keepalive_s: float,
+    error: str | None = None,
+) -> PauseRun:
+    """Times of one paused stream's cut, from its timeline.
+
+    With comparable clocks (same machine, or NTP-close) the silence is measured from the
+    server's own send stamp of the last event: a buffering hop that holds the last
+    tokens cannot then shift it. Otherwise it is estimated from when the request was sent
+    and the pause plan (K tokens at ``rate``), which costs ±1/rate.
+    """
+    content = [e for e in timeline.events if e.kind == "content"]
+    comments = [e for e in timeline.events if e.kind == "comment"]
+    base = PauseRun(
+        pause_s=pause_s,
+        keepalive_s=keepalive_s,
+        outcome=outcome,
+        status=timeline.status,
+        http_version=timeline.http_version,
+        pause_after=pause_after,
+        tokens_before_cut=len(content),
+        comments_seen=len(comments),
+        error=error,
+    )
+    m = timeline.milestones
+    cut_ns: int | None = None
+    if outcome == "gateway_status":
+        cut_ns = m.get("ttfb")
+    elif outcome in ("fin", "rst", "clean_end", "h2_reset"):
+        cut_ns = timeline.closed_ns
+    if cut_ns is None:
+        return base
+    request_sent = m.get("request_sent", timeline.t0_ns)
+    elapsed = (cut_ns - request_sent) / 1e9
+    stamped = [e for e in timeline.events if e.server_sent_unix_ns is not None]
+    lags = [e.t_ns - _sent_on_our_clock(timeline, e.server_sent_unix_ns or 0) for e in stamped]
+    if stamped and min(lags) >= -CLOCK_SLACK_NS:
+        last_sent = max(_sent_on_our_clock(timeline, e.server_sent_unix_ns or 0) for e in stamped)
+        tokens_sent = [
+            _sent_on_our_clock(timeline, e.server_sent_unix_ns or 0)
+            for e in content
+            if e.server_sent_unix_ns is not None
+        ]
+        pause_start = max(tokens_sent) if tokens_sent else last_sent
+        return replace(
+            base,
+            silence_s=round((cut_ns - last_sent) / 1e9, 3),
+            since_pause_s=round((cut_ns - pause_start) / 1e9, 3),
+            elapsed_s=round(elapsed, 3),
+            method="server_send_time",
+            resolution_s=SOCKET_RESOLUTION_S,
+        )
+    # No usable stamps (a buffering hop dropped the held tokens, or clocks differ):
+    # the pause began (K-1)/rate after the request reached the server.
+    planned = max(0, pause_after - 1) / rate if rate > 0 else 0.0
+    since_pause = elapsed - planned
+    step = 1.0 / rate if rate > 0 else 0.0
+    return replace(
+        base,
+        silence_s=round(since_pause, 3),
+        since_pause_s=round(since_pause, 3),
+        elapsed_s=round(elapsed, 3),
+        method="request_plan",
+        resolution_s=round(SOCKET_RESOLUTION_S + step, 3),
+    )
+
+
+# -- verdict parts ---------------------------------------------------------------------
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Part:
+    verdict: Verdict
+    summary: str
+    advice: tuple[str, ...] = ()
+
+
+_CUT_WORDS: dict[str, str] = {
+    "gateway_status": "a gateway error before the response headers",
+    "fin": "FIN mid-body, no chunked terminator",
+    "rst": "RST mid-body",
+    "clean_end": "a clean end of body without the terminal marker",
+    "h2_reset": "the HTTP/2 stream or connection closed mid-body",
+    "stalled": "nothing: the stream stalled and never ended",
+}
+
+
+def _same_cut(a: float, b: float) -> bool:
+    return abs(a - b) <= max(SAME_CUT_S, 0.1 * max(a, b))
+
+
+def _timeout_settings(hops: Sequence[str]) -> str:
+    named = {
+        "nginx": "nginx `proxy_read_timeout`",
+        "caddy": "caddy reverse_proxy `transport http { read_timeout }`",
+        "haproxy": "haproxy `timeout server` (and `timeout tunnel`)",
+        "envoy": "envoy route `idle_timeout`/`timeout`",
+        "aws-elb": "the AWS load balancer's idle timeout",
+        "cloudflare": "Cloudflare's 100 s proxy read timeout (Enterprise: configurable)",
+    }
+    picked = [text for hop, text in named.items() if hop in hops]
+    if not picked:
+        picked = [
+            "nginx `proxy_read_timeout`",
+            "haproxy `timeout server`",
+            "caddy `read_timeout`",
+            "the cloud load balancer's idle timeout",
+        ]
+    return ", ".join(picked)
+
+
+def mid_stream_part(
+    first: PauseRun | None, second: PauseRun | None, hops: Sequence[str]
+) -> tuple[_Part | None, dict[str, object]]:
+    """Verdict and headline numbers of the mid-stream pause measurement."""
+    facts: dict[str, object] = {
+        "threshold_s": None,
+        "resolution_s": None,
+        "cut_by": None,
+        "keepalive_helps": None,
+    }
+    if first is None:
+        return None, facts
+    if first.outcome is None:
+        return _Part(
+            verdict=Verdict.ERROR,
+            summary=f"the paused stream failed: {first.error or 'unknown error'}",
+        ), facts
+    if first.outcome == "survived":
+        return _Part(
+            verdict=Verdict.PASS,
+            summary=f"a stream silent for {first.pause_s:g} s survived (no idle cut up to the cap)",
+        ), facts
+    if first.outcome == "stalled":
+        facts["cut_by"] = "stalled"
+        return _Part(
+            verdict=Verdict.FAIL,
+            summary=f"a stream silent for {first.pause_s:g} s never resumed nor ended: a hop"
+            " stopped forwarding without closing",
+            advice=("look for a middlebox dropping the flow's state (NAT, firewall idle timers)",),
+        ), facts
+    threshold = first.silence_s
+    facts.update(threshold_s=threshold, resolution_s=first.resolution_s, cut_by=first.outcome)
+    how = _CUT_WORDS.get(first.outcome, first.outcome)
+    lost = first.pause_after - first.tokens_before_cut
+    if lost > 0:
+        facts["tokens_lost"] = lost
+        how += f"; {lost} of the {first.pause_after} tokens sent before the pause never arrived"
+    at = f"{threshold:.1f} ± {first.resolution_s:.2f} s" if threshold is not None else "?"
+    settings = _timeout_settings(hops)
+    if second is None or second.outcome is None:
+        detail = f" ({second.error})" if second is not None and second.error else ""
+        return _Part(
+            verdict=Verdict.FAIL,
+            summary=f"the path cuts a stream silent for {at} ({how}); the keepalive"
+            f" re-test did not complete{detail}",
+            advice=(f"raise the hop's idle timeout above your longest silence: {settings}",),
+        ), facts
+    if second.outcome == "survived":
+        facts["keepalive_helps"] = True
+        every = max(0.1, (threshold or 2.0) / 2)
+        return _Part(
+            verdict=Verdict.FAIL,
+            summary=f"the path cuts a stream silent for {at} ({how}); SSE keepalive comments"
+            f" every {second.keepalive_s:g} s kept the same {second.pause_s:g} s pause alive:"
+            " an idle timeout",
+            advice=(
+                f"have the server send SSE comments (`: keepalive`) at least every {every:.0f} s"
+                " while the model thinks, or",
+                f"raise the hop's idle timeout above your longest silence: {settings}",
+            ),
+        ), facts
+    facts["keepalive_helps"] = False
+    a, b = first.since_pause_s, second.since_pause_s
+    if a is not None and b is not None and _same_cut(a, b):
+        facts["absolute_limit_s"] = second.elapsed_s
+        return _Part(
+            verdict=Verdict.FAIL,
+            summary=f"the path cuts the stream {second.elapsed_s:.1f} s after the request"
+            f" whether or not keepalives flow ({how}): an absolute limit on the response,"
+            " not an idle timeout",
+            advice=(
+                "keepalives cannot help: raise the hop's total response/request timeout"
+                f" ({settings}), or keep answers shorter than the limit",
+            ),
+        ), facts
+    got = "?" if b is None else f"{b:.1f} s"
+    return _Part(
+        verdict=Verdict.FAIL,
+        summary=f"the path cuts a stream silent for {at} ({how}); with keepalive comments"
+        f" every {second.keepalive_s:g} s it was still cut, after {got}",
+        advice=(
+            "a hop ignores SSE comments as activity or enforces another limit; raise its"
+            f" timeouts: {settings}",
+        ),
+    ), facts
+
+
+def keepalive_part(watch: IdleWatch | None) -> tuple[_Part | None, dict[str, object]]:
+    """Verdict and evidence of the keep-alive idle watch."""
+    if watch is None:
+        return None, {}
+    ev: dict[str, object] = {
+        k: v for k, v in asdict(watch).items() if k not in ("response_end_ns", "closed_ns")
+    }
+    ev["threshold_s"] = watch.threshold_s
+    ev["closed_by"] = watch.close_kind
+    ev["resolution_s"] = SOCKET_RESOLUTION_S
+    if watch.error is not None:
+        return _Part(
+            verdict=Verdict.ERROR,
+            summary=f"the keep-alive watch could not start: {watch.error}",
+        ), ev
+    if watch.connection_close:
+        return _Part(
+            verdict=Verdict.PASS,
+            summary="the peer closes the connection after each response (Connection: close):"
+            " nothing idles",
+        ), ev
+    t = watch.threshold_s
+    if t is not None:
+        who = {
+            "fin": "FIN",
+            "rst": "RST",
+            "close_notify": "TLS close_notify",
+        }.get(watch.close_kind or "", "?")
+        said = f" after sending {watch.bytes_while_idle} bytes" if watch.bytes_while_idle else ""
+        expiry = f"keep the client pool's idle expiry below {t:.1f} s (httpx `keepalive_expiry`)"
+        if watch.close_kind == "rst":
+            return _Part(
+                verdict=Verdict.WARN,
+                summary=f"idle keep-alive connections are reset (RST) after {t:.1f} s{said}:"
+                " a client reusing one then sees ECONNRESET",
+                advice=(expiry,),
+            ), ev
+        return _Part(
+            verdict=Verdict.PASS,
+            summary=f"idle keep-alive connections are closed by the peer after {t:.1f} s"
+            f" ({who}{said})",
+            advice=(expiry,) if t < 30 else (),
+        ), ev
+    if watch.reuse == "ok":
+        return _Part(
+            verdict=Verdict.PASS,
+            summary=f"a keep-alive connection idle for {watch.cap_s:g} s stayed open and still"
+            f" answered (HTTP {watch.reuse_status})",
+        ), ev
+    if watch.reuse in ("reset", "closed", "timeout"):
+        what = {
+            "reset": "was reset when reused",
+            "closed": "closed as soon as it was reused",
+            "timeout": "swallowed the request without an answer",
+        }[watch.reuse]
+        return _Part(
+            verdict=Verdict.FAIL,
+            summary=f"a keep-alive connection idle for {watch.cap_s:g} s showed no close, yet"
+            f" {what}: a middlebox dropped it silently",
+            advice=(
+                f"keep the client pool's idle expiry well below {watch.cap_s:g} s, or enable"
+                " TCP keepalive below the middlebox's idle timer (NAT, firewall, LB)",
+            ),
+        ), ev
+    return _Part(
+        verdict=Verdict.ERROR,
+        summary=f"the keep-alive re-use check failed: {watch.reuse_detail or 'unknown'}",
+    ), ev
+
+
+def judge(
+    *,
+    canary: bool,
+    watch: IdleWatch | None,
+    first: PauseRun | None = None,
+    second: PauseRun | None = None,
+    hops: Sequence[str] = (),
+    context: dict[str, object] | None = None,
+) -> Finding:
+    """The idle-timeout finding: the worst of the keep-alive and mid-stream parts."""
+    mid, facts = mid_stream_part(first, second, hops)
+    keep, keep_ev = keepalive_part(watch)
+    runs = [asdict(r) for r in (first, second) if r is not None]
+    evidence: dict[str, object] = {
+        "mode": "canary" if canary else "blind",
+        **facts,
+        "mid_stream": {"runs": runs} if canary else None,
+        "keepalive_idle": keep_ev or None,
+        "hops": list(hops),
+        **(context or {}),
+    }
+    parts = [p for p in (mid, keep) if p is not None]
+    if not parts:
+        return Finding(
+            probe=PROBE,
+            verdict=Verdict.SKIP,
+            summary="nothing was measured",
+            evidence=evidence,
+        )
+    verdict = max((p.verdict for p in parts), key=lambda v: _SEVERITY[v])
+    summary = "; ".join(p.summary for p in parts)
+    if not canary:
+        summary += " (mid-stream pauses need --canary with promptpath serve as the target)"
+    advice = [a for p in parts for a in p.advice]
+    return Finding(probe=PROBE, verdict=verdict, summary=summary, evidence=evidence, advice=advice)
