@@ -369,7 +369,12 @@ async def _consume(
             stage="stream",
             kind="truncated",
         ) from err
-    except StreamError:
+    except StreamError as err:
+        # Events decoded before the bad one in the same read still happened.
+        earlier = getattr(err, "events", None)
+        if earlier:
+            _note(timeline, earlier)
+            events.extend(earlier)
         timeline.stream_end = "error"
         raise
     timeline.closed_ns = recorder.last_read_ns or time.perf_counter_ns()
