@@ -142,7 +142,7 @@ class QuicTracer(asyncio.DatagramProtocol):
         self.terminated: Any = None  # aioquic ConnectionTerminated
         self.socket_error: OSError | None = None
         self.server_versions: tuple[int, ...] | None = None  # from a Version Negotiation
-        self.session_ticket: Any = None
+        self.tickets = _Tickets()
 
     # -- asyncio side ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -302,6 +302,18 @@ class _HandshakeFailed(Exception):
     pass
 
 
+class _Tickets:
+    """TLS session tickets the server sent (kept only to time a resumed handshake)."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.arrived = asyncio.Event()
+
+    def add(self, ticket: Any) -> None:
+        self.items.append(ticket)
+        self.arrived.set()
+
+
 def _vn_versions(data: bytes) -> tuple[int, ...]:
     """Versions listed in a Version Negotiation packet (RFC 9000 §17.2.1)."""
     try:
@@ -432,7 +444,13 @@ async def _connect(options: RunOptions, recorder: _Recorder, deadline: float) ->
 
 
 async def _handshake(
-    options: RunOptions, recorder: _Recorder, ip: str, fam: dns.Family, budget: float
+    options: RunOptions,
+    recorder: _Recorder,
+    ip: str,
+    fam: dns.Family,
+    budget: float,
+    *,
+    session_ticket: Any = None,
 ) -> _Session:
     from aioquic.quic.connection import QuicConnection
 
@@ -459,14 +477,17 @@ async def _handshake(
         ) from exc
     peer = sock.getpeername()
     prepare_ns = time.perf_counter_ns()
-    ticket_box: list[Any] = []
-    quic = QuicConnection(
-        configuration=_configuration(options), session_ticket_handler=ticket_box.append
-    )
+    config = _configuration(options)
+    # Only handshake-only resumption probes pass a ticket, and they open no stream, so
+    # nothing can travel as 0-RTT data.
+    config.session_ticket = session_ticket
+    tickets = _Tickets()
+    quic = QuicConnection(configuration=config, session_ticket_handler=tickets.add)
     recorder.first_sent_ns = None
     _transport, protocol = await loop.create_datagram_endpoint(
         lambda: QuicTracer(quic, recorder), sock=sock
     )
+    protocol.tickets = tickets
     protocol.start(peer)
     start = recorder.first_sent_ns or time.perf_counter_ns()
     failure: str | None = None
@@ -494,7 +515,6 @@ async def _handshake(
     timeline.address = (ip, port)
     timeline.family = fam
     timeline.tls = _tls_info(quic, event, options)
-    protocol.session_ticket = ticket_box
     # Building the ClientHello (key shares for several groups) is client CPU, spent
     # before the first Initial leaves: kept out of the stage, but on record.
     timeline.stages[-1].detail["client_hello_ms"] = round((start - prepare_ns) / 1e6, 3)
@@ -901,3 +921,60 @@ async def trace_h3(options: RunOptions) -> TraceResult:
         for session in box:
             session.protocol.close()
     return result
+
+
+async def measure_resumption(options: RunOptions) -> dict[str, Any]:
+    """Two bare QUIC handshakes: a full one, then one resuming its TLS session ticket.
+
+    No request is sent on either connection: a resumed connection may carry 0-RTT data,
+    and a prompt must never travel as replayable early data. Returns ``{"full_ms",
+    "resumed_ms", "ticket", "resumed", "error"}``; ``ticket`` is False when the server
+    issued none (then there is nothing to resume).
+    """
+    _preload()
+    out: dict[str, Any] = {
+        "full_ms": None,
+        "resumed_ms": None,
+        "ticket": False,
+        "resumed": False,
+        "error": None,
+    }
+    first = _Recorder(new_timeline())
+    deadline = time.monotonic() + options.timeout
+    sessions: list[_Session] = []
+    try:
+        with anyio.fail_after(options.timeout):
+            session = await _connect(options, first, deadline)
+            sessions.append(session)
+            stage = first.timeline.stage("quic_handshake")
+            if stage is not None and stage.duration_ns is not None:
+                out["full_ms"] = round(stage.duration_ns / 1e6, 3)
+            # Tickets come after the handshake, in 1-RTT packets.
+            with anyio.move_on_after(min(1.0, max(0.0, deadline - time.monotonic() - 0.5))):
+                await session.protocol.tickets.arrived.wait()
+            session.protocol.close()
+            tickets = session.protocol.tickets.items
+            address, family = first.timeline.address, first.timeline.family
+            if not tickets or address is None or family is None:
+                return out
+            out["ticket"] = True
+            second = _Recorder(new_timeline())
+            second.timeline.begin("quic_handshake", time.perf_counter_ns())
+            budget = min(HANDSHAKE_TIMEOUT_S, deadline - time.monotonic() - 0.1)
+            sessions.append(
+                await _handshake(
+                    options, second, address[0], family, budget, session_ticket=tickets[-1]
+                )
+            )
+            attempt = second.timeline.attempts[-1]
+            out["resumed_ms"] = round((attempt.end_ns - attempt.start_ns) / 1e6, 3)
+            tls = second.timeline.tls
+            out["resumed"] = bool(tls is not None and tls.resumed)
+    except TimeoutError:
+        out["error"] = f"timed out after {options.timeout:g} s"
+    except PromptpathError as exc:
+        out["error"] = exc.message
+    finally:
+        for each in sessions:
+            each.protocol.close()
+    return out
