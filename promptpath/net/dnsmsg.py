@@ -23,6 +23,34 @@ if TYPE_CHECKING:
 
 Server = tuple[str, int]
 
+#: RFC 8914 Extended DNS Error codes (IANA registry, 0-24).
+EDE_NAMES = {
+    0: "Other",
+    1: "Unsupported DNSKEY Algorithm",
+    2: "Unsupported DS Digest Type",
+    3: "Stale Answer",
+    4: "Forged Answer",
+    5: "DNSSEC Indeterminate",
+    6: "DNSSEC Bogus",
+    7: "Signature Expired",
+    8: "Signature Not Yet Valid",
+    9: "DNSKEY Missing",
+    10: "RRSIGs Missing",
+    11: "No Zone Key Bit Set",
+    12: "NSEC Missing",
+    13: "Cached Error",
+    14: "Not Ready",
+    15: "Blocked",
+    16: "Censored",
+    17: "Filtered",
+    18: "Prohibited",
+    19: "Stale NXDOMAIN Answer",
+    20: "Not Authoritative",
+    21: "Not Supported",
+    22: "No Reachable Authority",
+    23: "Network Error",
+    24: "Invalid Data",
+}
 #: Longest CNAME chain we follow inside one reply.
 MAX_CHAIN = 12
 #: How a combined lookup ended. The failures after "nodata" carry ``Lookup.error``.
@@ -267,16 +295,25 @@ def _status_of(reply: Reply, facts: ReplyFacts | None, *, authoritative: bool) -
     )
 
 
+def ede_text(code: int, text: str = "") -> str:
+    """EDE 22 "No Reachable Authority": text."""
+    return f'EDE {code} "{EDE_NAMES.get(code, "unknown")}"' + (f": {text}" if text else "")
+
+
 def _error_line(status: str, replies: Sequence[Reply], facts: Sequence[ReplyFacts | None]) -> str:
     detail = next((r.detail for r in replies if r.detail), "")
     rcodes = sorted({f.rcode for f in facts if f is not None})
     if status in ("timeout", "network", "malformed", "budget"):
         return detail or status
     if status == "lame":
-        return f"answered {'/'.join(rcodes)} without authority (lame)"
-    if status == "referral":
-        return "referred the query elsewhere instead of answering"
-    return f"answered {'/'.join(rcodes) or status.upper()}"
+        line = f"answered {'/'.join(rcodes)} without authority (lame)"
+    elif status == "referral":
+        line = "referred the query elsewhere instead of answering"
+    else:
+        line = f"answered {'/'.join(rcodes) or status.upper()}"
+    # The server's own reason (RFC 8914), e.g. SERVFAIL with "No Reachable Authority".
+    ede = next((e for f in facts if f is not None for e in f.ede), None)
+    return line if ede is None else f"{line} ({ede_text(*ede)})"
 
 
 def combine(

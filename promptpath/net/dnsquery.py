@@ -89,6 +89,7 @@ class Querier:
         import dns.exception
         import dns.message
         import dns.query
+        import dns.rcode
 
         start = time.perf_counter_ns()
 
@@ -120,7 +121,8 @@ class Querier:
             response, tcp = await self._send(query, server)
             if response is None:
                 return done(None, error="budget", detail="DNS query budget spent")
-            if response.rcode() == 1 and response.edns < 0:  # FORMERR: no EDNS over there
+            if response.rcode() == dns.rcode.FORMERR and response.edns < 0:
+                # FORMERR without an OPT record: a server that predates EDNS. Ask plainly.
                 query.use_edns(False)
                 retry, tcp = await self._send(query, server)
                 response = retry or response

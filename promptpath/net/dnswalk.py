@@ -131,8 +131,14 @@ def overall_status(hops: Sequence[AuthHop]) -> AuthStatus:
     if not final:
         return "not_found"
     best = min((lk.status for lk in final), key=STATUS_ORDER.index)
-    if best in ("ok", "nodata", "nxdomain", "cname"):
-        return best  # type: ignore[return-value]
+    answered: dict[str, AuthStatus] = {
+        "ok": "ok",
+        "nodata": "nodata",
+        "nxdomain": "nxdomain",
+        "cname": "cname",
+    }
+    if best in answered:
+        return answered[best]
     if all(lk.status == "budget" for lk in final):
         return "budget"
     if all(lk.status in ("timeout", "network", "budget") for lk in final):

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from promptpath.net.dnsmsg import Lookup
+from promptpath.net.dnsmsg import Lookup, ede_text
 from promptpath.net.dnswalk import AuthResult
 
 EDE_STALE_ANSWER = 3
@@ -30,34 +30,6 @@ PINNED_TTLS = {
     30: "30 s is the serve-stale reply TTL (unbound serve-expired-reply-ttl, RFC 8767)",
     0: "0 s is how dnsmasq --use-stale-cache and some forwarders serve expired entries",
 }
-EDE_NAMES = {
-    0: "Other",
-    1: "Unsupported DNSKEY Algorithm",
-    2: "Unsupported DS Digest Type",
-    3: "Stale Answer",
-    4: "Forged Answer",
-    5: "DNSSEC Indeterminate",
-    6: "DNSSEC Bogus",
-    7: "Signature Expired",
-    8: "Signature Not Yet Valid",
-    9: "DNSKEY Missing",
-    10: "RRSIGs Missing",
-    11: "No Zone Key Bit Set",
-    12: "NSEC Missing",
-    13: "Cached Error",
-    14: "Not Ready",
-    15: "Blocked",
-    16: "Censored",
-    17: "Filtered",
-    18: "Prohibited",
-    19: "Stale NXDOMAIN Answer",
-    20: "Not Authoritative",
-    21: "Not Supported",
-    22: "No Reachable Authority",
-    23: "Network Error",
-    24: "Invalid Data",
-}
-
 SignalKind = Literal["stale", "mismatch", "inflated", "broken"]
 DEFINITIVE = ("ok", "nodata", "nxdomain")
 FAILED = ("servfail", "refused", "formerr", "lame", "referral", "timeout", "network", "malformed")
@@ -149,7 +121,7 @@ def resolver_signals(rc: ResolverCheck, auth: AuthResult | None) -> list[Signal]
                     name="ede_stale_answer",
                     kind="stale",
                     source=src,
-                    message=f'{src} marked its answer EDE {code} "{EDE_NAMES[code]}"'
+                    message=f"{src} marked its answer {ede_text(code)}"
                     + (f" ({text})" if text else ""),
                     data={
                         "ede_code": code,

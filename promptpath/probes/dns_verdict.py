@@ -14,10 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from promptpath.findings import Finding, Verdict
-from promptpath.net.dnsmsg import Lookup
+from promptpath.net.dnsmsg import EDE_NAMES, Lookup, ede_text
 from promptpath.probes.dns_signals import (
     DEFINITIVE,
-    EDE_NAMES,
     Observations,
     ResolverCheck,
     Signal,
@@ -84,7 +83,7 @@ def _stale_phrase(signal: Signal) -> str:
     data = signal.data
     if signal.name == "ede_stale_answer":
         code = int(str(data["ede_code"]))
-        return f'EDE {code} "{EDE_NAMES.get(code, "?")}"'
+        return ede_text(code)
     return f"TTL stuck at {data['ttl_first']} s over {data['elapsed_s']} s"
 
 
@@ -102,7 +101,11 @@ def _pass_summary(obs: Observations) -> tuple[str, bool]:
     """(summary, comparable): did we compare a cache's answer with the authority's?"""
     auth = obs.authoritative
     ok = [rc for rc in obs.resolvers if rc.latest.status == "ok"]
-    if auth is None or not definitive(auth) or not (ok or (obs.system and obs.system.status)):
+    if (
+        auth is None
+        or not definitive(auth)
+        or not (ok or (obs.system and obs.system.status == "ok"))
+    ):
         return f"could not compare cached answers for {obs.host} with the authority", False
     if ok:
         rc = ok[0]
@@ -173,12 +176,12 @@ def _advice(obs: Observations, signals: Sequence[Signal]) -> list[str]:
         "ede_stale_answer",
         "ttl_not_counting_down",
     }:
-        remaining = [
-            s.data.get("ttl")
-            for s in signals
-            if s.name == "disjoint_from_authoritative" and s.data.get("ttl") is not None
-        ]
-        wait = f" (≈{max(remaining)} s here)" if remaining else ""  # type: ignore[type-var]
+        remaining: list[int] = []
+        for s in signals:
+            held = s.data.get("ttl")
+            if s.name == "disjoint_from_authoritative" and isinstance(held, int):
+                remaining.append(held)
+        wait = f" (≈{max(remaining)} s here)" if remaining else ""
         out.append(
             "If the record changed recently, caches keep the old address until their TTL "
             f"runs out{wait}. CDNs and geo-DNS answer per client: compare from the client's "

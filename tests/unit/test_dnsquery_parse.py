@@ -332,3 +332,12 @@ def test_ede_and_tcp_are_merged_across_replies() -> None:
 def test_empty_reply_list_is_a_network_failure() -> None:
     lk = combine([], source="resolver", qname="www.example.com")
     assert lk.status == "network"
+
+
+def test_servfail_names_the_servers_own_reason_from_ede() -> None:
+    sf = response(
+        "www.example.com", rcode=dns.rcode.SERVFAIL, aa=False, ede=((22, "no reachable auth"),)
+    )
+    lk = combine([reply_of(sf)], source="resolver", qname="www.example.com")
+    assert lk.status == "servfail"
+    assert lk.error == 'answered SERVFAIL (EDE 22 "No Reachable Authority": no reachable auth)'
