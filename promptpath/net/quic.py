@@ -161,9 +161,12 @@ class QuicTracer(asyncio.DatagramProtocol):
                 self.server_versions = _vn_versions(data)
             else:
                 rec.stats["version"] = version_name(version)
-        self._quic.receive_datagram(data, addr, now=self._loop.time())
-        self._process(t_ns, rec.read_index)
-        self.transmit()
+        try:
+            self._quic.receive_datagram(data, addr, now=self._loop.time())
+            self._process(t_ns, rec.read_index)
+            self.transmit()
+        except Exception as exc:  # a bug below us must end the trace, not hang it
+            self._fail(f"internal QUIC error: {exc!r}")
 
     def error_received(self, exc: Exception) -> None:
         # An ICMP error on the connected socket (port unreachable: nothing listens on UDP).
@@ -207,9 +210,12 @@ class QuicTracer(asyncio.DatagramProtocol):
     def _on_timer(self) -> None:
         now = max(self._timer_at or 0.0, self._loop.time())
         self._timer = self._timer_at = None
-        self._quic.handle_timer(now=now)
-        self._process(time.perf_counter_ns(), -1)
-        self.transmit()
+        try:
+            self._quic.handle_timer(now=now)
+            self._process(time.perf_counter_ns(), -1)
+            self.transmit()
+        except Exception as exc:  # as in datagram_received: fail, never hang
+            self._fail(f"internal QUIC error: {exc!r}")
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:

@@ -473,3 +473,28 @@ async def test_resumption_probe_reports_a_server_without_tickets(server: RefServ
     assert got["error"] is None and got["full_ms"] is not None and got["full_ms"] > 0
     # hypercorn's QUIC server issues no session tickets: nothing to resume
     assert got["ticket"] is False and got["resumed_ms"] is None
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback (::1) here")
+async def test_ipv6_literal_gets_an_ipv6_socket_and_ip_verification(tmp_path: Path) -> None:
+    # The helper binds 127.0.0.1; a repeated --host wins (click keeps the last value).
+    with reference_server(http3=True, tmp_path=tmp_path, extra_args=["--host", "::1"]) as srv:
+        opts = dataclasses.replace(
+            _options(srv.port, ca=srv.ca, host="[::1]"), family=socket.AF_INET6
+        )
+        result = await trace(opts)
+    assert result.exc is None, result.exc
+    tl = result.timeline
+    assert tl.address == ("::1", srv.port) and tl.family == "ipv6"
+    assert tl.http_version == "HTTP/3"
+    assert tl.tls is not None and tl.tls.sni is None  # no SNI for an IP literal
+    assert tl.tls.verified is True  # the certificate's IP SAN was checked
