@@ -1,0 +1,342 @@
+"""The idle-timeout verdict on synthetic observations: every way a hop ends an idle flow."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import httpcore
+import pytest
+
+from promptpath.errors import HTTPStatusError, StreamError, TraceTimeout
+from promptpath.findings import Verdict
+from promptpath.probes.idle_timeout import keepalive_interval, outcome_of
+from promptpath.probes.idle_verdict import (
+    IdleWatch,
+    Outcome,
+    PauseRun,
+    judge,
+    measure_pause,
+)
+from promptpath.timeline import StreamEvent, Timeline
+
+MS = 1_000_000
+S = 1_000_000_000
+T0_UNIX = 1_800_000_000_000_000_000
+
+
+def paused(
+    sent_ms: Sequence[float],
+    *,
+    arrive_ms: Sequence[float] | None = None,
+    cut_ms: float | None,
+    comments_ms: Sequence[float] = (),
+    clock_offset_ms: float = 0.0,
+    ttfb_ms: float = 1.0,
+) -> Timeline:
+    """A paused stream: content events sent at ``sent_ms`` (arriving 1 ms later unless
+    ``arrive_ms``), keepalive comments, and a cut at ``cut_ms`` after the request."""
+    tl = Timeline(t0_ns=0, t0_unix_ns=T0_UNIX)
+    tl.milestones["request_sent"] = 0
+    tl.milestones["ttfb"] = int(ttfb_ms * MS)
+    tl.status = 200
+    tl.http_version = "HTTP/1.1"
+    arrivals = list(arrive_ms) if arrive_ms is not None else [s + 1.0 for s in sent_ms]
+    items = [("content", s, a) for s, a in zip(sent_ms, arrivals, strict=True)]
+    items += [("comment", c, c + 1.0) for c in comments_ms]
+    for seq, (kind, sent, arrival) in enumerate(sorted(items, key=lambda x: x[1])):
+        tl.events.append(
+            StreamEvent(
+                t_ns=int(arrival * MS),
+                kind="content" if kind == "content" else "comment",
+                server_sent_unix_ns=T0_UNIX + int((sent + clock_offset_ms) * MS),
+                seq=seq,
+            )
+        )
+    if cut_ms is not None:
+        tl.closed_ns = int(cut_ms * MS)
+        tl.stream_end = "truncated"
+    return tl
+
+
+def run(
+    tl: Timeline,
+    outcome: Outcome | None,
+    *,
+    pause_s: float = 6.0,
+    keepalive_s: float = 0.0,
+    error: str | None = None,
+) -> PauseRun:
+    return measure_pause(
+        tl,
+        outcome=outcome,
+        pause_after=3,
+        rate=20.0,
+        pause_s=pause_s,
+        keepalive_s=keepalive_s,
+        error=error,
+    )
+
+
+CUT_AT_3S = paused([0, 50, 100], cut_ms=3100.0)
+SURVIVED = paused([0, 50, 100, 6100, 6150, 6200], cut_ms=None)
+
+
+def watch(**kw: object) -> IdleWatch:
+    base: dict[str, object] = {
+        "address": "127.0.0.1:8080",
+        "tls": False,
+        "cap_s": 6.0,
+        "status": 200,
+        "response_end_ns": 10 * S,
+    }
+    base.update(kw)
+    return IdleWatch(**base)  # type: ignore[arg-type]
+
+
+# -- measuring one paused stream -------------------------------------------------------
+def test_silence_is_measured_from_the_servers_last_send() -> None:
+    r = run(CUT_AT_3S, "fin")
+    assert r.method == "server_send_time"
+    assert r.silence_s == pytest.approx(3.0)
+    assert r.since_pause_s == pytest.approx(3.0)
+    assert r.elapsed_s == pytest.approx(3.1)
+    assert r.resolution_s == pytest.approx(0.05)
+    assert r.tokens_before_cut == 3 and r.cut
+
+
+def test_a_hop_holding_the_last_tokens_does_not_shift_the_threshold() -> None:
+    # A buffering hop released the three tokens only when it cut the stream.
+    tl = paused([0, 50, 100], arrive_ms=[3099, 3099, 3099], cut_ms=3100.0)
+    assert run(tl, "fin").silence_s == pytest.approx(3.0)
+
+
+def test_without_stamped_events_the_pause_plan_gives_the_threshold() -> None:
+    # nginx buffering on: the held tokens were dropped at the cut; only headers came.
+    tl = paused([], cut_ms=3100.0, ttfb_ms=3099.0)
+    r = run(tl, "fin")
+    assert r.method == "request_plan"
+    assert r.silence_s == pytest.approx(3.0)  # 3.1 s minus (K-1)/rate = 0.1 s
+    assert r.resolution_s == pytest.approx(0.1)
+    assert r.tokens_before_cut == 0
+
+
+def test_disagreeing_clocks_fall_back_to_the_pause_plan() -> None:
+    tl = paused([0, 50, 100], cut_ms=3100.0, clock_offset_ms=5000.0)  # server 5 s ahead
+    assert run(tl, "fin").method == "request_plan"
+
+
+def test_with_keepalives_silence_and_time_since_the_pause_differ() -> None:
+    tl = paused([0, 50, 100], comments_ms=[1100, 2100, 3100], cut_ms=3300.0)
+    r = run(tl, "fin", keepalive_s=1.0)
+    assert r.silence_s == pytest.approx(0.2)
+    assert r.since_pause_s == pytest.approx(3.2)
+    assert r.comments_seen == 3
+
+
+def test_a_gateway_error_is_cut_at_the_response_headers() -> None:
+    tl = paused([], cut_ms=None, ttfb_ms=3000.0)
+    tl.status = 504
+    r = run(tl, "gateway_status")
+    assert r.elapsed_s == pytest.approx(3.0)
+    assert r.status == 504
+
+
+def test_a_surviving_stream_has_no_cut_numbers() -> None:
+    r = run(SURVIVED, "survived")
+    assert not r.cut
+    assert r.silence_s is None and r.elapsed_s is None
+
+
+# -- the finding -----------------------------------------------------------------------
+def test_an_idle_timeout_that_keepalives_fix() -> None:
+    first = run(CUT_AT_3S, "fin")
+    second = run(SURVIVED, "survived", keepalive_s=1.0)
+    ka = watch(reuse="ok", reuse_status=200)
+    f = judge(canary=True, watch=ka, first=first, second=second, hops=["nginx"])
+    assert f.verdict is Verdict.FAIL
+    assert f.evidence["threshold_s"] == pytest.approx(3.0)
+    assert f.evidence["cut_by"] == "fin"
+    assert f.evidence["keepalive_helps"] is True
+    assert "3.0 ± 0.05 s" in f.summary and "FIN mid-body" in f.summary
+    assert "an idle timeout" in f.summary
+    assert any("SSE comments" in a for a in f.advice)
+    assert any("proxy_read_timeout" in a for a in f.advice)
+    assert not any("haproxy" in a for a in f.advice)
+
+
+def test_an_absolute_limit_kills_the_stream_at_the_same_time_with_keepalives() -> None:
+    first = run(CUT_AT_3S, "fin")
+    tl = paused([0, 50, 100], comments_ms=[1100, 2100], cut_ms=3150.0)
+    second = run(tl, "fin", keepalive_s=1.0)
+    f = judge(canary=True, watch=None, first=first, second=second)
+    assert f.verdict is Verdict.FAIL
+    assert f.evidence["keepalive_helps"] is False
+    assert f.evidence["absolute_limit_s"] == pytest.approx(3.15)
+    assert "absolute limit" in f.summary
+    assert any("keepalives cannot help" in a for a in f.advice)
+
+
+def test_keepalives_that_only_delay_the_cut_are_reported_as_not_helping() -> None:
+    first = run(CUT_AT_3S, "fin")
+    tl = paused([0, 50, 100], comments_ms=[1100, 2100, 3100, 4100], cut_ms=5200.0)
+    second = run(tl, "rst", keepalive_s=1.0)
+    f = judge(canary=True, watch=None, first=first, second=second)
+    assert f.evidence["keepalive_helps"] is False
+    assert "absolute_limit_s" not in f.evidence
+    assert "still cut, after 5.1 s" in f.summary
+
+
+def test_tokens_the_hop_swallowed_at_the_cut_are_counted() -> None:
+    first = run(paused([], cut_ms=3100.0, ttfb_ms=3099.0), "fin")
+    f = judge(canary=True, watch=None, first=first, second=run(SURVIVED, "survived"))
+    assert f.evidence["tokens_lost"] == 3
+    assert "3 of the 3 tokens sent before the pause never arrived" in f.summary
+
+
+def test_a_stream_that_survives_the_pause_passes() -> None:
+    f = judge(
+        canary=True, watch=watch(reuse="ok", reuse_status=200), first=run(SURVIVED, "survived")
+    )
+    assert f.verdict is Verdict.PASS
+    assert f.evidence["threshold_s"] is None and f.evidence["cut_by"] is None
+    assert f.evidence["keepalive_helps"] is None
+    assert "survived" in f.summary
+
+
+def test_a_stream_that_stalls_without_closing_fails() -> None:
+    f = judge(canary=True, watch=None, first=run(paused([0, 50, 100], cut_ms=None), "stalled"))
+    assert f.verdict is Verdict.FAIL
+    assert f.evidence["cut_by"] == "stalled"
+
+
+def test_a_paused_request_that_failed_otherwise_is_an_error() -> None:
+    first = run(paused([], cut_ms=None), None, error="HTTP 401 — bad key")
+    f = judge(canary=True, watch=None, first=first)
+    assert f.verdict is Verdict.ERROR
+    assert "HTTP 401" in f.summary
+
+
+def test_keepalive_close_by_fin_is_reported_with_its_threshold() -> None:
+    f = judge(canary=False, watch=watch(closed_ns=12 * S, close_kind="fin"))
+    assert f.verdict is Verdict.PASS
+    ka = f.evidence["keepalive_idle"]
+    assert isinstance(ka, dict)
+    assert ka["threshold_s"] == pytest.approx(2.0)
+    assert ka["closed_by"] == "fin"
+    assert "closed by the peer after 2.0 s (FIN)" in f.summary
+    assert any("keepalive_expiry" in a for a in f.advice)
+    assert "--canary" in f.summary  # blind: says what it did not measure
+    assert f.evidence["threshold_s"] is None and f.evidence["mid_stream"] is None
+
+
+def test_keepalive_reset_warns() -> None:
+    f = judge(canary=False, watch=watch(closed_ns=70 * S, close_kind="rst"))
+    assert f.verdict is Verdict.WARN
+    assert "reset (RST) after 60.0 s" in f.summary
+
+
+def test_data_sent_before_the_close_is_kept() -> None:
+    w = watch(
+        closed_ns=15 * S,
+        close_kind="fin",
+        bytes_while_idle=40,
+        idle_data="HTTP/1.1 408 Request Timeout\r\n",
+    )
+    f = judge(canary=False, watch=w)
+    assert "after sending 40 bytes" in f.summary
+    assert "408" in str(f.evidence["keepalive_idle"])
+
+
+@pytest.mark.parametrize("reuse", ["reset", "closed", "timeout"])
+def test_a_connection_that_died_silently_fails(reuse: str) -> None:
+    f = judge(canary=False, watch=watch(reuse=reuse))
+    assert f.verdict is Verdict.FAIL
+    assert "dropped it silently" in f.summary
+
+
+def test_a_connection_still_usable_at_the_cap_passes() -> None:
+    f = judge(canary=False, watch=watch(reuse="ok", reuse_status=200))
+    assert f.verdict is Verdict.PASS
+    assert "idle for 6 s stayed open" in f.summary
+
+
+def test_connection_close_responses_have_nothing_to_time_out() -> None:
+    f = judge(canary=False, watch=watch(connection_close=True))
+    assert f.verdict is Verdict.PASS
+    assert "Connection: close" in f.summary
+
+
+def test_a_watch_that_could_not_start_is_an_error() -> None:
+    f = judge(canary=False, watch=watch(error="ConnectError: refused"))
+    assert f.verdict is Verdict.ERROR
+
+
+def test_the_worst_part_decides() -> None:
+    ka_ok = watch(reuse="ok", reuse_status=200)
+    f = judge(
+        canary=True, watch=ka_ok, first=run(CUT_AT_3S, "fin"), second=run(SURVIVED, "survived")
+    )
+    assert f.verdict is Verdict.FAIL
+    f2 = judge(canary=True, watch=watch(reuse="timeout"), first=run(SURVIVED, "survived"))
+    assert f2.verdict is Verdict.FAIL
+
+
+def test_nothing_measured_is_a_skip() -> None:
+    assert judge(canary=False, watch=None).verdict is Verdict.SKIP
+
+
+def test_evidence_is_json_with_the_required_keys() -> None:
+    f = judge(
+        canary=True,
+        watch=watch(closed_ns=12 * S, close_kind="fin"),
+        first=run(CUT_AT_3S, "fin"),
+        second=run(SURVIVED, "survived"),
+    )
+    data = json.loads(json.dumps(f.as_dict()))
+    for key in ("threshold_s", "cut_by", "keepalive_helps", "resolution_s", "keepalive_idle"):
+        assert key in data["evidence"]
+    assert len(data["evidence"]["mid_stream"]["runs"]) == 2
+
+
+# -- the probe's glue ------------------------------------------------------------------
+def test_keepalive_interval_is_a_third_of_the_threshold_within_bounds() -> None:
+    assert keepalive_interval(3.0) == 1.0
+    assert keepalive_interval(2.0) == 0.7
+    assert keepalive_interval(0.3) == 0.2
+    assert keepalive_interval(60.0) == 10.0
+    assert keepalive_interval(None) == 1.0
+
+
+def _truncated(cause: BaseException | None) -> StreamError:
+    exc = StreamError("stream truncated", stage="stream", kind="truncated")
+    exc.__cause__ = cause
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("exc", "version", "expected"),
+    [
+        (None, "HTTP/1.1", "survived"),
+        (_truncated(httpcore.RemoteProtocolError("peer closed")), "HTTP/1.1", "fin"),
+        (_truncated(httpcore.RemoteProtocolError("stream reset")), "HTTP/2", "h2_reset"),
+        (_truncated(httpcore.ReadError("[Errno 104] Connection reset by peer")), "HTTP/1.1", "rst"),
+        (_truncated(None), "HTTP/1.1", "clean_end"),
+        (TraceTimeout("timed out", stage="stream", kind="timeout"), "HTTP/1.1", "stalled"),
+        (
+            HTTPStatusError("HTTP 504", stage="response", kind="http_504", status=504),
+            "HTTP/1.1",
+            "gateway_status",
+        ),
+    ],
+)
+def test_outcomes_from_the_tracers_errors(
+    exc: BaseException | None, version: str, expected: str
+) -> None:
+    outcome, error = outcome_of(exc, "marker" if exc is None else "truncated", version)
+    assert outcome == expected and error is None
+
+
+def test_other_http_errors_are_not_cuts() -> None:
+    exc = HTTPStatusError("HTTP 401 — bad key", stage="response", kind="http_401", status=401)
+    assert outcome_of(exc, None, "HTTP/1.1") == (None, "HTTP 401 — bad key")
