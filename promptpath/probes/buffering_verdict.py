@@ -28,6 +28,7 @@ PROBE = "buffering"
 MIN_EVENTS = 20  # content events needed before delivery can be judged
 UNIT_WINDOW_NS = 10_000_000  # reads within 10 ms of a delivery's first read belong to it
 SILENCE_NS = 150_000_000  # a flush follows at least this much silence
+CHAIN_NS = 75_000_000  # a dense delivery this close behind a flush continues it (TCP windows)
 MIN_FLUSH_EVENTS = 3  # ... and brings at least this many content events
 MIN_COALESCE = 2.0  # ... at least this many per read (a fast server sends one per read)
 WHOLE_SHARE = 0.8  # one burst carrying this share of the events: delivered whole
@@ -129,7 +130,7 @@ def _unit(c: list[int], prev_end: int) -> Unit:
 
 def bursts_of(units: Sequence[Unit]) -> list[Burst]:
     """Flushes: a dense delivery after ``SILENCE_NS`` (or the first delivery), extended by
-    dense deliveries that follow closely (a large flush spread over a few TCP windows)."""
+    dense deliveries within ``CHAIN_NS`` (a large flush spread over a few TCP windows)."""
     bursts: list[Burst] = []
     open_burst = False
     for i, unit in enumerate(units):
@@ -144,7 +145,7 @@ def bursts_of(units: Sequence[Unit]) -> list[Burst]:
                 )
             )
             open_burst = True
-        elif open_burst and unit.dense:
+        elif open_burst and unit.dense and unit.silence_ns < CHAIN_NS:
             b = bursts[-1]
             bursts[-1] = Burst(
                 start_ns=b.start_ns,
