@@ -202,11 +202,15 @@ class ReferenceApp:
         content_type: str,
         headers: tuple[tuple[str, str], ...] = (),
     ) -> None:
-        raw = [
-            (b"content-type", content_type.encode()),
-            (b"content-length", str(len(body)).encode()),
-            *((k.encode(), v.encode()) for k, v in headers),
-        ]
+        if status in (204, 304):  # these must not carry a body (RFC 9110 15.3.5, 15.4.5)
+            body = b""
+            raw = []
+        else:
+            raw = [
+                (b"content-type", content_type.encode()),
+                (b"content-length", str(len(body)).encode()),
+            ]
+        raw += [(k.encode(), v.encode()) for k, v in headers]
         with contextlib.suppress(Exception):  # the client may be gone already
             await send({"type": "http.response.start", "status": status, "headers": raw})
             await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -89,7 +89,7 @@ CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "truncate-after": ("truncate_after", _parse_int()),
     "error-after": ("error_after", _parse_int()),
     "malformed-after": ("malformed_after", _parse_int()),
-    "status": ("status", _parse_int(minimum=100, maximum=599)),
+    "status": ("status", _parse_int(minimum=200, maximum=599)),  # 1xx cannot be final
     "body": ("body", _parse_choice("html", "json")),
     "batch": ("batch", _parse_int(minimum=1, maximum=10_000)),
     "accel-buffering": ("accel_buffering", _parse_choice("yes", "no")),

@@ -54,6 +54,7 @@ def test_off_switches_an_optional_control_off() -> None:
         ("x-promptpath-rate", "-1"),
         ("x-promptpath-tokens", "1.5"),
         ("x-promptpath-status", "42"),
+        ("x-promptpath-status", "101"),
         ("x-promptpath-batch", "0"),
         ("x-promptpath-body", "xml"),
         ("x-promptpath-accel-buffering", "maybe"),
