@@ -1,0 +1,164 @@
+"""The buffering probe against real nginx, haproxy and caddy in front of the reference
+endpoint (plain HTTP/1.1 upstream), every process on 127.0.0.1 with its own temp dir.
+
+Canary mode asks ``promptpath serve`` for 60 tokens at 20/s (3 s); blind mode gets the
+same stream from server flags, so it sees only what any third-party API would give it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from promptpath.cli import app
+from promptpath.findings import Finding, Verdict
+from promptpath.options import RunOptions, parse_target
+from promptpath.probes.runner import run_probes, select
+from tests.helpers import proxylab
+from tests.helpers.refserver import RefServer, reference_server
+
+pytestmark = pytest.mark.lab
+
+CHAT = "/v1/chat/completions"
+SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
+    """Reference endpoint whose default answer is long and paced (for blind mode too)."""
+    with reference_server(
+        tls=False,
+        tmp_path=tmp_path_factory.mktemp("ref"),
+        extra_args=["--tokens", "60", "--rate", "20"],
+    ) as server:
+        yield server
+
+
+def probe(base_url: str, *, canary: bool, max_tokens: int = 64) -> tuple[Finding, list[str]]:
+    """Run the buffering probe through the real probe runner; also return its progress."""
+    options = RunOptions(
+        target=parse_target(base_url + CHAT),
+        provider="openai",
+        model="test-model",
+        max_tokens=max_tokens,
+        http="1.1",
+        probe_options={"canary": canary, "idle_max": 5.0},
+    )
+    said: list[str] = []
+    findings = anyio.run(run_probes, options, None, select(["buffering"]), said.append)
+    assert len(findings) == 1
+    return findings[0], said
+
+
+def explain(f: Finding, proxy: proxylab.Proxy | None = None) -> str:
+    text = f"{f.verdict.value}: {f.summary}\n{json.dumps(f.evidence, indent=1)[:3000]}"
+    return text + ("\n" + proxy.logs() if proxy is not None else "")
+
+
+@pytest.mark.parametrize("canary", [True, False], ids=["canary", "blind"])
+def test_nginx_buffering_with_its_default_http10_upstream_fails(
+    ref: RefServer, tmp_path: Path, canary: bool
+) -> None:
+    with proxylab.nginx(ref.port, tmp_path, location="proxy_buffering on;") as px:
+        f, said = probe(px.url, canary=canary)
+    assert f.verdict is Verdict.FAIL, explain(f, px)
+    ev = f.evidence
+    assert ev["pattern"] in ("bursts", "whole")
+    assert ev["buffer_size_bytes"] == 4096, explain(f)  # nginx's one-page proxy buffer
+    assert "nginx" in ev["hops"]  # type: ignore[operator]
+    silences = ev["silences_ms"]
+    assert isinstance(silences, list) and silences and min(silences) > 300
+    assert any("proxy_buffering off" in a for a in f.advice)
+    assert any("cost: 1 request" in s for s in said)  # the cost is stated up front
+    if canary:
+        delay = ev["added_delay_ms"]
+        assert isinstance(delay, dict) and delay["max"] > 400, explain(f)
+        assert isinstance(ev["flushes"], int) and ev["flushes"] >= 2
+
+
+def test_nginx_proxy_buffering_off_passes(ref: RefServer, tmp_path: Path) -> None:
+    with proxylab.nginx(ref.port, tmp_path, location="proxy_buffering off;") as px:
+        f, _ = probe(px.url, canary=True)
+    assert f.verdict is Verdict.PASS, explain(f, px)
+    assert f.evidence["pattern"] == "streamed"
+    delay = f.evidence["added_delay_ms"]
+    assert isinstance(delay, dict) and delay["p90"] < 100
+
+
+def test_upstream_x_accel_buffering_no_turns_nginx_buffering_off(tmp_path: Path) -> None:
+    with (
+        reference_server(
+            tls=False, tmp_path=tmp_path / "ref", extra_args=["--accel-buffering", "no"]
+        ) as ref,
+        proxylab.nginx(ref.port, tmp_path, location="proxy_buffering on;") as px,
+    ):
+        f, _ = probe(px.url, canary=True)
+    assert f.verdict is Verdict.PASS, explain(f, px)
+    assert f.evidence["pattern"] == "streamed"
+    # nginx consumes the header: the client never sees it.
+    hinted = [h["header"].lower() for h in f.evidence["header_hints"]]  # type: ignore[attr-defined]
+    assert "x-accel-buffering" not in hinted
+
+
+def test_haproxy_without_http_no_delay_coalesces_into_200ms_bursts(
+    ref: RefServer, tmp_path: Path
+) -> None:
+    # haproxy sends with MSG_MORE unless `option http-no-delay`: the kernel corks partial
+    # segments for up to 200 ms. Mild, but real: a warning that names the option.
+    with proxylab.haproxy(ref.port, tmp_path) as px:
+        f, _ = probe(px.url, canary=True)
+    assert f.verdict is Verdict.WARN, explain(f, px)
+    delay = f.evidence["added_delay_ms"]
+    assert isinstance(delay, dict) and 150 <= delay["max"] <= 300
+    assert any("http-no-delay" in a for a in f.advice)
+
+
+def test_haproxy_with_http_no_delay_passes(ref: RefServer, tmp_path: Path) -> None:
+    with proxylab.haproxy(ref.port, tmp_path, defaults="option http-no-delay") as px:
+        f, _ = probe(px.url, canary=True)
+    assert f.verdict is Verdict.PASS, explain(f, px)
+
+
+@pytest.mark.parametrize("canary", [True, False], ids=["canary", "blind"])
+def test_caddy_reverse_proxy_streams(ref: RefServer, tmp_path: Path, canary: bool) -> None:
+    with proxylab.caddy(ref.port, tmp_path) as px:
+        f, _ = probe(px.url, canary=canary)
+    assert f.verdict is Verdict.PASS, explain(f, px)
+    assert f.evidence["pattern"] == "streamed"
+    assert "caddy" in f.evidence["hops"]  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("canary", [True, False], ids=["canary", "blind"])
+def test_the_reference_endpoint_alone_raises_no_alarm(ref: RefServer, canary: bool) -> None:
+    f, _ = probe(ref.url, canary=canary)
+    assert f.verdict is Verdict.PASS, explain(f)
+    assert f.evidence["pattern"] == "streamed"
+    assert f.advice == []
+
+
+def test_blind_mode_on_a_short_stream_skips_with_the_reason(ref: RefServer) -> None:
+    f, _ = probe(ref.url, canary=False, max_tokens=8)
+    assert f.verdict is Verdict.SKIP, explain(f)
+    assert "only 8 content events" in f.summary and "--max-tokens" in f.summary
+    assert f.evidence["pattern"] is None
+
+
+def test_cli_reports_the_finding_in_json_and_fails_on_it(ref: RefServer, tmp_path: Path) -> None:
+    with proxylab.nginx(ref.port, tmp_path, location="proxy_buffering on;") as px:
+        args = ["run", px.url + CHAT, "--model", "m", "--http", "1.1", "--max-tokens", "8"]
+        res: Any = CliRunner().invoke(
+            app, [*args, "--probe", "buffering", "--canary", "--json", "--fail-on", "fail"]
+        )
+    body = json.loads(res.stdout)
+    jsonschema.validate(body, SCHEMA)
+    (finding,) = [f for f in body["findings"] if f["probe"] == "buffering"]
+    assert finding["verdict"] == "fail", finding
+    assert finding["evidence"]["pattern"] in ("bursts", "whole")
+    assert res.exit_code == 1
