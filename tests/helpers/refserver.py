@@ -127,6 +127,19 @@ def reference_server(
         _stop(process)
 
 
+def sdk_http_client(sdk: Any, server: RefServer, *, http2: bool = False) -> Any:
+    """An HTTP client for the ``openai`` or ``anthropic`` SDK that trusts the server's CA.
+
+    Both SDKs now ship their own HTTP package (httpx2) and reject plain ``httpx`` clients,
+    so use each SDK's ``DefaultHttpxClient`` factory.
+    """
+    import ssl
+
+    assert server.ca is not None, "the SDK client needs a TLS server"
+    context = ssl.create_default_context(cafile=server.ca)
+    return sdk.DefaultHttpxClient(verify=context, http2=http2, timeout=10.0)
+
+
 # -- reading what it sends (deliberately simple: our server frames with LF only) -------
 
 
@@ -278,7 +291,7 @@ async def h3_request(
     response = H3Response()
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-    class Client(QuicConnectionProtocol):  # type: ignore[misc]
+    class Client(QuicConnectionProtocol):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.h3 = H3Connection(self._quic)

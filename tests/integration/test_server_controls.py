@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from promptpath.server.tokens import answer_tokens
-from tests.helpers.refserver import Message, RefServer, collect
+from tests.helpers.refserver import Message, RefServer, collect, sdk_http_client
 from tests.integration.conftest import StartRefServer
 
 PROMPT = "Why does my BGP session keep flapping?"
@@ -156,28 +156,30 @@ def test_truncate_on_plain_upstream_cuts_the_connection(refserver_plain: RefServ
     ]
 
 
-def test_error_event_in_openai_stream_raises_in_the_sdk(h1: httpx.Client, url: str) -> None:
+def test_error_event_in_openai_stream_raises_in_the_sdk(
+    h1: httpx.Client, refserver_tls: RefServer
+) -> None:
+    url = refserver_tls.url
     got = collect(h1, url + "/v1/chat/completions", CHAT, ctl(rate=0, error_after=4))
     last = got.stream.data_messages[-1].json()
     assert last["error"]["type"] == "server_error"
     assert len(content_messages(got.stream.data_messages)) == 4
     assert got.error is None, "the error event ends the stream cleanly"
 
-    client = openai.OpenAI(
-        base_url=url + "/v1",
-        api_key="sk-test",
-        http_client=h1,
-        max_retries=0,
-        default_headers=ctl(rate=0, error_after=4),
-    )
-    with pytest.raises(openai.APIError, match="error while processing"):
-        list(client.chat.completions.create(model="m", messages=[], stream=True))
+    with sdk_http_client(openai, refserver_tls) as http:
+        client = openai.OpenAI(
+            base_url=url + "/v1",
+            api_key="sk-test",
+            http_client=http,
+            max_retries=0,
+            default_headers=ctl(rate=0, error_after=4),
+        )
+        with pytest.raises(openai.APIError, match="error while processing"):
+            list(client.chat.completions.create(model="m", messages=[], stream=True))
 
 
 def test_error_event_in_anthropic_stream_is_overloaded(refserver_tls: RefServer) -> None:
-    assert refserver_tls.ca is not None
-    context = ssl.create_default_context(cafile=refserver_tls.ca)
-    with anthropic.DefaultHttpxClient(verify=context) as http:
+    with sdk_http_client(anthropic, refserver_tls) as http:
         client = anthropic.Anthropic(
             base_url=refserver_tls.url,
             api_key="k",
@@ -260,16 +262,18 @@ def test_status_control_answers_with_a_dialect_error_body(
         assert response.headers["retry-after"] == "2"
 
 
-def test_status_429_is_a_rate_limit_error_in_the_openai_sdk(h1: httpx.Client, url: str) -> None:
-    client = openai.OpenAI(
-        base_url=url + "/v1",
-        api_key="k",
-        http_client=h1,
-        max_retries=0,
-        default_headers=ctl(status=429),
-    )
-    with pytest.raises(openai.RateLimitError):
-        client.chat.completions.create(model="m", messages=[], stream=True)
+def test_status_429_is_a_rate_limit_error_in_the_openai_sdk(refserver_tls: RefServer) -> None:
+    with sdk_http_client(openai, refserver_tls) as http:
+        client = openai.OpenAI(
+            base_url=refserver_tls.path("/v1"),
+            api_key="k",
+            http_client=http,
+            max_retries=0,
+            default_headers=ctl(status=429),
+        )
+        with pytest.raises(openai.RateLimitError) as info:
+            client.chat.completions.create(model="m", messages=[], stream=True)
+    assert info.value.response.headers["retry-after"] == "2"
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,13 @@ import openai
 import pytest
 
 from promptpath.server.tokens import answer_tokens
-from tests.helpers.refserver import RefServer, StreamCollector, collect, h3_request
+from tests.helpers.refserver import (
+    RefServer,
+    StreamCollector,
+    collect,
+    h3_request,
+    sdk_http_client,
+)
 
 PROMPT = "Why does my BGP session keep flapping?"
 FAST = {"x-promptpath-rate": "0"}
@@ -106,7 +112,7 @@ def test_max_tokens_cuts_the_answer_and_reports_length(
 
 
 def test_openai_sdk_streams_chat_completions(refserver_tls: RefServer) -> None:
-    with tls_client(refserver_tls, http2=True) as http:
+    with sdk_http_client(openai, refserver_tls, http2=True) as http:
         client = openai.OpenAI(
             base_url=refserver_tls.path("/v1"),
             api_key="sk-test",
@@ -129,7 +135,7 @@ def test_openai_sdk_streams_chat_completions(refserver_tls: RefServer) -> None:
 
 
 def test_openai_sdk_non_streaming_chat_completion(refserver_tls: RefServer) -> None:
-    with tls_client(refserver_tls) as http:
+    with sdk_http_client(openai, refserver_tls) as http:
         client = openai.OpenAI(
             base_url=refserver_tls.path("/v1"),
             api_key="sk-test",
@@ -146,7 +152,7 @@ def test_openai_sdk_non_streaming_chat_completion(refserver_tls: RefServer) -> N
 
 
 def test_openai_sdk_streams_responses(refserver_tls: RefServer) -> None:
-    with tls_client(refserver_tls, http2=True) as http:
+    with sdk_http_client(openai, refserver_tls, http2=True) as http:
         client = openai.OpenAI(
             base_url=refserver_tls.path("/v1"),
             api_key="sk-test",
@@ -190,10 +196,7 @@ def test_responses_cut_by_max_output_tokens_end_incomplete(
 
 
 def test_anthropic_sdk_streams_messages(refserver_tls: RefServer) -> None:
-    assert refserver_tls.ca is not None
-    context = ssl.create_default_context(cafile=refserver_tls.ca)
-    # this SDK brings its own HTTP client package (httpx2): use the SDK's factory
-    with anthropic.DefaultHttpxClient(verify=context, http2=True) as http:
+    with sdk_http_client(anthropic, refserver_tls, http2=True) as http:
         client = anthropic.Anthropic(
             base_url=refserver_tls.url,
             api_key="sk-ant-test",
