@@ -1,1 +1,13 @@
-"""The reference endpoint: a streaming AI API whose behaviour we control."""
+"""The reference endpoint: a streaming AI API whose behaviour we control.
+
+    command.py     ``serve(...)``: ``promptpath serve`` and ``python -m promptpath.server``
+    runner.py      ServerConfig, serve_forever, start_in_thread -> ServerHandle (hypercorn, lazily)
+    app.py         ReferenceApp: the ASGI app (routing, auth, controls, /stats, /healthz)
+    streaming.py   the paced writer: deadlines, keepalives, batching, truncation, disconnects
+    behaviour.py   Behaviour (frozen) and from_headers(defaults, headers): x-promptpath-* controls
+    dialect.py     Event, framing, the send stamp {"promptpath": {"seq", "sent_unix_ns"}}
+    *_dialect(s).py  OpenAI chat + Responses, Anthropic messages, Ollama chat
+    certs.py       make_self_signed(dir, ...) -> CertPaths (cryptography, lazily)
+
+Nothing here imports hypercorn, aioquic or cryptography at module level.
+"""
