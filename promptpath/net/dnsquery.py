@@ -29,6 +29,7 @@ from promptpath.net.dnsmsg import (
     parse_resolv_conf,
     parse_server,
     rdtypes_for,
+    read_reply,
 )
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ EDNS_PAYLOAD = 1232
 #: Per-try UDP timeout; a lost datagram is retried until the query's own timeout.
 UDP_TRY_S = 2.0
 UDP_TRIES = 3
+#: How long the other address family may lag once one has answered (RFC 8305 section 3).
+RESOLUTION_DELAY_S = 0.05
 
 
 def read_resolv_conf(path: str = "/etc/resolv.conf") -> list[str]:
@@ -178,12 +181,34 @@ async def lookup(
     rd: bool,
     source: str,
     nsname: str | None = None,
+    grace: float | None = None,
 ) -> Lookup:
-    """Ask one server for the name's addresses (A and/or AAAA, concurrently)."""
-    replies = await asyncio.gather(
-        *(exchange(server, qname, t, rd=rd) for t in rdtypes_for(family))
-    )
+    """Ask one server for the name's addresses (A and/or AAAA, concurrently).
+
+    With ``grace``, once one type has answered with addresses the other gets only that
+    much longer (RFC 8305's Resolution Delay): a resolver that answers A at once but sits
+    on AAAA (unbound does, when the authority is gone) must not hold the connection up.
+    """
+    tasks = [asyncio.ensure_future(exchange(server, qname, t, rd=rd)) for t in rdtypes_for(family)]
+    try:
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            answered = any(_has_addresses(t.result(), qname) for t in done)
+            if grace is not None and answered and pending:
+                await asyncio.wait(pending, timeout=grace)
+                break
+    finally:
+        late = [t for t in tasks if not t.done()]
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+    replies = [t.result() for t in tasks if not t.cancelled()]
     return combine(replies, source=source, qname=qname, authoritative=not rd, nsname=nsname)
+
+
+def _has_addresses(reply: Reply, qname: str) -> bool:
+    return reply.message is not None and bool(read_reply(reply.message, qname).addresses)
 
 
 async def system_lookup(host: str, port: int, *, family: int) -> Lookup:
@@ -234,7 +259,15 @@ async def resolve_with(resolver: str, host: str, *, family: int, timeout: float)
     server = parse_server(resolver)
     label = format_server(server)
     querier = Querier(timeout=timeout, max_queries=4 * len(rdtypes_for(family)), budget_s=timeout)
-    found = await lookup(querier, server, host, family=family, rd=True, source="resolver")
+    found = await lookup(
+        querier,
+        server,
+        host,
+        family=family,
+        rd=True,
+        source="resolver",
+        grace=RESOLUTION_DELAY_S,
+    )
     if found.addresses:
         return DNSAnswer(
             resolver=label,

@@ -33,6 +33,8 @@ QUERY_BUDGET_S = 10.0
 DEFAULT_RECHECK_S = 3.0
 MAX_RECHECK_S = 60.0
 MAX_RESOLVERS = 3
+#: Once a resolver has answered one address family, how long the other may take.
+AAAA_GRACE_S = 0.5
 
 
 def recheck_seconds(options: RunOptions) -> float:
@@ -145,11 +147,16 @@ async def _twice(
     from promptpath.net.dnsmsg import format_server
     from promptpath.net.dnsquery import lookup
 
-    first = await lookup(querier, server, host, family=family, rd=True, source="resolver")
+    async def ask() -> Lookup:
+        return await lookup(
+            querier, server, host, family=family, rd=True, source="resolver", grace=AAAA_GRACE_S
+        )
+
+    first = await ask()
     second = None
     if first.status not in ("timeout", "network", "budget"):
         await asyncio.sleep(max(0.0, recheck - (time.perf_counter_ns() - first.end_ns) / 1e9))
-        second = await lookup(querier, server, host, family=family, rd=True, source="resolver")
+        second = await ask()
     return ResolverCheck(server=format_server(server), first=first, second=second)
 
 

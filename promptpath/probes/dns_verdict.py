@@ -84,7 +84,7 @@ def _stale_phrase(signal: Signal) -> str:
     if signal.name == "ede_stale_answer":
         code = int(str(data["ede_code"]))
         return ede_text(code)
-    return f"TTL stuck at {data['ttl_first']} s over {data['elapsed_s']} s"
+    return f"TTL stuck at {data['ttl_first']} s over {float(str(data['elapsed_s'])):.1f} s"
 
 
 def _latest_of(obs: Observations, source: str) -> Lookup | None:
@@ -195,7 +195,9 @@ def _advice(obs: Observations, signals: Sequence[Signal]) -> list[str]:
             "getaddrinfo disagrees while the resolvers agree with the authority: check "
             "/etc/hosts and local caches (nscd; systemd-resolved: resolvectl flush-caches)."
         )
-    if obs.connection_error and "disjoint_from_authoritative" in names:
+    if obs.connection_error and any(
+        s.name == "disjoint_from_authoritative" and s.source == "connection" for s in signals
+    ):
         out.append(
             f"The traced request failed ({obs.connection_error}) on an address the zone no "
             "longer serves: the stale answer is the likely cause."

@@ -250,3 +250,30 @@ async def test_resolve_with_reports_the_ttl_and_keeps_the_ipv4_answer_when_aaaa_
     assert got.addresses == (("127.0.0.13", "ipv4"),)
     assert got.ttl == 42
     assert got.resolver == srv.address
+
+
+async def test_resolver_sitting_on_aaaa_does_not_hold_up_the_ipv4_answer(
+    dns_server: MakeServer,
+) -> None:
+    # unbound does this when the authority is gone: A from the (stale) cache at once, AAAA
+    # never. The connection should not wait out the whole timeout for AAAA.
+    def handler(query: dns.message.Message, transport: str) -> bytes | None:
+        return answer(query, "127.0.0.14").to_wire() if query.question[0].rdtype == 1 else None
+
+    srv = await dns_server(handler)
+    start = time.monotonic()
+    got = await resolve_with(srv.address, NAME, family=0, timeout=3.0)
+    assert time.monotonic() - start < 0.5
+    assert got.addresses == (("127.0.0.14", "ipv4"),)
+
+
+async def test_without_grace_lookup_waits_for_every_type(dns_server: MakeServer) -> None:
+    def handler(query: dns.message.Message, transport: str) -> bytes | None:
+        return answer(query, "127.0.0.15").to_wire() if query.question[0].rdtype == 1 else None
+
+    srv = await dns_server(handler)
+    querier = Querier(timeout=0.4, max_queries=4, budget_s=5.0)
+    start = time.monotonic()
+    found = await lookup(querier, srv.server, NAME, family=0, rd=False, source="authoritative")
+    assert time.monotonic() - start >= 0.35
+    assert found.status == "ok"

@@ -139,6 +139,14 @@ async def test_unbound_serving_an_expired_old_address_fails_with_ede_and_ttl_30(
     }
     assert any("traced request failed" in a for a in finding.advice)
 
+    # The connection path asks A and AAAA: unbound answers A from its expired cache and
+    # never answers AAAA (nothing cached, authority gone). The A answer must not wait.
+    start = time.monotonic()
+    used = await pdns.resolve(WWW, 8080, family=0, resolver=unbound.address, timeout=3)
+    assert time.monotonic() - start < 1.0
+    assert [ip for ip, _ in used.addresses] == [OLD]
+    assert used.ttl == 30
+
 
 async def test_unbound_serving_stale_while_the_authority_is_down_fails(
     lab: ExitStack, tmp_path: Path

@@ -428,3 +428,13 @@ def test_skipped_names_the_host() -> None:
     finding = skipped("192.0.2.1", "192.0.2.1 is an IP address")
     assert finding.verdict is Verdict.SKIP
     assert finding.evidence == {"host": "192.0.2.1"}
+
+
+def test_dns_stage_failure_is_not_blamed_on_an_address_never_used() -> None:
+    o = obs(
+        counting(ips=("203.0.113.5",)),
+        connection_error="dns: timed out after 5 s in stage 'dns'",
+    )
+    finding = judge(o)
+    assert "disjoint_from_authoritative" in names(o)
+    assert not any("traced request failed" in a for a in finding.advice)
