@@ -62,9 +62,9 @@ class WatchedStream(anyio.abc.ByteStream):
         self.last_read_ns = time.perf_counter_ns()
         return data
 
-    def _close(self, kind: CloseKind) -> None:
+    def _close(self, kind: CloseKind, t_ns: int | None = None) -> None:
         if self.closed_ns is None:
-            self.closed_ns = time.perf_counter_ns()
+            self.closed_ns = time.perf_counter_ns() if t_ns is None else t_ns
             self.close_kind = kind
 
     async def send(self, item: bytes) -> None:
@@ -95,9 +95,9 @@ class _Conn:
             return await self.stream.receive()
         except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError) as exc:
             kind = self.raw.close_kind
-            if kind is None:  # TLS saw close_notify before the socket saw FIN
+            if kind is None:  # TLS saw close_notify (in the last read) before any FIN
                 kind = "rst" if isinstance(exc, anyio.BrokenResourceError) else "close_notify"
-                self.raw._close(kind)
+                self.raw._close(kind, self.raw.last_read_ns)
             raise _Closed(kind, self.raw.closed_ns or time.perf_counter_ns()) from exc
 
     async def exchange(self, request: h11.Request, body: bytes) -> tuple[h11.Response, int]:
