@@ -1,0 +1,23 @@
+"""The files in examples/ stay true to the code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+
+from promptpath.config import load_profile
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_sample_json_validates_against_the_schema() -> None:
+    schema = json.loads((ROOT / "promptpath/report/schema.json").read_text())
+    jsonschema.validate(json.loads((ROOT / "examples/sample-run.json").read_text()), schema)
+
+
+def test_example_profiles_load() -> None:
+    path = ROOT / "examples/config.toml"
+    for name in ("prod-openai", "prod-anthropic", "gateway"):
+        assert load_profile(name, path)["url"].startswith("https://")
