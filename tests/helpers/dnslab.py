@@ -269,17 +269,24 @@ class Unbound(LabServer):
 
 
 class Dnsmasq(LabServer):
-    """dnsmasq forwarding one zone to a loopback authoritative, with a TTL floor."""
+    """dnsmasq forwarding one zone to a loopback authoritative: a TTL floor, or serve-stale."""
 
     binary_name = "dnsmasq"
 
     def __init__(
-        self, workdir: Path, *, zone: str, upstream_port: int, min_cache_ttl: int = 0
+        self,
+        workdir: Path,
+        *,
+        zone: str,
+        upstream_port: int,
+        min_cache_ttl: int = 0,
+        use_stale_cache: bool = False,
     ) -> None:
         self.zone = zone.rstrip(".")
         super().__init__(workdir, probe_name=self.zone + ".")
         self.upstream_port = upstream_port
         self.min_cache_ttl = min_cache_ttl
+        self.use_stale_cache = use_stale_cache
 
     def command(self) -> list[str]:
         wd = self.workdir
@@ -301,4 +308,7 @@ class Dnsmasq(LabServer):
         ]
         if self.min_cache_ttl:
             cmd.append(f"--min-cache-ttl={self.min_cache_ttl}")
+        if self.use_stale_cache:
+            # Expired entries are answered with TTL 0 while dnsmasq refreshes in the background.
+            cmd.append("--use-stale-cache")
         return cmd

@@ -206,6 +206,33 @@ async def test_dnsmasq_inflated_cache_holding_the_old_address_after_a_change_fai
     assert f"holds {OLD}" in finding.summary and NEW in finding.summary
 
 
+async def test_dnsmasq_serving_stale_entries_at_ttl_0_fails(lab: ExitStack, tmp_path: Path) -> None:
+    old = nsd(lab, tmp_path, "nsd-old", ttl=1, records=[f"www IN A {OLD}"])
+    new = nsd(lab, tmp_path, "nsd-new", ttl=1, records=[f"www IN A {NEW}"])
+    dnsmasq = lab.enter_context(
+        Dnsmasq(tmp_path / "dnsmasq", zone=ZONE, upstream_port=old.port, use_stale_cache=True)
+    )
+    ask(dnsmasq.port, WWW)
+    old.stop()
+    await asyncio.sleep(2.0)
+
+    finding = await run_probe(run_options(dnsmasq.address, new.address))
+
+    assert finding.verdict is Verdict.FAIL, finding.summary
+    assert {
+        "ede_stale_answer",
+        "ttl_not_counting_down",
+        "disjoint_from_authoritative",
+    } <= signal_names(finding)
+    stuck = next(
+        s
+        for s in finding.evidence["signals"]  # type: ignore[attr-defined]
+        if s["name"] == "ttl_not_counting_down"
+    )
+    assert stuck["ttl_first"] == stuck["ttl_second"] == 0
+    assert "dnsmasq" in stuck["message"]
+
+
 # -- clean -------------------------------------------------------------------------------
 
 
