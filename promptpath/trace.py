@@ -6,10 +6,8 @@ to the sans-IO stream decoder. The read loop stays tight: nothing here renders.
 
 from __future__ import annotations
 
-import json
 import ssl
 import time
-import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,28 +16,22 @@ import httpcore
 
 from promptpath.errors import (
     ConnectError,
-    HTTPStatusError,
     PromptpathError,
     StreamError,
     TraceTimeout,
 )
 from promptpath.findings import Finding
+from promptpath.ingest import (
+    SNIFF_LIMIT,
+    BodyIngest,
+    is_event_stream,
+    not_a_stream_error,
+    status_error,
+)
 from promptpath.net.backend import Recorder, TracingBackend
 from promptpath.options import RunOptions
 from promptpath.providers import PreparedRequest, prepare
-from promptpath.streams.decoder import StreamDecoder
-from promptpath.timeline import BodyChunk, ErrorInfo, StreamEvent, Timeline
-
-#: Bytes of an error or non-stream body we read to explain it (never more).
-SNIFF_LIMIT = 64 * 1024
-
-STREAM_TYPES = {
-    "text/event-stream": "sse",
-    "application/x-ndjson": "ndjson",
-    "application/ndjson": "ndjson",
-    "application/jsonl": "ndjson",
-    "application/json-lines": "ndjson",
-}
+from promptpath.timeline import ErrorInfo, Timeline
 
 
 @dataclass(kw_only=True)
@@ -258,40 +250,6 @@ async def _read_limited(response: httpcore.Response, limit: int = SNIFF_LIMIT) -
     return body[:limit]
 
 
-def _error_message(body: bytes) -> str:
-    """The human part of an API error body: error.message, message, or a cleaned snippet."""
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return _snippet(text)
-    if isinstance(obj, dict):
-        err = obj.get("error", obj)
-        if isinstance(err, dict):
-            msg = err.get("message") or err.get("type")
-            if msg:
-                return _snippet(str(msg))
-        elif isinstance(err, str):
-            return _snippet(err)
-        if "message" in obj:
-            return _snippet(str(obj["message"]))
-    return _snippet(text)
-
-
-def _snippet(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-_STATUS_HINTS = {
-    401: "check the API key ({env})",
-    403: "the key is not allowed to use this model or endpoint",
-    404: "check the URL path and --model",
-    429: "rate limited",
-    529: "the provider is overloaded",
-}
-
-
 async def _consume(
     response: httpcore.Response,
     options: RunOptions,
@@ -299,122 +257,41 @@ async def _consume(
     recorder: Recorder,
 ) -> None:
     timeline = recorder.timeline
-    status = response.status
-    if status >= 300:
-        body = await _read_limited(response)
-        retry_after = timeline.header("retry-after")
-        hint = _STATUS_HINTS.get(status, "")
-        if status == 401:
-            hint = hint.format(env=options.api_key_env or "the Authorization header")
-        parts = [f"HTTP {status}", _error_message(body) or "(empty body)"]
-        if retry_after:
-            parts.append(f"Retry-After: {retry_after}")
-        if hint:
-            parts.append(hint)
-        raise HTTPStatusError(
-            " — ".join(parts),
-            stage="response",
-            kind=f"http_{status}",
-            status=status,
-            retry_after=retry_after,
-        )
-
-    content_type = (timeline.header("content-type") or "").split(";")[0].strip().lower()
-    framing = STREAM_TYPES.get(content_type)
-    if framing is None:
-        body = await _read_limited(response, 2048)
-        what = content_type or "no content-type"
-        raise StreamError(
-            f"expected an event stream, got {what}: "
-            f"{_snippet(body.decode('utf-8', 'replace'), 80)!r}",
-            stage="response",
-            kind="not_event_stream",
-            content_type=content_type,
-        )
-
-    encoding = (timeline.header("content-encoding") or "identity").strip().lower()
-    inflate: Any = None
-    if encoding != "identity":
-        timeline.extra["compressed"] = encoding
-        if encoding in ("gzip", "x-gzip", "deflate"):
-            inflate = zlib.decompressobj(wbits=47 if encoding != "deflate" else 15)
-        else:
-            raise StreamError(
-                f"the event stream is compressed with {encoding!r}, which promptpath cannot decode"
-                " (we asked for identity: a hop recompresses it)",
-                stage="stream",
-                kind="unsupported_encoding",
-            )
-
-    decoder = StreamDecoder(options.provider)
-    events = timeline.events
-    chunks = timeline.chunks
+    if response.status >= 300:
+        raise status_error(timeline, options, await _read_limited(response))
+    if not is_event_stream(timeline):
+        raise not_a_stream_error(timeline, await _read_limited(response, 2048))
+    ingest = BodyIngest(timeline, options)
     try:
         async for data in response.aiter_stream():
-            t_ns = recorder.last_read_ns or time.perf_counter_ns()
-            idx = recorder.read_index
-            chunks.append(BodyChunk(t_ns=t_ns, nbytes=len(data), read_index=idx))
-            if inflate is not None:
-                data = inflate.decompress(data)
-            new = decoder.feed(data, t_ns, idx)
-            if new:
-                _note(timeline, new)
-                events.extend(new)
+            # The stamp of the socket read that brought these bytes, not of this moment.
+            ingest.feed(data, recorder.last_read_ns or time.perf_counter_ns(), recorder.read_index)
     except (httpcore.ProtocolError, httpcore.NetworkError) as err:
-        timeline.closed_ns = time.perf_counter_ns()
-        timeline.stream_end = "truncated"
-        raise StreamError(
-            f"stream truncated after {_count_content(events)} tokens: the connection ended"
-            f" without the terminal marker ({_snippet(str(err), 80)})",
-            stage="stream",
-            kind="truncated",
-        ) from err
-    except StreamError as err:
-        # Events decoded before the bad one in the same read still happened.
-        earlier = getattr(err, "events", None)
-        if earlier:
-            _note(timeline, earlier)
-            events.extend(earlier)
-        timeline.stream_end = "error"
-        raise
-    timeline.closed_ns = recorder.last_read_ns or time.perf_counter_ns()
-    tail = decoder.close(timeline.closed_ns)
-    if tail:
-        _note(timeline, tail)
-        events.extend(tail)
-    if timeline.stream_end == "error":
-        err_event = next(e for e in events if e.kind == "error")
-        raise StreamError(
-            f"the server sent an error event after {_count_content(events)} tokens:"
-            f" {err_event.error}",
-            stage="stream",
-            kind="error_event",
-            server_error=err_event.error,
-        )
-    if timeline.stream_end is None:
-        timeline.stream_end = "truncated"
-        raise StreamError(
-            f"stream truncated after {_count_content(events)} tokens: the body ended without"
-            " the terminal marker",
-            stage="stream",
-            kind="truncated",
-        )
+        raise ingest.broken(str(err), time.perf_counter_ns()) from err
+    ingest.finish(recorder.last_read_ns or time.perf_counter_ns())
 
 
-def _count_content(events: list[StreamEvent]) -> int:
-    return sum(1 for e in events if e.kind == "content")
+# Names the HTTP/3 transport imported before ingest.py existed; remove once it uses ingest.
+from promptpath.ingest import (  # noqa: E402
+    STATUS_HINTS as _STATUS_HINTS,
+)
+from promptpath.ingest import (  # noqa: E402
+    STREAM_TYPES,
+)
+from promptpath.ingest import count_content as _count_content  # noqa: E402
+from promptpath.ingest import error_message as _error_message  # noqa: E402
+from promptpath.ingest import note as _note  # noqa: E402
+from promptpath.ingest import snippet as _snippet  # noqa: E402
 
-
-def _note(timeline: Timeline, new: list[StreamEvent]) -> None:
-    """Milestones from freshly decoded events (first event, first token, last token, end)."""
-    for ev in new:
-        timeline.mark("first_event", ev.t_ns)
-        if ev.kind == "content":
-            timeline.mark("ttft", ev.t_ns)
-            timeline.milestones["last_token"] = ev.t_ns
-        elif ev.kind == "end":
-            timeline.mark("end", ev.t_ns)
-            timeline.stream_end = "marker"
-        elif ev.kind == "error" and timeline.stream_end is None:
-            timeline.mark("end", ev.t_ns)
-            timeline.stream_end = "error"
+__all__ = [
+    "SNIFF_LIMIT",
+    "STREAM_TYPES",
+    "_STATUS_HINTS",
+    "TraceResult",
+    "_count_content",
+    "_error_message",
+    "_note",
+    "_snippet",
+    "phase_of",
+    "trace",
+]

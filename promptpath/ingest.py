@@ -1,0 +1,200 @@
+"""From response to events, the same for every transport (HTTP/1.1, HTTP/2, HTTP/3).
+
+Transports read and stamp; this module judges the status and headers, decodes the body
+read by read into the Timeline, and decides how the stream ended. It never reads a clock
+or a socket: stamps come in with the bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+from promptpath.errors import HTTPStatusError, StreamError
+from promptpath.options import RunOptions
+from promptpath.streams.decoder import StreamDecoder
+from promptpath.timeline import BodyChunk, StreamEvent, Timeline
+
+#: Bytes of an error or non-stream body we read to explain it (never more).
+SNIFF_LIMIT = 64 * 1024
+
+STREAM_TYPES = {
+    "text/event-stream": "sse",
+    "application/x-ndjson": "ndjson",
+    "application/ndjson": "ndjson",
+    "application/jsonl": "ndjson",
+    "application/json-lines": "ndjson",
+}
+
+STATUS_HINTS = {
+    401: "check the API key ({env})",
+    403: "the key is not allowed to use this model or endpoint",
+    404: "check the URL path and --model",
+    429: "rate limited",
+    529: "the provider is overloaded",
+}
+
+
+def snippet(text: str, limit: int = 120) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def error_message(body: bytes) -> str:
+    """The human part of an API error body: error.message, message, or a cleaned snippet."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return snippet(text)
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("type")
+            if msg:
+                return snippet(str(msg))
+        elif isinstance(err, str):
+            return snippet(err)
+        if "message" in obj:
+            return snippet(str(obj["message"]))
+    return snippet(text)
+
+
+def status_error(timeline: Timeline, options: RunOptions, body: bytes) -> HTTPStatusError:
+    """A one-line error for a 3xx/4xx/5xx answer, with Retry-After and what to check."""
+    status = timeline.status or 0
+    retry_after = timeline.header("retry-after")
+    hint = STATUS_HINTS.get(status, "")
+    if status == 401:
+        hint = hint.format(env=options.api_key_env or "the Authorization header")
+    parts = [f"HTTP {status}", error_message(body) or "(empty body)"]
+    if retry_after:
+        parts.append(f"Retry-After: {retry_after}")
+    if hint:
+        parts.append(hint)
+    return HTTPStatusError(
+        " — ".join(parts),
+        stage="response",
+        kind=f"http_{status}",
+        status=status,
+        retry_after=retry_after,
+    )
+
+
+def content_type(timeline: Timeline) -> str:
+    return (timeline.header("content-type") or "").split(";")[0].strip().lower()
+
+
+def is_event_stream(timeline: Timeline) -> bool:
+    return content_type(timeline) in STREAM_TYPES
+
+
+def not_a_stream_error(timeline: Timeline, body: bytes) -> StreamError:
+    ctype = content_type(timeline)
+    what = ctype or "no content-type"
+    return StreamError(
+        f"expected an event stream, got {what}: {snippet(body.decode('utf-8', 'replace'), 80)!r}",
+        stage="response",
+        kind="not_event_stream",
+        content_type=ctype,
+    )
+
+
+def count_content(events: list[StreamEvent]) -> int:
+    return sum(1 for e in events if e.kind == "content")
+
+
+def note(timeline: Timeline, new: list[StreamEvent]) -> None:
+    """Milestones from freshly decoded events (first event, first token, last token, end)."""
+    for ev in new:
+        timeline.mark("first_event", ev.t_ns)
+        if ev.kind == "content":
+            timeline.mark("ttft", ev.t_ns)
+            timeline.milestones["last_token"] = ev.t_ns
+        elif ev.kind == "end":
+            timeline.mark("end", ev.t_ns)
+            timeline.stream_end = "marker"
+        elif ev.kind == "error" and timeline.stream_end is None:
+            timeline.mark("end", ev.t_ns)
+            timeline.stream_end = "error"
+
+
+class BodyIngest:
+    """Feeds stamped body bytes to the decoder and the Timeline; judges the ending."""
+
+    def __init__(self, timeline: Timeline, options: RunOptions) -> None:
+        self.timeline = timeline
+        self.decoder = StreamDecoder(options.provider)
+        self._inflate: Any = None
+        encoding = (timeline.header("content-encoding") or "identity").strip().lower()
+        if encoding != "identity":
+            # We asked for identity: a hop compressed anyway. Decode, and say so.
+            timeline.extra["compressed"] = encoding
+            if encoding in ("gzip", "x-gzip", "deflate"):
+                self._inflate = zlib.decompressobj(wbits=47 if encoding != "deflate" else 15)
+            else:
+                raise StreamError(
+                    f"the event stream is compressed with {encoding!r}, which promptpath cannot"
+                    " decode (we asked for identity: a hop recompresses it)",
+                    stage="stream",
+                    kind="unsupported_encoding",
+                )
+
+    def feed(self, data: bytes, t_ns: int, read_index: int) -> None:
+        """One body chunk as the transport handed it over, stamped with its socket read."""
+        tl = self.timeline
+        tl.chunks.append(BodyChunk(t_ns=t_ns, nbytes=len(data), read_index=read_index))
+        if self._inflate is not None:
+            data = self._inflate.decompress(data)
+        try:
+            new = self.decoder.feed(data, t_ns, read_index)
+        except StreamError as err:
+            # Events decoded before the bad one in the same read still happened.
+            earlier = getattr(err, "events", None)
+            if earlier:
+                note(tl, earlier)
+                tl.events.extend(earlier)
+            tl.stream_end = "error"
+            raise
+        if new:
+            note(tl, new)
+            tl.events.extend(new)
+
+    def broken(self, reason: str, closed_ns: int) -> StreamError:
+        """The transport failed mid-body (reset, EOF inside a chunk): a truncated stream."""
+        tl = self.timeline
+        tl.closed_ns = closed_ns
+        tl.stream_end = "truncated"
+        return StreamError(
+            f"stream truncated after {count_content(tl.events)} tokens: the connection ended"
+            f" without the terminal marker ({snippet(reason, 80)})",
+            stage="stream",
+            kind="truncated",
+        )
+
+    def finish(self, closed_ns: int) -> None:
+        """The body ended cleanly at the transport; raise if the stream itself did not."""
+        tl = self.timeline
+        tl.closed_ns = closed_ns
+        tail = self.decoder.close(closed_ns)
+        if tail:
+            note(tl, tail)
+            tl.events.extend(tail)
+        if tl.stream_end == "error":
+            err_event = next(e for e in tl.events if e.kind == "error")
+            raise StreamError(
+                f"the server sent an error event after {count_content(tl.events)} tokens:"
+                f" {err_event.error}",
+                stage="stream",
+                kind="error_event",
+                server_error=err_event.error,
+            )
+        if tl.stream_end is None:
+            tl.stream_end = "truncated"
+            raise StreamError(
+                f"stream truncated after {count_content(tl.events)} tokens: the body ended"
+                " without the terminal marker",
+                stage="stream",
+                kind="truncated",
+            )
