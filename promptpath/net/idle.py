@@ -149,7 +149,7 @@ def priming_request(options: RunOptions, max_tokens: int) -> tuple[h11.Request, 
     return request, prepared.body
 
 
-async def _connect(options: RunOptions, timeout: float) -> tuple[_Conn, str]:
+async def _connect(options: RunOptions) -> tuple[_Conn, str]:
     target = options.target
     answer = await dns.resolve(
         target.host,
@@ -157,21 +157,20 @@ async def _connect(options: RunOptions, timeout: float) -> tuple[_Conn, str]:
         family=options.family,
         override=options.resolve_override(target.host, target.port),
         resolver=options.resolver,
-        timeout=min(timeout, 10.0),
+        timeout=min(options.timeout, 10.0),
     )
     ip = answer.addresses[0][0]
-    with anyio.fail_after(timeout):
-        sock = await anyio.connect_tcp(ip, target.port)
-        raw = WatchedStream(sock)
-        stream: anyio.abc.ByteStream = raw
-        if target.scheme == "https":
-            from promptpath.trace import ssl_context_for
+    sock = await anyio.connect_tcp(ip, target.port)
+    raw = WatchedStream(sock)
+    stream: anyio.abc.ByteStream = raw
+    if target.scheme == "https":
+        from promptpath.trace import ssl_context_for
 
-            ctx = ssl_context_for(options)
-            ctx.set_alpn_protocols(["http/1.1"])  # h11 speaks HTTP/1.1 only
-            stream = await TLSStream.wrap(
-                raw, hostname=target.host, ssl_context=ctx, standard_compatible=False
-            )
+        ctx = ssl_context_for(options)
+        ctx.set_alpn_protocols(["http/1.1"])  # h11 speaks HTTP/1.1 only
+        stream = await TLSStream.wrap(
+            raw, hostname=target.host, ssl_context=ctx, standard_compatible=False
+        )
     address = f"[{ip}]:{target.port}" if ":" in ip else f"{ip}:{target.port}"
     return _Conn(raw, stream), address
 
@@ -184,22 +183,32 @@ async def watch_idle(
     progress: Callable[[str], None],
     max_tokens: int = 16,
 ) -> IdleWatch:
-    """Complete one request, hold the connection idle up to ``cap_s``, say how it ended."""
+    """Complete one request, hold the connection idle up to ``cap_s``, say how it ended.
+
+    Bounded by ``cap_s + 2 * request_timeout``: connecting and the priming exchange share
+    one deadline, the re-use request (only when nothing closed) has another.
+    """
     tls = options.target.scheme == "https"
     request, body = priming_request(options, max_tokens)
+    conn: _Conn | None = None
+    address = ""
     try:
-        conn, address = await _connect(options, request_timeout)
-    except Exception as exc:  # any failure to connect is reported, not raised
-        return IdleWatch(address="", tls=tls, cap_s=cap_s, error=f"{type(exc).__name__}: {exc}")
+        with anyio.fail_after(request_timeout):
+            conn, address = await _connect(options)
+            response, end_ns = await conn.exchange(request, body)
+    except Exception as exc:  # no connection or no answer: reported, not raised
+        what = f"timed out after {request_timeout:g} s" if isinstance(exc, TimeoutError) else exc
+        stage = "connect" if conn is None else "the priming request"
+        if conn is not None:
+            with anyio.CancelScope(shield=True):
+                await conn.stream.aclose()
+        return IdleWatch(
+            address=address,
+            tls=tls,
+            cap_s=cap_s,
+            error=f"{stage} failed: {type(exc).__name__}: {what}",
+        )
     try:
-        try:
-            with anyio.fail_after(request_timeout):
-                response, end_ns = await conn.exchange(request, body)
-        except (TimeoutError, _Closed, h11.ProtocolError, OSError) as exc:
-            what = "timed out" if isinstance(exc, TimeoutError) else f"{type(exc).__name__}"
-            return IdleWatch(
-                address=address, tls=tls, cap_s=cap_s, error=f"the priming request {what}: {exc}"
-            )
         watch = IdleWatch(
             address=address,
             tls=tls,

@@ -34,6 +34,7 @@ PAUSE_MARGIN_S = 15.0
 #: Priming request of the keep-alive watch: a few tokens of a real answer.
 PRIMING_TOKENS = 16
 REQUEST_TIMEOUT_S = 30.0
+PROGRESS_EVERY_S = 10.0
 COUNT_PROMPT = "Count from 1 to 10, one number per line."
 
 
@@ -144,7 +145,7 @@ class IdleTimeoutProbe(Probe):
             )
 
         async def mid_stream() -> None:
-            first, hops = await self._pause(ctx, cap, 0.0)
+            first, hops = await self._pause(ctx, cap, 0.0, "run 1/2")
             state["first"], state["hops"] = first, hops
             if first.cut:
                 every = keepalive_interval(first.silence_s)
@@ -152,8 +153,10 @@ class IdleTimeoutProbe(Probe):
                     f"idle-timeout: cut after {first.silence_s} s of silence; same pause with"
                     f" keepalive comments every {every:g} s"
                 )
-                second, _ = await self._pause(ctx, cap, every)
+                second, _ = await self._pause(ctx, cap, every, "run 2/2")
                 state["second"] = second
+            else:
+                ctx.progress(f"idle-timeout: the stream survived a {cap:g} s pause")
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(keepalive)
@@ -174,12 +177,24 @@ class IdleTimeoutProbe(Probe):
 
     @staticmethod
     async def _pause(
-        ctx: ProbeContext, pause_s: float, keepalive_s: float
+        ctx: ProbeContext, pause_s: float, keepalive_s: float, label: str
     ) -> tuple[PauseRun, list[str]]:
         from promptpath.trace import trace
 
         opts = pause_options(ctx.options, pause_s, keepalive_s)
-        result = await trace(opts)
+        async with anyio.create_task_group() as tg:
+
+            async def tick() -> None:
+                # A long pause is silent by design: say where we are in it.
+                start = anyio.current_time()
+                while True:
+                    await anyio.sleep(PROGRESS_EVERY_S)
+                    waited = anyio.current_time() - start
+                    ctx.progress(f"idle-timeout: canary {label}, {waited:.0f} s of ≤ {pause_s:g} s")
+
+            tg.start_soon(tick)
+            result = await trace(opts)
+            tg.cancel_scope.cancel()
         tl = result.timeline
         outcome, error = outcome_of(result.exc, tl.stream_end, tl.http_version)
         run = measure_pause(
