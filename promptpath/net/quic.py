@@ -17,6 +17,7 @@ aioquic is imported here only, and ``promptpath.trace`` imports this module only
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import socket
 import ssl
 import time
@@ -37,7 +38,7 @@ from promptpath.errors import (
     UsageError,
 )
 from promptpath.net import dns
-from promptpath.net.tlsinfo import cert_info
+from promptpath.net.tlsinfo import _VERIFY_KINDS, cert_info
 from promptpath.options import RunOptions
 from promptpath.providers import PreparedRequest, prepare
 from promptpath.streams.decoder import StreamDecoder
@@ -295,10 +296,10 @@ class QuicTracer(asyncio.DatagramProtocol):
         self.transmit()
         return queue
 
-    def close(self) -> None:
+    def close(self, error_code: int = 0, reason: str = "") -> None:
         if self._transport is None:
             return
-        self._quic.close()
+        self._quic.close(error_code=error_code, reason_phrase=reason)
         self.transmit()
         self._cancel_timer()
         self._transport.close()
@@ -365,33 +366,30 @@ def _preload() -> None:
     import cryptography.x509  # noqa: F401
 
 
-def _configuration(options: RunOptions) -> Any:
+def _configuration_for(options: RunOptions) -> Any:
     from aioquic.h3.connection import H3_ALPN
     from aioquic.quic.configuration import QuicConfiguration
 
-    config = QuicConfiguration(
+    return QuicConfiguration(
         is_client=True,
         alpn_protocols=list(H3_ALPN),
         server_name=options.target.host,  # aioquic sends no SNI for an IP literal
         # A paused stream must be cut by --timeout, not by our own idle timer.
         idle_timeout=max(30.0, options.timeout + 5.0),
-        verify_mode=ssl.CERT_NONE if options.insecure else ssl.CERT_REQUIRED,
+        verify_mode=ssl.CERT_NONE,  # CertVerifier checks, with a store loaded before t0
     )
-    if options.cacert:
-        config.load_verify_locations(cafile=options.cacert)
-    else:
-        # The system store, as the TCP path uses (aioquic would fall back to certifi).
-        default = ssl.get_default_verify_paths()
-        if default.cafile or default.capath:
-            config.load_verify_locations(cafile=default.cafile, capath=default.capath)
-    return config
 
 
 def _fmt_addr(ip: str, port: int) -> str:
     return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
-async def _connect(options: RunOptions, recorder: _Recorder, deadline: float) -> _Session:
+async def _connect(
+    options: RunOptions,
+    recorder: _Recorder,
+    deadline: float,
+    verifier: CertVerifier | None,
+) -> _Session:
     """Timed DNS, then a QUIC handshake to each address in turn until one completes."""
     timeline = recorder.timeline
     host, port = options.target.host, options.target.port
@@ -426,7 +424,7 @@ async def _connect(options: RunOptions, recorder: _Recorder, deadline: float) ->
         if budget <= 0:
             break
         try:
-            session = await _handshake(options, recorder, ip, fam, budget)
+            session = await _handshake(options, recorder, ip, fam, budget, verifier=verifier)
         except ConnectError as exc:
             last = exc
             continue  # UDP to this address is dead: try the next one, as over TCP
@@ -456,6 +454,7 @@ async def _handshake(
     fam: dns.Family,
     budget: float,
     *,
+    verifier: CertVerifier | None,
     session_ticket: Any = None,
 ) -> _Session:
     from aioquic.quic.connection import QuicConnection
@@ -483,7 +482,7 @@ async def _handshake(
         ) from exc
     peer = sock.getpeername()
     prepare_ns = time.perf_counter_ns()
-    config = _configuration(options)
+    config = _configuration_for(options)
     # Only handshake-only resumption probes pass a ticket, and they open no stream, so
     # nothing can travel as 0-RTT data.
     config.session_ticket = session_ticket
@@ -520,7 +519,23 @@ async def _handshake(
     timeline.mark("tls_done", end)
     timeline.address = (ip, port)
     timeline.family = fam
-    timeline.tls = _tls_info(quic, event, options)
+    timeline.tls = tls = _tls_info(quic, event, options)
+    peer_cert = getattr(quic.tls, "_peer_certificate", None)
+    if verifier is not None and peer_cert is not None:  # a resumed session shows none
+        problem = verifier.check(peer_cert, list(getattr(quic.tls, "_peer_certificate_chain", [])))
+        if problem is not None:
+            kind, reason = problem
+            tls.verified, tls.verify_error = False, reason
+            protocol.close(_CRYPTO_ERROR + _ALERT_BAD_CERTIFICATE, reason)
+            timeline.attempts[-1] = dataclasses.replace(timeline.attempts[-1], error=reason)
+            hint = _CERT_HINTS.get(kind, "certificate verification failed")
+            raise TLSError(
+                f"TLS (QUIC): {hint.format(host=options.target.host)} ({reason})",
+                stage="quic_handshake",
+                kind=kind,
+                host=options.target.host,
+                ip=ip,
+            )
     # Building the ClientHello (key shares for several groups) is client CPU, spent
     # before the first Initial leaves: kept out of the stage, but on record.
     timeline.stages[-1].detail["client_hello_ms"] = round((start - prepare_ns) / 1e6, 3)
@@ -559,21 +574,68 @@ _CERT_HINTS = {
     "self_signed": "the certificate is self-signed (--cacert FILE to trust it)",
 }
 
+#: TLS alert bad_certificate (RFC 8446 §6.2), sent as a QUIC CRYPTO_ERROR when we refuse.
+_ALERT_BAD_CERTIFICATE = 42
 
-def cert_kind(reason: str, *, host: str) -> str | None:
-    """The TLSError kind (as over TCP) for aioquic's certificate-verification reason."""
-    text = reason.lower()
-    if "no longer valid" in text or "has expired" in text or "expired" in text:
-        return "cert_expired"
-    if "not valid yet" in text or "not yet valid" in text:
-        return "cert_not_yet_valid"
-    if "doesn't match" in text or "does not match" in text or "mismatch" in text:
-        return "ip_mismatch" if dns.is_ip_literal(host) else "hostname_mismatch"
-    if "in certificate chain" in text or "unable to get" in text or "unknown ca" in text:
-        return "unknown_ca"
-    if "self-signed" in text or "self signed" in text:
-        return "self_signed"
-    return None
+
+class CertVerifier:
+    """Chain, dates and name checks with a CA store loaded once, before t0.
+
+    aioquic would verify inside the handshake and re-read the CA bundle each time (about
+    20 ms for the system store): time charged to quic_handshake that TCP's TLS, whose
+    context loads before t0, never pays. So aioquic runs with CERT_NONE — it still checks
+    the CertificateVerify signature, i.e. that the peer holds the key — and this checks
+    the certificate the moment the handshake completes, before any request byte leaves.
+    """
+
+    def __init__(self, options: RunOptions) -> None:
+        from OpenSSL import crypto
+
+        self.host = options.target.host
+        self._store = crypto.X509Store()
+        if options.cacert:
+            self._store.load_locations(options.cacert)
+        else:  # the system store, as the TCP path uses
+            paths = ssl.get_default_verify_paths()
+            if paths.cafile or paths.capath:
+                self._store.load_locations(paths.cafile, paths.capath)
+            else:
+                import certifi
+
+                self._store.load_locations(certifi.where())
+
+    def check(self, cert: Any, chain: list[Any]) -> tuple[str, str] | None:
+        """``(kind, reason)`` of what is wrong with a cryptography certificate, or None."""
+        import service_identity
+        from cryptography.hazmat.primitives.serialization import Encoding
+        from OpenSSL import crypto
+        from service_identity.cryptography import (
+            verify_certificate_hostname,
+            verify_certificate_ip_address,
+        )
+
+        context = crypto.X509StoreContext(
+            self._store,
+            crypto.X509.from_cryptography(cert),
+            [crypto.X509.from_cryptography(c) for c in chain],
+        )
+        try:
+            context.verify_certificate()
+        except crypto.X509StoreContextError as exc:
+            code = exc.errors[0] if exc.errors else 0
+            return _VERIFY_KINDS.get(code, "cert_verify_failed"), str(exc)
+        is_ip = dns.is_ip_literal(self.host)
+        try:
+            if is_ip:
+                verify_certificate_ip_address(cert, self.host)
+            else:
+                verify_certificate_hostname(cert, self.host)
+        except (service_identity.VerificationError, service_identity.CertificateError) as exc:
+            info = cert_info(cert.public_bytes(Encoding.DER))
+            names = ", ".join(info.sans) if info is not None and info.sans else str(exc)
+            kind = "ip_mismatch" if is_ip else "hostname_mismatch"
+            return kind, f"{self.host!r} is not among the certificate's names: {names}"
+        return None
 
 
 def _handshake_error(
@@ -618,16 +680,6 @@ def _handshake_error(
         code = int(closed.error_code)
         reason = closed.reason_phrase or "no reason given"
         if _CRYPTO_ERROR <= code < _CRYPTO_ERROR + 0x100:
-            kind = cert_kind(reason, host=host)
-            if kind is not None:
-                hint = _CERT_HINTS[kind].format(host=host)
-                return TLSError(
-                    f"TLS (QUIC): {hint} ({reason})",
-                    stage="quic_handshake",
-                    kind=kind,
-                    alert=code - _CRYPTO_ERROR,
-                    **common,
-                )
             return TLSError(
                 f"TLS (QUIC) handshake with {where} failed: {reason}"
                 f" (alert {code - _CRYPTO_ERROR})",
@@ -865,7 +917,11 @@ def _record_error(timeline: Timeline, exc: PromptpathError) -> PromptpathError:
 
 
 async def _traced(
-    options: RunOptions, recorder: _Recorder, session: _Session | None, box: list[_Session]
+    options: RunOptions,
+    recorder: _Recorder,
+    session: _Session | None,
+    box: list[_Session],
+    verifier: CertVerifier | None,
 ) -> PromptpathError | None:
     """Run one request (connecting first unless ``session`` is given); the error, if any."""
     timeline = recorder.timeline
@@ -873,7 +929,7 @@ async def _traced(
     try:
         with anyio.fail_after(options.timeout):
             if session is None:
-                session = await _connect(options, recorder, deadline)
+                session = await _connect(options, recorder, deadline, verifier)
                 box.append(session)
             await _exchange(session, options, timeline)
     except TimeoutError:
@@ -904,12 +960,13 @@ async def trace_h3(options: RunOptions) -> TraceResult:
         )
         return TraceResult(options=options, timeline=timeline, exc=_record_error(timeline, exc))
     _preload()
+    verifier = None if options.insecure else CertVerifier(options)  # CA store: before t0
     timeline = new_timeline()
     recorder = _Recorder(timeline)
     result = TraceResult(options=options, timeline=timeline)
     box: list[_Session] = []
     try:
-        result.exc = await _traced(options, recorder, None, box)
+        result.exc = await _traced(options, recorder, None, box, verifier)
         if options.warm and result.exc is None and box:
             warm_tl = new_timeline()
             recorder.timeline = warm_tl
@@ -921,7 +978,7 @@ async def trace_h3(options: RunOptions) -> TraceResult:
                 timeline.tls,
             )
             warm = TraceResult(options=options, timeline=warm_tl)
-            warm.exc = await _traced(options, recorder, box[0], box)
+            warm.exc = await _traced(options, recorder, box[0], box, verifier)
             result.warm = warm
     finally:
         for session in box:
@@ -938,6 +995,7 @@ async def measure_resumption(options: RunOptions) -> dict[str, Any]:
     issued none (then there is nothing to resume).
     """
     _preload()
+    verifier = None if options.insecure else CertVerifier(options)
     out: dict[str, Any] = {
         "full_ms": None,
         "resumed_ms": None,
@@ -950,7 +1008,7 @@ async def measure_resumption(options: RunOptions) -> dict[str, Any]:
     sessions: list[_Session] = []
     try:
         with anyio.fail_after(options.timeout):
-            session = await _connect(options, first, deadline)
+            session = await _connect(options, first, deadline, verifier)
             sessions.append(session)
             stage = first.timeline.stage("quic_handshake")
             if stage is not None and stage.duration_ns is not None:
@@ -969,7 +1027,13 @@ async def measure_resumption(options: RunOptions) -> dict[str, Any]:
             budget = min(HANDSHAKE_TIMEOUT_S, deadline - time.monotonic() - 0.1)
             sessions.append(
                 await _handshake(
-                    options, second, address[0], family, budget, session_ticket=tickets[-1]
+                    options,
+                    second,
+                    address[0],
+                    family,
+                    budget,
+                    verifier=verifier,
+                    session_ticket=tickets[-1],
                 )
             )
             attempt = second.timeline.attempts[-1]

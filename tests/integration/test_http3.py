@@ -191,6 +191,10 @@ async def test_unknown_ca_is_a_tls_error(server: RefServer) -> None:
     assert result.exc.stage == "quic_handshake"
     stage = result.timeline.stage("quic_handshake")
     assert stage is not None and not stage.ok
+    # verified right after the handshake: the refused certificate is still on record
+    tls = result.timeline.tls
+    assert tls is not None and tls.verified is False and tls.verify_error
+    assert tls.cert is not None and "localhost" in tls.cert.sans
 
 
 async def test_hostname_mismatch_is_a_tls_error(server: RefServer) -> None:
