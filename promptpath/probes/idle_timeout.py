@@ -150,8 +150,8 @@ class IdleTimeoutProbe(Probe):
             if first.cut:
                 every = keepalive_interval(first.silence_s)
                 ctx.progress(
-                    f"idle-timeout: cut after {first.silence_s} s of silence; same pause with"
-                    f" keepalive comments every {every:g} s"
+                    f"idle-timeout: cut after {first.silence_s or 0:.1f} s of silence; the same"
+                    f" pause with keepalive comments every {every:g} s"
                 )
                 second, _ = await self._pause(ctx, cap, every, "run 2/2")
                 state["second"] = second

@@ -258,14 +258,14 @@ def mid_stream_part(
         ), facts
     if second.outcome == "survived":
         facts["keepalive_helps"] = True
-        every = max(0.1, (threshold or 2.0) / 2)
+        every = max(0.1, round((threshold or 2.0) / 2, 1))
         return _Part(
             verdict=Verdict.FAIL,
             summary=f"the path cuts a stream silent for {at} ({how}); SSE keepalive comments"
             f" every {second.keepalive_s:g} s kept the same {second.pause_s:g} s pause alive:"
             " an idle timeout",
             advice=(
-                f"have the server send SSE comments (`: keepalive`) at least every {every:.0f} s"
+                f"have the server send SSE comments (`: keepalive`) at least every {every:g} s"
                 " while the model thinks, or",
                 f"raise the hop's idle timeout above your longest silence: {settings}",
             ),
