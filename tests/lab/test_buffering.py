@@ -116,7 +116,7 @@ def test_haproxy_without_http_no_delay_coalesces_into_200ms_bursts(
         f, _ = probe(px.url, canary=True)
     assert f.verdict is Verdict.WARN, explain(f, px)
     delay = f.evidence["added_delay_ms"]
-    assert isinstance(delay, dict) and 150 <= delay["max"] <= 300
+    assert isinstance(delay, dict) and 150 <= delay["max"] <= 600  # the 200 ms cork, plus noise
     assert any("http-no-delay" in a for a in f.advice)
 
 
