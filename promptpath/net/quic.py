@@ -21,7 +21,6 @@ import dataclasses
 import socket
 import ssl
 import time
-import zlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,32 +29,25 @@ import anyio
 
 from promptpath.errors import (
     ConnectError,
-    HTTPStatusError,
     PromptpathError,
     StreamError,
     TLSError,
     TraceTimeout,
     UsageError,
 )
+from promptpath.ingest import (
+    SNIFF_LIMIT,
+    BodyIngest,
+    is_event_stream,
+    not_a_stream_error,
+    status_error,
+)
 from promptpath.net import dns
 from promptpath.net.tlsinfo import _VERIFY_KINDS, cert_info
 from promptpath.options import RunOptions
 from promptpath.providers import PreparedRequest, prepare
-from promptpath.streams.decoder import StreamDecoder
-from promptpath.timeline import BodyChunk, ConnectAttempt, ErrorInfo, Read, Timeline, TLSInfo
-from promptpath.trace import (
-    _STATUS_HINTS,
-    SNIFF_LIMIT,
-    STREAM_TYPES,
-    TraceResult,
-    _close_open_stages,
-    _count_content,
-    _error_message,
-    _note,
-    _snippet,
-    new_timeline,
-    phase_of,
-)
+from promptpath.timeline import ConnectAttempt, ErrorInfo, Read, Timeline, TLSInfo
+from promptpath.trace import TraceResult, _close_open_stages, new_timeline, phase_of
 
 #: Longest wait for a QUIC handshake on one address (bounded by --timeout as well).
 HANDSHAKE_TIMEOUT_S = 5.0
@@ -756,17 +748,19 @@ async def _body(queue: asyncio.Queue[_Arrival], first: _Arrival) -> AsyncIterato
             yield arrival
 
 
-async def _read_limited(queue: asyncio.Queue[_Arrival], first: _Arrival) -> bytes:
+async def _read_limited(
+    queue: asyncio.Queue[_Arrival], first: _Arrival, limit: int = SNIFF_LIMIT
+) -> bytes:
     body = b""
     try:
         with anyio.fail_after(5):
             async for arrival in _body(queue, first):
                 body += arrival.data
-                if len(body) >= SNIFF_LIMIT:
+                if len(body) >= limit:
                     break
     except (TimeoutError, _Broken):
         pass
-    return body[:SNIFF_LIMIT]
+    return body[:limit]
 
 
 async def _exchange(session: _Session, options: RunOptions, timeline: Timeline) -> None:
@@ -799,101 +793,21 @@ async def _exchange(session: _Session, options: RunOptions, timeline: Timeline) 
 async def _consume(
     queue: asyncio.Queue[_Arrival], head: _Arrival, options: RunOptions, timeline: Timeline
 ) -> None:
-    """The same checks and decoding as over TCP, fed from stamped QUIC arrivals."""
-    status = timeline.status or 0
-    if status >= 300:
-        body = await _read_limited(queue, head)
-        retry_after = timeline.header("retry-after")
-        hint = _STATUS_HINTS.get(status, "")
-        if status == 401:
-            hint = hint.format(env=options.api_key_env or "the Authorization header")
-        parts = [f"HTTP {status}", _error_message(body) or "(empty body)"]
-        if retry_after:
-            parts.append(f"Retry-After: {retry_after}")
-        if hint:
-            parts.append(hint)
-        raise HTTPStatusError(
-            " — ".join(parts),
-            stage="response",
-            kind=f"http_{status}",
-            status=status,
-            retry_after=retry_after,
-        )
-    content_type = (timeline.header("content-type") or "").split(";")[0].strip().lower()
-    if STREAM_TYPES.get(content_type) is None:
-        body = await _read_limited(queue, head)
-        what = content_type or "no content-type"
-        raise StreamError(
-            f"expected an event stream, got {what}:"
-            f" {_snippet(body.decode('utf-8', 'replace'), 80)!r}",
-            stage="response",
-            kind="not_event_stream",
-            content_type=content_type,
-        )
-    encoding = (timeline.header("content-encoding") or "identity").strip().lower()
-    inflate: Any = None
-    if encoding != "identity":
-        timeline.extra["compressed"] = encoding
-        if encoding not in ("gzip", "x-gzip", "deflate"):
-            raise StreamError(
-                f"the event stream is compressed with {encoding!r}, which promptpath cannot"
-                " decode (we asked for identity: a hop recompresses it)",
-                stage="stream",
-                kind="unsupported_encoding",
-            )
-        inflate = zlib.decompressobj(wbits=47 if encoding != "deflate" else 15)
-
-    decoder = StreamDecoder(options.provider)
-    events = timeline.events
+    """The same checks, decoding and verdicts as over TCP (ingest.py), fed from datagrams."""
+    if (timeline.status or 0) >= 300:
+        raise status_error(timeline, options, await _read_limited(queue, head))
+    if not is_event_stream(timeline):
+        raise not_a_stream_error(timeline, await _read_limited(queue, head, 2048))
+    ingest = BodyIngest(timeline, options)
     last_ns = head.t_ns
     try:
         async for arrival in _body(queue, head):
             last_ns = arrival.t_ns
-            timeline.chunks.append(
-                BodyChunk(
-                    t_ns=arrival.t_ns, nbytes=len(arrival.data), read_index=arrival.read_index
-                )
-            )
-            data = arrival.data if inflate is None else inflate.decompress(arrival.data)
-            new = decoder.feed(data, arrival.t_ns, arrival.read_index)
-            if new:
-                _note(timeline, new)
-                events.extend(new)
+            ingest.feed(arrival.data, arrival.t_ns, arrival.read_index)
     except _Broken as err:
-        timeline.closed_ns = time.perf_counter_ns()
-        if timeline.stream_end is None:
-            timeline.stream_end = "truncated"
-            raise StreamError(
-                f"stream truncated after {_count_content(events)} tokens: {err}",
-                stage="stream",
-                kind="truncated",
-            ) from err
-    except StreamError:
-        timeline.stream_end = "error"
-        raise
-    else:
-        timeline.closed_ns = last_ns
-    tail = decoder.close(timeline.closed_ns)
-    if tail:
-        _note(timeline, tail)
-        events.extend(tail)
-    if timeline.stream_end == "error":
-        err_event = next(e for e in events if e.kind == "error")
-        raise StreamError(
-            f"the server sent an error event after {_count_content(events)} tokens:"
-            f" {err_event.error}",
-            stage="stream",
-            kind="error_event",
-            server_error=err_event.error,
-        )
-    if timeline.stream_end is None:
-        timeline.stream_end = "truncated"
-        raise StreamError(
-            f"stream truncated after {_count_content(events)} tokens: the body ended without"
-            " the terminal marker",
-            stage="stream",
-            kind="truncated",
-        )
+        if timeline.stream_end is None:  # a reset after the terminal marker cuts nothing
+            raise ingest.broken(str(err), time.perf_counter_ns()) from err
+    ingest.finish(last_ns)
 
 
 # -- the trace ---------------------------------------------------------------------------
