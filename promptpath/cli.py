@@ -110,6 +110,10 @@ CanaryOpt = Annotated[
 IdleMaxOpt = Annotated[
     float, typer.Option("--idle-max", help="idle-timeout probe: longest idle wait, seconds.")
 ]
+DNSRecheckOpt = Annotated[
+    float,
+    typer.Option("--dns-recheck", help="dns-cache probe: seconds between the two TTL queries."),
+]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
 ]
@@ -148,6 +152,7 @@ def run(
     ] = None,
     canary: CanaryOpt = False,
     idle_max: IdleMaxOpt = 120.0,
+    dns_recheck: DNSRecheckOpt = 3.0,
     verbose: VerboseOpt = False,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
@@ -173,7 +178,7 @@ def run(
         probes=probe or [],
         verbose=verbose,
         both_families=ipv4 and ipv6,
-        probe_options={"canary": canary, "idle_max": idle_max},
+        probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
     )
     raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on))
 
@@ -203,6 +208,7 @@ def probe(
     authoritative: AuthoritativeOpt = None,
     canary: CanaryOpt = False,
     idle_max: IdleMaxOpt = 120.0,
+    dns_recheck: DNSRecheckOpt = 3.0,
     verbose: VerboseOpt = False,
 ) -> None:
     """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache)."""
@@ -226,7 +232,7 @@ def probe(
         probes=names or ["all"],
         verbose=verbose,
         both_families=ipv4 and ipv6,
-        probe_options={"canary": canary, "idle_max": idle_max},
+        probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
     )
     raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on))
 

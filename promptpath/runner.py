@@ -122,6 +122,14 @@ def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOp
         raise UsageError("--max-tokens must be at least 1")
     if args.cacert is not None and not os.path.isfile(args.cacert):
         raise UsageError(f"--cacert file not found: {args.cacert}")
+    for flag, value in (("--resolver", args.resolver), ("--authoritative", args.authoritative)):
+        if value is not None:
+            from promptpath.net.dnsmsg import parse_server
+
+            try:
+                parse_server(value)
+            except UsageError as exc:
+                raise UsageError(f"{flag}: {exc.message}", kind="bad_option") from exc
     key_env = args.api_key_env or DEFAULT_KEY_ENV[provider]
     api_key = (env.get(key_env) if key_env else None) or profile_key
     return RunOptions(

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from promptpath.analysis import Metrics, compute
-from promptpath.net.dns import DNSAnswer
+from promptpath.net.dns import DNSAnswer, dns_json
 from promptpath.providers import SECRET_HEADERS
 from promptpath.stats import Summary
 from promptpath.timeline import Timeline
@@ -45,20 +45,7 @@ def _dns(timeline: Timeline) -> dict[str, Any] | None:
     answer = timeline.extra.get("dns")
     if not isinstance(answer, DNSAnswer):
         return None
-    from promptpath.net import dns as dns_mod
-
-    render = getattr(dns_mod, "dns_json", None)
-    used = timeline.address[0] if timeline.address else None
-    if render is not None:
-        return render(answer, used)  # type: ignore[no-any-return]
-    return {
-        "resolver": answer.resolver,
-        "answers": [{"ip": ip, "family": fam} for ip, fam in answer.addresses],
-        "used": used,
-        "ttl": answer.ttl,
-        "cname_chain": list(answer.cname_chain),
-        "duration_ms": round((answer.end_ns - answer.start_ns) / 1e6, 3),
-    }
+    return dns_json(answer, timeline.address[0] if timeline.address else None)
 
 
 def _tls(timeline: Timeline) -> dict[str, Any] | None:
