@@ -97,6 +97,26 @@ def waterfall(timeline: Timeline, metrics: Metrics, width: int, title: str = "")
     return table
 
 
+def dns_line(timeline: Timeline) -> str | None:
+    """Which resolver answered what, and which address the connection used."""
+    from promptpath.net.dns import DNSAnswer
+
+    answer = timeline.extra.get("dns")
+    if not isinstance(answer, DNSAnswer) or answer.resolver == "literal":
+        return None
+    used = timeline.address[0] if timeline.address else None
+    addrs = [f"{ip}{' (used)' if ip == used else ''}" for ip, _fam in answer.addresses]
+    parts = [f"{answer.resolver} → {', '.join(addrs) or 'no address'}"]
+    if answer.cname_chain:
+        parts.append("via " + " → ".join(answer.cname_chain))
+    if answer.ttl is not None:
+        parts.append(f"TTL {answer.ttl} s")
+    failed = [a for a in timeline.attempts if a.error]
+    if failed:
+        parts.append(f"{len(failed)} failed connect attempt(s)")
+    return " · ".join(parts)
+
+
 def tls_line(timeline: Timeline) -> str | None:
     tls = timeline.tls
     if tls is None:
@@ -143,6 +163,9 @@ def render_timeline(console: Console, timeline: Timeline, title: str) -> Metrics
     console.print(waterfall(timeline, metrics, width, title))
     if timeline.reused_connection:
         console.print("[dim]connection reused: no DNS, TCP or TLS on this request[/dim]")
+    line = dns_line(timeline)
+    if line and not timeline.reused_connection:
+        console.print(Text("DNS    ") + Text(line))
     line = tls_line(timeline)
     if line and not timeline.reused_connection:
         console.print(Text("TLS    ") + Text(line))
