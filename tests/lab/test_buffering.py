@@ -41,15 +41,18 @@ def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
         yield server
 
 
-def probe(base_url: str, *, canary: bool, max_tokens: int = 64) -> tuple[Finding, list[str]]:
+def probe(
+    base_url: str, *, canary: bool, max_tokens: int = 64, **options_kw: Any
+) -> tuple[Finding, list[str]]:
     """Run the buffering probe through the real probe runner; also return its progress."""
+    kw: dict[str, Any] = {"http": "1.1", **options_kw}
     options = RunOptions(
         target=parse_target(base_url + CHAT),
         provider="openai",
         model="test-model",
         max_tokens=max_tokens,
-        http="1.1",
         probe_options={"canary": canary, "idle_max": 5.0},
+        **kw,
     )
     said: list[str] = []
     findings = anyio.run(run_probes, options, None, select(["buffering"]), said.append)
@@ -90,6 +93,16 @@ def test_nginx_proxy_buffering_off_passes(ref: RefServer, tmp_path: Path) -> Non
     assert f.evidence["pattern"] == "streamed"
     delay = f.evidence["added_delay_ms"]
     assert isinstance(delay, dict) and delay["p90"] < 100
+
+
+def test_nginx_http11_upstream_streams_even_with_buffering_on(
+    ref: RefServer, tmp_path: Path
+) -> None:
+    location = "proxy_buffering on; proxy_http_version 1.1;"
+    with proxylab.nginx(ref.port, tmp_path, location=location) as px:
+        f, _ = probe(px.url, canary=True)
+    assert f.verdict is Verdict.PASS, explain(f, px)
+    assert f.evidence["pattern"] == "streamed"
 
 
 def test_upstream_x_accel_buffering_no_turns_nginx_buffering_off(tmp_path: Path) -> None:
@@ -133,6 +146,21 @@ def test_caddy_reverse_proxy_streams(ref: RefServer, tmp_path: Path, canary: boo
     assert f.verdict is Verdict.PASS, explain(f, px)
     assert f.evidence["pattern"] == "streamed"
     assert "caddy" in f.evidence["hops"]  # type: ignore[operator]
+
+
+def test_caddy_streams_over_tls_and_http2(ref: RefServer, tmp_path: Path) -> None:
+    # Reads are stamped below TLS and HTTP/2 framing: the verdict must not change.
+    with proxylab.caddy(ref.port, tmp_path, tls=True) as px:
+        f, _ = probe(
+            px.url,
+            canary=True,
+            http="2",
+            cacert=px.ca,
+            resolve=(("localhost", px.port, "127.0.0.1"),),
+        )
+    assert f.verdict is Verdict.PASS, explain(f, px)
+    request = f.evidence["request"]
+    assert isinstance(request, dict) and request["http_version"] == "HTTP/2"
 
 
 @pytest.mark.parametrize("canary", [True, False], ids=["canary", "blind"])
