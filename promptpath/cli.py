@@ -153,6 +153,10 @@ def run(
     canary: CanaryOpt = False,
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
+    compare_http: Annotated[
+        bool,
+        typer.Option("--compare-http", help="Trace over HTTP/2 and HTTP/3 and compare them."),
+    ] = False,
     verbose: VerboseOpt = False,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
@@ -176,6 +180,7 @@ def run(
         resolver=resolver,
         authoritative=authoritative,
         probes=probe or [],
+        compare_http=compare_http,
         verbose=verbose,
         both_families=ipv4 and ipv6,
         probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},

@@ -42,7 +42,7 @@ def run_demo(*, http: str, provider: str, json_out: bool, warm: bool) -> int:
             host="127.0.0.1",
             port=0,
             self_signed=tmp,
-            http3=http == "3",
+            http3=True,  # serve h3 too, so discovery has an Alt-Svc to find
             behaviour=Behaviour(ttft_ms=DEMO_TTFT_MS, rate=DEMO_RATE, tokens=DEMO_TOKENS),
         )
         with start_in_thread(config) as server:

@@ -56,6 +56,7 @@ class RunArgs:
     verbose: bool = False
     both_families: bool = False
     probe_options: dict[str, object] = field(default_factory=dict)
+    compare_http: bool = False
 
 
 def apply_profile(
@@ -229,8 +230,15 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
     def progress(message: str) -> None:
         console.print(f"[dim]… {message}[/dim]")
 
+    if args.compare_http:
+        return _compare(options, json_out=json_out, console=console)
+
     async def main() -> TraceResult:
         result = await trace(options)
+        if options.http != "3" and options.target.scheme == "https" and result.timeline.status:
+            from promptpath.h3discovery import discover_h3
+
+            result.h3 = await discover_h3(result)
         if probes:
             # Probes run even when the trace failed: a refused connection to a stale
             # address is exactly when the DNS probe matters.
@@ -239,3 +247,20 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
 
     result = anyio.run(main)
     return emit(result, json_out=json_out, fail_on=fail_on, console=console)
+
+
+def _compare(options: RunOptions, *, json_out: bool, console: Console) -> int:
+    """--compare-http: the same prompt over HTTP/2 and HTTP/3, fresh connections each."""
+    from promptpath.compare import trace_pair
+    from promptpath.report.compare import compare_json, render_compare
+
+    results = anyio.run(trace_pair, options)
+    codes = [int(exit_code_for(r, "fail")) for r in results]
+    render_compare(console, results)
+    if json_out:
+        from promptpath.report.json import dumps
+
+        sys.stdout.write(dumps(compare_json(results, exit_codes=codes)) + "\n")
+        sys.stdout.flush()
+    # HTTP/2's failure first (the path every client has), then HTTP/3's.
+    return next((c for c in codes if c != 0), 0)

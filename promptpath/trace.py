@@ -43,6 +43,7 @@ class TraceResult:
     exc: PromptpathError | None = None
     warm: TraceResult | None = None
     findings: list[Finding] = field(default_factory=list)
+    h3: dict[str, Any] | None = None  # HTTP/3 discovery (Alt-Svc, HTTPS RR), TCP runs only
 
     @property
     def ok(self) -> bool:

@@ -129,6 +129,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             for k, v in timeline.response_headers
             if k.lower() in _HEADER_KEEP and k.lower() not in SECRET_HEADERS
         },
+        "quic": timeline.extra.get("quic"),
         "error": None
         if timeline.error is None
         else {
@@ -155,6 +156,7 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
     }
     body.update(timeline_json(result.timeline))
     body["warm"] = None if result.warm is None else timeline_json(result.warm.timeline)
+    body["h3"] = result.h3
     body["findings"] = [f.as_dict() for f in result.findings]
     return body
 

@@ -169,6 +169,15 @@ def render_timeline(console: Console, timeline: Timeline, title: str) -> Metrics
     line = tls_line(timeline)
     if line and not timeline.reused_connection:
         console.print(Text("TLS    ") + Text(line))
+    quic = timeline.extra.get("quic")
+    if isinstance(quic, dict) and not timeline.reused_connection:
+        console.print(
+            Text(
+                f"QUIC   {quic.get('version') or '?'} · {quic.get('datagrams_out', 0)} datagrams"
+                f" out / {quic.get('datagrams_in', 0)} in · {quic.get('bytes_out', 0)} B out"
+                f" / {quic.get('bytes_in', 0)} B in"
+            )
+        )
     m = metrics.milestones_ms
     if "ttft" in m:
         console.print(
@@ -218,6 +227,10 @@ def render(console: Console, result: TraceResult) -> None:
                 f"setup tax: cold TTFT {cold_ttft:.1f} ms vs warm {warm_ttft:.1f} ms"
                 f" (Δ {cold_ttft - warm_ttft:.1f} ms)"
             )
+    if result.h3 is not None:
+        from promptpath.h3discovery import describe_h3
+
+        console.print(Text("h3     " + describe_h3(result.h3)))
     for f in result.findings:
         style = _VERDICT_STYLE.get(f.verdict, "white")
         console.print(

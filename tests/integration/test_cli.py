@@ -213,3 +213,37 @@ def test_narrow_terminal_keeps_the_waterfall_inside_its_width(ref: RefServer) ->
     assert any(line.startswith("TLS ") for line in lines)
     assert any(line.startswith("OK: first token") for line in lines)
     assert max(len(line) for line in lines) <= 48
+
+
+@pytest.fixture(scope="module")
+def ref_h3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
+    with reference_server(tls=True, http3=True, tmp_path=tmp_path_factory.mktemp("h3")) as srv:
+        yield srv
+
+
+def test_tcp_run_reports_where_http3_is_advertised(ref_h3: RefServer) -> None:
+    code, body, stderr = run_json(url(ref_h3), "--cacert", str(ref_h3.ca))
+    assert code == 0 and body["http_version"] == "HTTP/2"
+    assert body["h3"]["advertised_by"] == "alt-svc"
+    assert body["h3"]["authority"] == f":{ref_h3.port}"
+    assert "h3     HTTP/3 advertised by Alt-Svc" in stderr
+
+
+def test_http3_run_records_quic_in_json(ref_h3: RefServer) -> None:
+    code, body, _ = run_json(url(ref_h3), "--cacert", str(ref_h3.ca), "--http", "3")
+    assert code == 0 and body["http_version"] == "HTTP/3"
+    assert body["quic"]["version"] == "QUICv1" and body["quic"]["datagrams_in"] > 0
+    assert "quic_handshake" in body["stages_ms"] and "tls" not in body["stages_ms"]
+
+
+def test_compare_http_gives_two_results_and_differences(ref_h3: RefServer) -> None:
+    res = invoke("run", url(ref_h3), "--cacert", str(ref_h3.ca), "--compare-http", "--json")
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.stdout)
+    assert body["schema"] == "promptpath.compare/1"
+    assert [r["http_version"] for r in body["results"]] == ["HTTP/2", "HTTP/3"]
+    for run in body["results"]:
+        jsonschema.validate(run, SCHEMA)
+    assert body["differences"]["setup_round_trips"]["http2"] == 2
+    assert body["differences"]["setup_round_trips"]["http3"] == 1
+    assert "HTTP/2 vs HTTP/3" in res.stderr
