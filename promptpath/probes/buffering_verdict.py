@@ -1,9 +1,7 @@
 """Buffering verdict: from one traced stream's stamps to a Finding. Pure: no clock, no I/O.
 
-Blind mode (any endpoint) reads only arrival stamps. A buffering hop shows as *flushes*:
-after a silence, many events land in one or two socket reads (coalesced), because the
-hop held them until its buffer filled (bursts, sizes near 4/8 KiB) or the response ended
-(whole). A streaming path delivers events one read at a time, spread over the answer.
+Blind mode (any endpoint) reads only arrival stamps: the delivery shape from
+``delivery`` (streamed, bursts, whole), plus header signs and hops named in headers.
 
 Canary mode (the target is ``promptpath serve``) also has each event's server send time:
 the *hold* of an event is its arrival lag minus the smallest lag seen, so it needs no
@@ -14,256 +12,33 @@ each flush are buffering measured directly.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import Literal
 
 from promptpath.findings import Finding, Verdict
+from promptpath.probes.delivery import (
+    MIN_EVENTS,
+    MIN_JUDGE_NS,
+    Burst,
+    Delivery,
+    anchor_ns,
+    delivery,
+)
+from promptpath.probes.hophints import header_hints, hops_named
 from promptpath.stats import percentile
 from promptpath.timeline import StreamEvent, Timeline
 
-Pattern = Literal["streamed", "bursts", "whole"]
-
 PROBE = "buffering"
-MIN_EVENTS = 20  # content events needed before delivery can be judged
-UNIT_WINDOW_NS = 10_000_000  # reads within 10 ms of a delivery's first read belong to it
-SILENCE_NS = 150_000_000  # a flush follows at least this much silence
-CHAIN_NS = 75_000_000  # a dense delivery this close behind a flush continues it (TCP windows)
-MIN_FLUSH_EVENTS = 3  # ... and brings at least this many content events
-MIN_COALESCE = 2.0  # ... at least this many per read (a fast server sends one per read)
-WHOLE_SHARE = 0.8  # one burst carrying this share of the events: delivered whole
-BURST_SHARE = 0.6  # bursts carrying this share: delivered in bursts
-MIN_UNITS_STREAMED = 10  # separate deliveries needed to call a stream streamed
-MIN_JUDGE_NS = 250_000_000  # an answer complete sooner than this cannot show a buffer
 FAIL_SILENCE_MS = 500.0  # bursts this far apart are what users call "arrives in blocks"
 HOLD_WARN_P90_MS = 150.0
 HOLD_FAIL_P50_MS = 250.0
 HOLD_FAIL_P90_MS = 1000.0
 HOLD_JUMP_MS = 100.0  # a hold this much above the previous event's: a new burst began
 CLOCK_SLACK_NS = 50_000_000  # lags below -50 ms: the two machines' clocks disagree
-BUFFER_SIZES = (4096, 8192, 16384, 32768, 65536)
 MAX_LISTED = 20  # bursts/silences listed in the evidence
 
 
-# -- delivery structure ----------------------------------------------------------------
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Unit:
-    """Body bytes that arrived together: reads within ``UNIT_WINDOW_NS`` of the first."""
-
-    start_ns: int
-    end_ns: int
-    nbytes: int
-    nreads: int
-    nevents: int  # content events completed by these reads
-    silence_ns: int  # since the previous delivery (the first: since the request was sent)
-
-    @property
-    def dense(self) -> bool:
-        return self.nevents >= MIN_FLUSH_EVENTS and self.nevents >= MIN_COALESCE * self.nreads
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Burst:
-    """A flush: a dense delivery after a silence, plus dense deliveries right behind it."""
-
-    start_ns: int
-    end_ns: int
-    nbytes: int
-    nevents: int
-    silence_ns: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Delivery:
-    pattern: Pattern | None  # None: the evidence is too thin to say
-    reason: str = ""  # why pattern is None
-    content_events: int = 0
-    units: list[Unit] = field(default_factory=list)
-    bursts: list[Burst] = field(default_factory=list)
-    buffer_size: int | None = None  # burst sizes cluster at this size
-
-
-def _anchor(timeline: Timeline) -> int:
-    m = timeline.milestones
-    return m.get("request_sent", m.get("ttfb", timeline.t0_ns))
-
-
-def units_of(timeline: Timeline) -> list[Unit]:
-    """Group body reads into deliveries; count the content events each completed."""
-    per_read: dict[int, list[int]] = {}  # t_ns -> [bytes, reads, content events]
-    for chunk in timeline.chunks:
-        slot = per_read.setdefault(chunk.t_ns, [0, 1, 0])
-        slot[0] += chunk.nbytes
-    for ev in timeline.events:
-        if ev.kind == "content":
-            per_read.setdefault(ev.t_ns, [0, 1, 0])[2] += 1
-    units: list[Unit] = []
-    prev_end = _anchor(timeline)
-    current: list[int] | None = None  # [start, end, bytes, reads, events]
-    for t_ns in sorted(per_read):
-        nbytes, nreads, nevents = per_read[t_ns]
-        if current is not None and t_ns - current[0] <= UNIT_WINDOW_NS:
-            current[1] = t_ns
-            current[2] += nbytes
-            current[3] += nreads
-            current[4] += nevents
-            continue
-        if current is not None:
-            units.append(_unit(current, prev_end))
-            prev_end = current[1]
-        current = [t_ns, t_ns, nbytes, nreads, nevents]
-    if current is not None:
-        units.append(_unit(current, prev_end))
-    return units
-
-
-def _unit(c: list[int], prev_end: int) -> Unit:
-    return Unit(
-        start_ns=c[0],
-        end_ns=c[1],
-        nbytes=c[2],
-        nreads=c[3],
-        nevents=c[4],
-        silence_ns=max(0, c[0] - prev_end),
-    )
-
-
-def bursts_of(units: Sequence[Unit]) -> list[Burst]:
-    """Flushes: a dense delivery after ``SILENCE_NS`` (or the first delivery), extended by
-    dense deliveries within ``CHAIN_NS`` (a large flush spread over a few TCP windows)."""
-    bursts: list[Burst] = []
-    open_burst = False
-    for i, unit in enumerate(units):
-        if unit.dense and (i == 0 or unit.silence_ns >= SILENCE_NS):
-            bursts.append(
-                Burst(
-                    start_ns=unit.start_ns,
-                    end_ns=unit.end_ns,
-                    nbytes=unit.nbytes,
-                    nevents=unit.nevents,
-                    silence_ns=unit.silence_ns,
-                )
-            )
-            open_burst = True
-        elif open_burst and unit.dense and unit.silence_ns < CHAIN_NS:
-            b = bursts[-1]
-            bursts[-1] = Burst(
-                start_ns=b.start_ns,
-                end_ns=unit.end_ns,
-                nbytes=b.nbytes + unit.nbytes,
-                nevents=b.nevents + unit.nevents,
-                silence_ns=b.silence_ns,
-            )
-        else:
-            open_burst = False
-    return bursts
-
-
-def buffer_size_of(bursts: Sequence[Burst]) -> int | None:
-    """A buffer size most bursts (the last one aside: the final flush) are close to."""
-    sizes = [b.nbytes for b in bursts[:-1]]
-    if len(sizes) < 2:
-        return None
-    for size in BUFFER_SIZES:
-        near = sum(1 for s in sizes if abs(s - size) <= size * 0.05)
-        if near >= max(2, (len(sizes) + 1) // 2):
-            return size
-    return None
-
-
-def delivery(timeline: Timeline) -> Delivery:
-    content = sum(1 for e in timeline.events if e.kind == "content")
-    units = units_of(timeline)
-    bursts = bursts_of(units)
-
-    def made(pattern: Pattern | None, reason: str = "", size: int | None = None) -> Delivery:
-        return Delivery(
-            pattern=pattern,
-            reason=reason,
-            content_events=content,
-            units=units,
-            bursts=bursts,
-            buffer_size=size,
-        )
-
-    if content < MIN_EVENTS:
-        want = max(2 * MIN_EVENTS, 64)
-        return made(
-            None,
-            f"only {content} content events arrived: too few to tell streaming from buffering"
-            f" (need ≥ {MIN_EVENTS}; raise --max-tokens to ≥ {want})",
-        )
-    in_bursts = sum(b.nevents for b in bursts)
-    biggest = max(bursts, key=lambda b: b.nevents, default=None)
-    if biggest is not None and biggest.nevents >= WHOLE_SHARE * content:
-        took = biggest.end_ns - _anchor(timeline)
-        if took < MIN_JUDGE_NS:
-            return made(
-                None,
-                f"the whole answer arrived {took / 1e6:.0f} ms after the request: too fast to"
-                " tell a buffering hop from a fast server",
-            )
-        return made("whole")
-    if len(bursts) >= 2 and in_bursts >= BURST_SHARE * content:
-        return made("bursts", size=buffer_size_of(bursts))
-    if len(units) >= MIN_UNITS_STREAMED:
-        return made("streamed")
-    return made(
-        None,
-        f"{content} events arrived in only {len(units)} separate deliveries, neither spread"
-        " out nor in clear flushes",
-    )
-
-
-# -- header hints ----------------------------------------------------------------------
-#: (header, substring of its value or "" for any, the hop it names)
-_HOP_HEADERS: tuple[tuple[str, str, str], ...] = (
-    ("server", "nginx", "nginx"),
-    ("server", "openresty", "nginx"),
-    ("server", "caddy", "caddy"),
-    ("server", "envoy", "envoy"),
-    ("server", "cloudflare", "cloudflare"),
-    ("server", "awselb", "aws-elb"),
-    ("server", "apache", "apache"),
-    ("server", "haproxy", "haproxy"),
-    ("server", "varnish", "varnish"),
-    ("server", "hypercorn", "promptpath serve (hypercorn)"),
-    ("via", "cloudfront", "cloudfront"),
-    ("via", "varnish", "varnish"),
-    ("via", "caddy", "caddy"),
-    ("via", "google", "google-lb"),
-    ("via", "", "proxy (Via)"),
-    ("x-cache", "", "cache (X-Cache)"),
-    ("x-varnish", "", "varnish"),
-    ("x-served-by", "cache", "fastly"),
-    ("cf-ray", "", "cloudflare"),
-    ("x-amz-cf-id", "", "cloudfront"),
-    ("x-envoy-upstream-service-time", "", "envoy"),
-    ("x-azure-ref", "", "azure-front-door"),
-    ("x-kong-proxy-latency", "", "kong"),
-)
-
-
-def header_hints(headers: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
-    """Response headers that name a hop (Server, Via, X-Cache, CDN ids)."""
-    hints: list[dict[str, str]] = []
-    for name, value in headers:
-        key, low = name.lower(), value.lower()
-        for header, needle, hop in _HOP_HEADERS:
-            if key == header and needle in low:
-                hints.append({"header": name, "value": value[:120], "hop": hop})
-                break
-    return hints
-
-
-def hops_named(headers: Sequence[tuple[str, str]]) -> list[str]:
-    seen: list[str] = []
-    for hint in header_hints(headers):
-        if hint["hop"] not in seen:
-            seen.append(hint["hop"])
-    return seen
-
-
+# -- header signs ----------------------------------------------------------------------
 def stream_signs(timeline: Timeline) -> dict[str, object]:
     """Header-level signs of a buffering hop on an event stream."""
     signs: dict[str, object] = {}
@@ -275,7 +50,7 @@ def stream_signs(timeline: Timeline) -> dict[str, object]:
     ttfb = timeline.milestones.get("ttfb")
     first_body = min((c.t_ns for c in timeline.chunks), default=None)
     if ttfb is not None and first_body is not None and first_body - ttfb <= 1_000_000:
-        wait = ttfb - _anchor(timeline)
+        wait = ttfb - anchor_ns(timeline)
         if wait >= MIN_JUDGE_NS:
             signs["headers_with_first_body_after_ms"] = round(wait / 1e6, 1)
     return signs
@@ -333,6 +108,32 @@ def _hold_verdict(holds: Holds) -> Verdict:
     return Verdict.PASS
 
 
+def _canary_facts(holds: Holds) -> tuple[Verdict, str, dict[str, object]]:
+    """Verdict, one-line description and evidence of the per-event holds."""
+    h = holds.holds_ms
+    p50, p90 = percentile(h, 50), percentile(h, 90)
+    facts: dict[str, object] = {
+        "added_delay_ms": {
+            "p50": round(p50, 1),
+            "p90": round(p90, 1),
+            "p99": round(percentile(h, 99), 1),
+            "max": round(max(h), 1),
+        },
+        "flushes": holds.flushes,
+        "clock": "synced" if holds.synced else "offset",
+        "floor_lag_ms": round(holds.floor_ms, 1) if holds.synced else None,
+        "per_hop_note": "added delay is for the whole chain between promptpath serve and this"
+        " client; run the canary against each hop's address to split it per hop",
+    }
+    held = (
+        f"events held {p50:.0f} ms (p50) / {p90:.0f} ms (p90), up to {max(h):.0f} ms, between"
+        " promptpath serve and here"
+    )
+    if holds.flushes:
+        held += f" ({holds.flushes} flushes)"
+    return _hold_verdict(holds), held, facts
+
+
 # -- the finding -----------------------------------------------------------------------
 def _kib(n: float) -> str:
     return f"{n / 1024:.1f} KiB"
@@ -380,7 +181,6 @@ def _describe(d: Delivery, timeline: Timeline) -> str:
 
 
 def _advice(
-    pattern: Pattern | None,
     verdict: Verdict,
     hops: Sequence[str],
     signs: dict[str, object],
@@ -475,34 +275,15 @@ def judge(
             else "too few stamped events for hold statistics (judged blind)"
         )
     if holds is not None:
-        hv = _hold_verdict(holds)
-        h = holds.holds_ms
-        evidence["added_delay_ms"] = {
-            "p50": round(percentile(h, 50), 1),
-            "p90": round(percentile(h, 90), 1),
-            "p99": round(percentile(h, 99), 1),
-            "max": round(max(h), 1),
-        }
-        evidence["flushes"] = holds.flushes
-        evidence["clock"] = "synced" if holds.synced else "offset"
-        evidence["floor_lag_ms"] = round(holds.floor_ms, 1) if holds.synced else None
-        evidence["per_hop_note"] = (
-            "added delay is for the whole chain between promptpath serve and this client;"
-            " run the canary against each hop's address to split it per hop"
-        )
-        if d.pattern is None and hv in (Verdict.WARN, Verdict.FAIL):
-            evidence["pattern"] = "bursts" if holds.flushes >= 2 else "whole"
-        elif d.pattern is None:
-            evidence["pattern"] = "streamed"
+        hv, held, facts = _canary_facts(holds)
+        evidence.update(facts)
+        if d.pattern is None:
+            bursty = hv in (Verdict.WARN, Verdict.FAIL)
+            evidence["pattern"] = (
+                ("bursts" if holds.flushes >= 2 else "whole") if bursty else "streamed"
+            )
         verdict = hv if d.pattern != "whole" else Verdict.FAIL
-        p50, p90 = evidence["added_delay_ms"]["p50"], evidence["added_delay_ms"]["p90"]  # type: ignore[index]
-        held = (
-            f"events held {p50:.0f} ms (p50) / {p90:.0f} ms (p90), up to {max(h):.0f} ms,"
-            f" between promptpath serve and here"
-        )
         summary = f"{summary}; {held}" if d.pattern is not None else held
-        if holds.flushes:
-            summary += f" ({holds.flushes} flushes)"
     if verdict in (Verdict.WARN, Verdict.FAIL):
         if hops:
             summary += f"; hops named by headers: {', '.join(hops)}"
@@ -511,12 +292,5 @@ def judge(
     elif verdict == Verdict.PASS and signs.get("content_encoding"):
         verdict = Verdict.WARN
         summary += f", but a hop compresses it ({signs['content_encoding']}): a buffering risk"
-    pattern = evidence["pattern"]
-    advice = _advice(
-        pattern if isinstance(pattern, str) else None,  # type: ignore[arg-type]
-        verdict,
-        hops,
-        signs,
-        d,
-    )
+    advice = _advice(verdict, hops, signs, d)
     return Finding(probe=PROBE, verdict=verdict, summary=summary, evidence=evidence, advice=advice)

@@ -21,7 +21,7 @@ from promptpath.errors import HTTPStatusError, StreamError, TraceTimeout
 from promptpath.findings import Finding
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.buffering_verdict import hops_named
+from promptpath.probes.hophints import hops_named
 from promptpath.probes.idle_verdict import IdleWatch, Outcome, PauseRun, judge, measure_pause
 
 DEFAULT_IDLE_MAX_S = 120.0

@@ -8,15 +8,9 @@ from collections.abc import Sequence
 import pytest
 
 from promptpath.findings import Verdict
-from promptpath.probes.buffering_verdict import (
-    MIN_EVENTS,
-    buffer_size_of,
-    bursts_of,
-    header_hints,
-    holds_of,
-    judge,
-    units_of,
-)
+from promptpath.probes.buffering_verdict import holds_of, judge
+from promptpath.probes.delivery import MIN_EVENTS, buffer_size_of, bursts_of, units_of
+from promptpath.probes.hophints import header_hints
 from promptpath.timeline import BodyChunk, Read, StreamEvent, Timeline
 
 MS = 1_000_000

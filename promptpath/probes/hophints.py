@@ -1,0 +1,52 @@
+"""Response headers that name the hops in the path (Server, Via, X-Cache, CDN ids). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+#: (header, substring of its value or "" for any, the hop it names)
+_HOP_HEADERS: tuple[tuple[str, str, str], ...] = (
+    ("server", "nginx", "nginx"),
+    ("server", "openresty", "nginx"),
+    ("server", "caddy", "caddy"),
+    ("server", "envoy", "envoy"),
+    ("server", "cloudflare", "cloudflare"),
+    ("server", "awselb", "aws-elb"),
+    ("server", "apache", "apache"),
+    ("server", "haproxy", "haproxy"),
+    ("server", "varnish", "varnish"),
+    ("server", "hypercorn", "promptpath serve (hypercorn)"),
+    ("via", "cloudfront", "cloudfront"),
+    ("via", "varnish", "varnish"),
+    ("via", "caddy", "caddy"),
+    ("via", "google", "google-lb"),
+    ("via", "", "proxy (Via)"),
+    ("x-cache", "", "cache (X-Cache)"),
+    ("x-varnish", "", "varnish"),
+    ("x-served-by", "cache", "fastly"),
+    ("cf-ray", "", "cloudflare"),
+    ("x-amz-cf-id", "", "cloudfront"),
+    ("x-envoy-upstream-service-time", "", "envoy"),
+    ("x-azure-ref", "", "azure-front-door"),
+    ("x-kong-proxy-latency", "", "kong"),
+)
+
+
+def header_hints(headers: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """Response headers that name a hop (Server, Via, X-Cache, CDN ids)."""
+    hints: list[dict[str, str]] = []
+    for name, value in headers:
+        key, low = name.lower(), value.lower()
+        for header, needle, hop in _HOP_HEADERS:
+            if key == header and needle in low:
+                hints.append({"header": name, "value": value[:120], "hop": hop})
+                break
+    return hints
+
+
+def hops_named(headers: Sequence[tuple[str, str]]) -> list[str]:
+    seen: list[str] = []
+    for hint in header_hints(headers):
+        if hint["hop"] not in seen:
+            seen.append(hint["hop"])
+    return seen
