@@ -131,6 +131,12 @@ def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOp
                 parse_server(value)
             except UsageError as exc:
                 raise UsageError(f"{flag}: {exc.message}", kind="bad_option") from exc
+    idle_max = args.probe_options.get("idle_max")
+    if isinstance(idle_max, (int, float)) and idle_max <= 0:
+        raise UsageError("--idle-max must be positive")
+    recheck = args.probe_options.get("dns_recheck_s")
+    if isinstance(recheck, (int, float)) and recheck < 0:
+        raise UsageError("--dns-recheck must not be negative")
     key_env = args.api_key_env or DEFAULT_KEY_ENV[provider]
     api_key = (env.get(key_env) if key_env else None) or profile_key
     return RunOptions(

@@ -55,6 +55,13 @@ class StampingStream(anyio.abc.ByteStream):
             data = await self._inner.receive(max_bytes)
         except anyio.EndOfStream:
             self.eof_ns = time.perf_counter_ns()
+            self._recorder.timeline.extra.setdefault("transport_close", "fin")
+            raise
+        except anyio.BrokenResourceError as exc:
+            # How the peer ended the connection is evidence (FIN vs RST): keep it here, at
+            # the socket, rather than guessing from the HTTP library's exception types.
+            if isinstance(exc.__cause__, ConnectionResetError):
+                self._recorder.timeline.extra.setdefault("transport_close", "rst")
             raise
         t_ns = time.perf_counter_ns()
         self._recorder.last_read_ns = t_ns
@@ -109,6 +116,10 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             try:
                 return await self._stream.receive(max_bytes)
             except anyio.EndOfStream:
+                if self._stream is not self._raw and self._raw.eof_ns is None:
+                    # TLS ended with close_notify before any FIN reached us.
+                    extra = self._recorder.timeline.extra
+                    extra.setdefault("transport_close", "tls_close_notify")
                 return b""
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:

@@ -316,3 +316,9 @@ async def test_ipv6_only_connects_over_ipv6(tmp_path: Path) -> None:
         result = await trace(o)
     assert result.exc is None, result.exc
     assert result.timeline.family == "ipv6" and result.timeline.address == ("::1", srv.port)
+
+
+async def test_how_the_peer_closed_is_recorded_at_the_socket(ref: RefServer) -> None:
+    result = await trace(opts(ref, http="1.1", headers=[("x-promptpath-truncate-after", "2")]))
+    assert isinstance(result.exc, StreamError) and result.exc.kind == "truncated"
+    assert result.timeline.extra.get("transport_close") in ("fin", "rst", "tls_close_notify")
