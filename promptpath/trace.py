@@ -132,13 +132,7 @@ async def traced_request(
         with anyio.fail_after(options.timeout):
             await _exchange(pool, options, prepared, recorder)
     except TimeoutError:
-        stage = phase_of(timeline, options)
-        exc: PromptpathError = TraceTimeout(
-            f"timed out after {options.timeout:g} s in stage {stage!r}",
-            stage=stage,
-            kind="timeout",
-            timeout_s=options.timeout,
-        )
+        exc: PromptpathError = timeout_error(options, phase_of(timeline, options))
     except PromptpathError as err:
         exc = err
     except httpcore.ProtocolError as err:
@@ -152,6 +146,21 @@ async def traced_request(
         exc = cls(f"network error in stage {stage!r}: {err}", stage=stage, kind="network_error")
     else:
         return None
+    return record_error(timeline, exc)
+
+
+def timeout_error(options: RunOptions, stage: str) -> TraceTimeout:
+    """The error for a trace that --timeout cut short in ``stage`` (every transport)."""
+    return TraceTimeout(
+        f"timed out after {options.timeout:g} s in stage {stage!r}",
+        stage=stage,
+        kind="timeout",
+        timeout_s=options.timeout,
+    )
+
+
+def record_error(timeline: Timeline, exc: PromptpathError) -> PromptpathError:
+    """Close the stages left open and put ``exc`` on the timeline; return it (every transport)."""
     _close_open_stages(timeline)
     timeline.error = ErrorInfo(
         stage=exc.stage, kind=exc.kind, message=exc.message, detail=exc.detail
@@ -272,27 +281,12 @@ async def _consume(
     ingest.finish(recorder.last_read_ns or time.perf_counter_ns())
 
 
-# Names the HTTP/3 transport imported before ingest.py existed; remove once it uses ingest.
-from promptpath.ingest import (  # noqa: E402
-    STATUS_HINTS as _STATUS_HINTS,
-)
-from promptpath.ingest import (  # noqa: E402
-    STREAM_TYPES,
-)
-from promptpath.ingest import count_content as _count_content  # noqa: E402
-from promptpath.ingest import error_message as _error_message  # noqa: E402
-from promptpath.ingest import note as _note  # noqa: E402
-from promptpath.ingest import snippet as _snippet  # noqa: E402
-
 __all__ = [
-    "SNIFF_LIMIT",
-    "STREAM_TYPES",
-    "_STATUS_HINTS",
     "TraceResult",
-    "_count_content",
-    "_error_message",
-    "_note",
-    "_snippet",
+    "new_timeline",
     "phase_of",
+    "record_error",
+    "ssl_context_for",
+    "timeout_error",
     "trace",
 ]
