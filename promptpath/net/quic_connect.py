@@ -1,0 +1,341 @@
+"""Reaching an HTTP/3 server: timed DNS, then a verified QUIC handshake, address by address.
+
+aioquic's ``connect()`` resolves the name itself, keeps the first address only and binds
+an IPv6 socket, so we build the datagram endpoint ourselves: our own timed DNS stage, one
+UDP socket per resolved address (IPv4 or IPv6 to match), ``server_name`` for SNI. A
+handshake that fails is named from its cause (ICMP reject, version negotiation, TLS
+alert, silence); one that completes is checked by quic_verify before it is returned.
+
+No session ticket is offered to a traced connection, and nothing is written on a stream
+before the handshake has completed, so a request never travels as 0-RTT early data.
+aioquic is imported inside the functions that use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from promptpath.errors import ConnectError, PromptpathError, TLSError
+from promptpath.net import dns
+from promptpath.net.quic_protocol import (
+    HandshakeFailed,
+    QuicRecorder,
+    QuicTracer,
+    Tickets,
+    version_name,
+)
+from promptpath.net.quic_verify import ALERT_BAD_CERTIFICATE, CertVerifier, refusal
+from promptpath.net.tlsinfo import cert_info
+from promptpath.options import RunOptions
+from promptpath.timeline import ConnectAttempt, TLSInfo
+
+#: Longest wait for a QUIC handshake on one address (bounded by --timeout as well).
+HANDSHAKE_TIMEOUT_S = 5.0
+
+#: QUIC transport error code range carrying a TLS alert (RFC 9001 §4.8).
+_CRYPTO_ERROR = 0x100
+
+
+@dataclass(slots=True, kw_only=True)
+class Session:
+    """A QUIC connection whose handshake completed (and whose certificate passed)."""
+
+    protocol: QuicTracer
+    recorder: QuicRecorder
+
+
+def preload() -> None:
+    """Import aioquic (and what its TLS layer verifies with) before t0."""
+    import aioquic.h3.connection
+    import aioquic.h3.events
+    import aioquic.quic.connection
+    import aioquic.quic.events  # noqa: F401
+    import cryptography.x509  # noqa: F401
+
+
+def _configuration_for(options: RunOptions) -> Any:
+    from aioquic.h3.connection import H3_ALPN
+    from aioquic.quic.configuration import QuicConfiguration
+
+    return QuicConfiguration(
+        is_client=True,
+        alpn_protocols=list(H3_ALPN),
+        server_name=options.target.host,  # aioquic sends no SNI for an IP literal
+        # A paused stream must be cut by --timeout, not by our own idle timer.
+        idle_timeout=max(30.0, options.timeout + 5.0),
+        verify_mode=ssl.CERT_NONE,  # CertVerifier checks, with a store loaded before t0
+    )
+
+
+def _fmt_addr(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+async def connect(
+    options: RunOptions,
+    recorder: QuicRecorder,
+    deadline: float,
+    verifier: CertVerifier | None,
+) -> Session:
+    """Timed DNS, then a QUIC handshake to each address in turn until one completes."""
+    timeline = recorder.timeline
+    host, port = options.target.host, options.target.port
+    timeline.begin("dns", time.perf_counter_ns())
+    try:
+        answer = await dns.resolve(
+            host,
+            port,
+            family=options.family,
+            override=options.resolve_override(host, port),
+            resolver=options.resolver,
+            timeout=min(options.timeout, 10.0),
+        )
+    except PromptpathError:
+        timeline.end("dns", time.perf_counter_ns(), ok=False)
+        raise
+    dns_stage = timeline.stages[-1]
+    dns_stage.start_ns, dns_stage.end_ns = answer.start_ns, answer.end_ns
+    dns_stage.detail["resolver"] = answer.resolver
+    timeline.mark("dns_done", answer.end_ns)
+    timeline.extra["dns"] = answer
+    timeline.dns_answers = [ip for ip, _fam in answer.addresses]
+
+    sni = None if dns.is_ip_literal(host) else host
+    stage = timeline.begin("quic_handshake", time.perf_counter_ns(), sni=sni)
+    last: PromptpathError | None = None
+    # Stop a little before --timeout so a dead UDP path is reported as what it is (a
+    # handshake timeout, exit 4) rather than as the generic trace timeout.
+    margin = min(0.25, options.timeout / 10)
+    for ip, fam in answer.addresses:
+        budget = min(HANDSHAKE_TIMEOUT_S, deadline - margin - time.monotonic())
+        if budget <= 0:
+            break
+        try:
+            session = await handshake(options, recorder, ip, fam, budget, verifier=verifier)
+        except ConnectError as exc:
+            last = exc
+            continue  # UDP to this address is dead: try the next one, as over TCP
+        except PromptpathError:
+            timeline.end("quic_handshake", time.perf_counter_ns(), ok=False)
+            raise
+        attempt = timeline.attempts[-1]
+        stage.start_ns, stage.end_ns = attempt.start_ns, attempt.end_ns
+        stage.detail["attempts"] = len(timeline.attempts)
+        return session
+    timeline.end("quic_handshake", time.perf_counter_ns(), ok=False)
+    if last is None:
+        last = ConnectError(
+            f"no time left for a QUIC handshake with {host} within --timeout {options.timeout:g} s",
+            stage="quic_handshake",
+            kind="handshake_timeout",
+            host=host,
+            port=port,
+        )
+    raise last
+
+
+async def handshake(
+    options: RunOptions,
+    recorder: QuicRecorder,
+    ip: str,
+    fam: dns.Family,
+    budget: float,
+    *,
+    verifier: CertVerifier | None,
+    session_ticket: Any = None,
+) -> Session:
+    """One QUIC handshake with ``ip`` in ``budget`` seconds, stamped as a ConnectAttempt.
+
+    Raises ConnectError or TLSError named from the cause when it does not complete, or
+    when ``verifier`` refuses the certificate. ``session_ticket`` is for handshake-only
+    resumption probes.
+    """
+    from aioquic.quic.connection import QuicConnection
+
+    timeline = recorder.timeline
+    port = options.target.port
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET6 if fam == "ipv6" else socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setblocking(False)
+    try:
+        # connect() on UDP only fixes the peer: ICMP errors (port unreachable) then reach us.
+        sock.connect((ip, port))
+    except OSError as exc:
+        sock.close()
+        now = time.perf_counter_ns()
+        timeline.attempts.append(
+            ConnectAttempt(ip=ip, port=port, family=fam, start_ns=now, end_ns=now, error=str(exc))
+        )
+        raise ConnectError(
+            f"cannot send UDP to {_fmt_addr(ip, port)}: {exc.strerror or exc}",
+            stage="quic_handshake",
+            kind="network_unreachable",
+            host=options.target.host,
+            port=port,
+        ) from exc
+    peer = sock.getpeername()
+    prepare_ns = time.perf_counter_ns()
+    config = _configuration_for(options)
+    # Only handshake-only resumption probes pass a ticket, and they open no stream, so
+    # nothing can travel as 0-RTT data.
+    config.session_ticket = session_ticket
+    tickets = Tickets()
+    quic = QuicConnection(configuration=config, session_ticket_handler=tickets.add)
+    recorder.first_sent_ns = None
+    _transport, protocol = await loop.create_datagram_endpoint(
+        lambda: QuicTracer(quic, recorder), sock=sock
+    )
+    protocol.tickets = tickets
+    protocol.start(peer)
+    start = recorder.first_sent_ns or time.perf_counter_ns()
+    failure: str | None = None
+    with anyio.move_on_after(budget) as scope:
+        try:
+            event = await protocol.handshake
+        except HandshakeFailed as exc:
+            failure = str(exc)
+    end = protocol.handshake_ns or time.perf_counter_ns()
+    if scope.cancelled_caught or failure is not None:
+        protocol.handshake.cancel()  # nobody waits for it any more
+        protocol.close()
+        error = _handshake_error(options, protocol, recorder, ip, budget, failure)
+        timeline.attempts.append(
+            ConnectAttempt(
+                ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error=error.message
+            )
+        )
+        raise error
+    timeline.attempts.append(
+        ConnectAttempt(ip=ip, port=port, family=fam, start_ns=start, end_ns=end)
+    )
+    timeline.mark("connected", end)
+    timeline.mark("tls_done", end)
+    timeline.address = (ip, port)
+    timeline.family = fam
+    timeline.tls = tls = _tls_info(quic, event, options)
+    peer_cert = getattr(quic.tls, "_peer_certificate", None)
+    if verifier is not None and peer_cert is not None:  # a resumed session shows none
+        problem = verifier.check(peer_cert, list(getattr(quic.tls, "_peer_certificate_chain", [])))
+        if problem is not None:
+            kind, reason = problem
+            tls.verified, tls.verify_error = False, reason
+            protocol.close(_CRYPTO_ERROR + ALERT_BAD_CERTIFICATE, reason)
+            timeline.attempts[-1] = dataclasses.replace(timeline.attempts[-1], error=reason)
+            raise refusal(options, ip, kind, reason)
+    # Building the ClientHello (key shares for several groups) is client CPU, spent
+    # before the first Initial leaves: kept out of the stage, but on record.
+    timeline.stages[-1].detail["client_hello_ms"] = round((start - prepare_ns) / 1e6, 3)
+    return Session(protocol=protocol, recorder=recorder)
+
+
+def _tls_info(quic: Any, event: Any, options: RunOptions) -> TLSInfo:
+    """What the QUIC handshake's TLS 1.3 negotiated (aioquic's tls.Context, read defensively)."""
+    tls = getattr(quic, "tls", None)
+    suite = getattr(getattr(tls, "key_schedule", None), "cipher_suite", None)
+    cert = getattr(tls, "_peer_certificate", None)
+    der: bytes | None = None
+    if cert is not None:
+        from cryptography.hazmat.primitives.serialization import Encoding
+
+        der = cert.public_bytes(Encoding.DER)
+    host = options.target.host
+    return TLSInfo(
+        sni=None if dns.is_ip_literal(host) else host,
+        alpn_offered=("h3",),
+        alpn=event.alpn_protocol,
+        version="TLSv1.3",  # QUIC carries TLS 1.3 only (RFC 9001)
+        cipher=None if suite is None else f"TLS_{suite.name}",
+        resumed=bool(event.session_resumed),
+        verified=None if options.insecure else True,
+        cert=cert_info(der),
+    )
+
+
+def _handshake_error(
+    options: RunOptions,
+    protocol: QuicTracer,
+    recorder: QuicRecorder,
+    ip: str,
+    budget: float,
+    failure: str | None,
+) -> PromptpathError:
+    """Why a handshake did not complete, named from what the socket and the peer said."""
+    host, port = options.target.host, options.target.port
+    stats = recorder.stats
+    where = _fmt_addr(ip, port)
+    common: dict[str, object] = {
+        "host": host,
+        "port": port,
+        "ip": ip,
+        "datagrams_out": stats["datagrams_out"],
+        "datagrams_in": stats["datagrams_in"],
+    }
+    closed = protocol.terminated
+    if protocol.socket_error is not None:
+        exc = protocol.socket_error
+        return ConnectError(
+            f"QUIC to {where}: {exc.strerror or exc} — nothing answers on UDP port {port}"
+            " (no HTTP/3 there, or an ICMP reject): clients will fall back to TCP (--http 2)",
+            stage="quic_handshake",
+            kind="refused" if isinstance(exc, ConnectionRefusedError) else "network_error",
+            **common,
+        )
+    if closed is not None and "common protocol version" in (closed.reason_phrase or ""):
+        offered = ", ".join(version_name(v) or "?" for v in protocol.server_versions or ())
+        return ConnectError(
+            f"QUIC version negotiation with {where} failed: the server offers"
+            f" {offered or 'no version'}, we speak QUICv1/QUICv2",
+            stage="quic_handshake",
+            kind="version_negotiation",
+            server_versions=[version_name(v) for v in protocol.server_versions or ()],
+            **common,
+        )
+    if closed is not None:
+        code = int(closed.error_code)
+        reason = closed.reason_phrase or "no reason given"
+        if _CRYPTO_ERROR <= code < _CRYPTO_ERROR + 0x100:
+            return TLSError(
+                f"TLS (QUIC) handshake with {where} failed: {reason}"
+                f" (alert {code - _CRYPTO_ERROR})",
+                stage="quic_handshake",
+                kind="handshake_failed",
+                alert=code - _CRYPTO_ERROR,
+                **common,
+            )
+        return ConnectError(
+            f"QUIC handshake with {where} was closed: error 0x{code:x} ({reason})",
+            stage="quic_handshake",
+            kind="handshake_closed",
+            error_code=code,
+            **common,
+        )
+    if failure is not None:
+        return ConnectError(
+            f"QUIC handshake with {where} failed: {failure}",
+            stage="quic_handshake",
+            kind="handshake_failed",
+            **common,
+        )
+    heard = stats["datagrams_in"]
+    what = (
+        f"{heard} datagram(s) came back but the handshake did not complete"
+        if heard
+        else "no datagram came back"
+    )
+    return ConnectError(
+        f"QUIC handshake with {where} timed out after {budget:g} s: {what}"
+        f" ({stats['datagrams_out']} sent). The path likely blocks or drops UDP/{port};"
+        " browsers and API clients fall back to TCP (HTTP/2) — compare with --http 2",
+        stage="quic_handshake",
+        kind="handshake_timeout",
+        timeout_s=round(budget, 3),
+        **common,
+    )

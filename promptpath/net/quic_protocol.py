@@ -1,0 +1,299 @@
+"""The asyncio side of an HTTP/3 trace: one UDP socket pumped into a sans-IO QuicConnection.
+
+``QuicTracer`` stamps every datagram with ``perf_counter_ns`` the moment it arrives,
+counts what goes in and out, runs HTTP/3 on top once the handshake completes (never
+before: no early data) and hands each request stream what its datagrams brought as
+``Arrival`` records. It decides nothing about the response: quic.py and ingest.py do.
+
+aioquic is imported inside the methods that use it, never at module level.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from promptpath.timeline import Read, Timeline
+
+#: Wire version numbers we can name.
+QUIC_VERSIONS = {0x00000001: "QUICv1", 0x6B3343CF: "QUICv2"}
+
+
+def version_name(version: int | None) -> str | None:
+    """``QUICv1``/``QUICv2`` for a wire version we know, its hex otherwise."""
+    if version is None:
+        return None
+    return QUIC_VERSIONS.get(version, f"0x{version:08x}")
+
+
+# -- what one datagram brought --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Arrival:
+    """Something that happened on one request stream, stamped with the datagram it came in."""
+
+    t_ns: int
+    read_index: int
+    headers: list[tuple[bytes, bytes]] | None = None
+    data: bytes = b""
+    ended: bool = False
+    broken: str | None = None  # the stream or connection died: why
+
+
+@dataclass(slots=True)
+class QuicRecorder:
+    """Where stamps go: switched to a fresh Timeline for a warm request."""
+
+    timeline: Timeline
+    stats: dict[str, Any] = field(default_factory=dict)
+    last_read_ns: int | None = None
+    last_write_ns: int | None = None
+    first_sent_ns: int | None = None
+
+    def __post_init__(self) -> None:
+        self.reset_stats()
+
+    def reset_stats(self) -> None:
+        version = self.stats.get("version")
+        self.stats = {
+            "version": version,
+            "datagrams_in": 0,
+            "datagrams_out": 0,
+            "bytes_in": 0,
+            "bytes_out": 0,
+        }
+        self.timeline.extra["quic"] = self.stats
+
+    @property
+    def read_index(self) -> int:
+        return len(self.timeline.reads) - 1
+
+
+class QuicTracer(asyncio.DatagramProtocol):
+    """Pumps datagrams between a connected UDP socket and a QuicConnection, stamping each.
+
+    Runs HTTP/3 on top once the handshake completes (never before: no early data).
+    """
+
+    def __init__(self, quic: Any, recorder: QuicRecorder) -> None:
+        self._quic = quic
+        self._rec = recorder
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.DatagramTransport | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._streams: dict[int, asyncio.Queue[Arrival]] = {}
+        self._unsent: dict[int, Timeline] = {}  # request streams whose last byte is not out yet
+        self.h3: Any = None
+        self.handshake: asyncio.Future[Any] = self._loop.create_future()
+        self.handshake_ns: int | None = None
+        self.terminated: Any = None  # aioquic ConnectionTerminated
+        self.socket_error: OSError | None = None
+        self.server_versions: tuple[int, ...] | None = None  # from a Version Negotiation
+        self.tickets = Tickets()
+
+    # -- asyncio side ------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        t_ns = time.perf_counter_ns()  # first thing: the stamp is the arrival
+        rec = self._rec
+        rec.last_read_ns = t_ns
+        rec.timeline.reads.append(Read(t_ns, len(data)))
+        rec.stats["datagrams_in"] += 1
+        rec.stats["bytes_in"] += len(data)
+        if len(data) >= 5 and data[0] & 0x80:  # long header: the version is on the wire
+            version = int.from_bytes(data[1:5], "big")
+            if version == 0:
+                self.server_versions = _vn_versions(data)
+            else:
+                rec.stats["version"] = version_name(version)
+        try:
+            self._quic.receive_datagram(data, addr, now=self._loop.time())
+            self._process(t_ns, rec.read_index)
+            self.transmit()
+        except Exception as exc:  # a bug below us must end the trace, not hang it
+            self._fail(f"internal QUIC error: {exc!r}")
+
+    def error_received(self, exc: Exception) -> None:
+        # An ICMP error on the connected socket (port unreachable: nothing listens on UDP).
+        if isinstance(exc, OSError):
+            self.socket_error = exc
+        self._fail(f"socket error: {exc}")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_timer()
+        self._fail("the UDP socket was closed")
+
+    # -- QUIC side ---------------------------------------------------------------------
+    def start(self, addr: Any) -> None:
+        self._quic.connect(addr, now=self._loop.time())
+        self.transmit()
+
+    def transmit(self) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        rec = self._rec
+        for data, _addr in self._quic.datagrams_to_send(now=self._loop.time()):
+            if rec.first_sent_ns is None:
+                rec.first_sent_ns = time.perf_counter_ns()
+            transport.sendto(data)  # a connected socket: the address is implied
+            rec.last_write_ns = time.perf_counter_ns()
+            rec.stats["datagrams_out"] += 1
+            rec.stats["bytes_out"] += len(data)
+            rec.timeline.bytes_written += len(data)
+        for sid, tl in list(self._unsent.items()):
+            if _fully_sent(self._quic, sid):
+                tl.mark("request_sent", rec.last_write_ns or time.perf_counter_ns())
+                del self._unsent[sid]
+        timer_at = self._quic.get_timer()
+        if self._timer is not None and self._timer_at != timer_at:
+            self._cancel_timer()
+        if self._timer is None and timer_at is not None:
+            self._timer = self._loop.call_at(timer_at, self._on_timer)
+        self._timer_at = timer_at
+
+    def _on_timer(self) -> None:
+        now = max(self._timer_at or 0.0, self._loop.time())
+        self._timer = self._timer_at = None
+        try:
+            self._quic.handle_timer(now=now)
+            self._process(time.perf_counter_ns(), -1)
+            self.transmit()
+        except Exception as exc:  # as in datagram_received: fail, never hang
+            self._fail(f"internal QUIC error: {exc!r}")
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self._timer_at = None
+
+    def _process(self, t_ns: int, read_index: int) -> None:
+        from aioquic.h3.connection import H3Connection
+        from aioquic.h3.events import DataReceived, HeadersReceived
+        from aioquic.quic.events import ConnectionTerminated, HandshakeCompleted, StreamReset
+
+        event = self._quic.next_event()
+        while event is not None:
+            if isinstance(event, HandshakeCompleted):
+                self.handshake_ns = t_ns
+                # HTTP/3 starts only now, so not even its SETTINGS can go out as early data.
+                self.h3 = H3Connection(self._quic)
+                if not self.handshake.done():
+                    self.handshake.set_result(event)
+            elif isinstance(event, ConnectionTerminated):
+                self.terminated = event
+                reason = event.reason_phrase or "no reason given"
+                self._fail(f"QUIC connection closed (error 0x{event.error_code:x}: {reason})")
+            elif isinstance(event, StreamReset) and event.stream_id in self._streams:
+                self._streams[event.stream_id].put_nowait(
+                    Arrival(
+                        t_ns=t_ns,
+                        read_index=read_index,
+                        broken=f"the server reset the stream (error 0x{event.error_code:x})",
+                    )
+                )
+            if self.h3 is not None:
+                for h3_event in self.h3.handle_event(event):
+                    queue = self._streams.get(getattr(h3_event, "stream_id", -1))
+                    if queue is None:
+                        continue
+                    if isinstance(h3_event, HeadersReceived):
+                        queue.put_nowait(
+                            Arrival(
+                                t_ns=t_ns,
+                                read_index=read_index,
+                                headers=list(h3_event.headers),
+                                ended=h3_event.stream_ended,
+                            )
+                        )
+                    elif isinstance(h3_event, DataReceived):
+                        queue.put_nowait(
+                            Arrival(
+                                t_ns=t_ns,
+                                read_index=read_index,
+                                data=h3_event.data,
+                                ended=h3_event.stream_ended,
+                            )
+                        )
+            event = self._quic.next_event()
+
+    def _fail(self, why: str) -> None:
+        if not self.handshake.done():
+            self.handshake.set_exception(HandshakeFailed(why))
+        t_ns = time.perf_counter_ns()
+        for queue in self._streams.values():
+            queue.put_nowait(Arrival(t_ns=t_ns, read_index=-1, broken=why))
+
+    # -- requests ----------------------------------------------------------------------
+    def send_request(
+        self, headers: list[tuple[bytes, bytes]], body: bytes, timeline: Timeline
+    ) -> asyncio.Queue[Arrival]:
+        """Open a request stream, queue HEADERS and DATA, and send them."""
+        stream_id = self._quic.get_next_available_stream_id()
+        queue: asyncio.Queue[Arrival] = asyncio.Queue()
+        self._streams[stream_id] = queue
+        self._unsent[stream_id] = timeline
+        timeline.mark("request_start", time.perf_counter_ns())
+        self.h3.send_headers(stream_id, headers, end_stream=not body)
+        if body:
+            self.h3.send_data(stream_id, body, end_stream=True)
+        self.transmit()
+        return queue
+
+    def close(self, error_code: int = 0, reason: str = "") -> None:
+        """Send CONNECTION_CLOSE (best effort) and close the socket."""
+        if self._transport is None:
+            return
+        self._quic.close(error_code=error_code, reason_phrase=reason)
+        self.transmit()
+        self._cancel_timer()
+        self._transport.close()
+
+
+class HandshakeFailed(Exception):
+    """The connection died before the handshake completed; the message says how."""
+
+
+class Tickets:
+    """TLS session tickets the server sent (kept only to time a resumed handshake)."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self.arrived = asyncio.Event()
+
+    def add(self, ticket: Any) -> None:
+        self.items.append(ticket)
+        self.arrived.set()
+
+
+def _vn_versions(data: bytes) -> tuple[int, ...]:
+    """Versions listed in a Version Negotiation packet (RFC 9000 §17.2.1)."""
+    try:
+        pos = 5
+        pos += 1 + data[pos]  # destination connection ID
+        pos += 1 + data[pos]  # source connection ID
+    except IndexError:
+        return ()
+    return tuple(int.from_bytes(data[i : i + 4], "big") for i in range(pos, len(data) - 3, 4))
+
+
+def _fully_sent(quic: Any, stream_id: int) -> bool:
+    """Whether every byte (and the FIN) of a stream has left at least once.
+
+    aioquic exposes no public accessor; read the sender's pending ranges defensively.
+    """
+    stream = getattr(quic, "_streams", {}).get(stream_id)
+    sender = getattr(stream, "sender", None)
+    if sender is None:
+        return True
+    try:
+        pending = len(getattr(sender, "_pending", ()))  # a RangeSet: len(), not bool()
+    except TypeError:
+        return True
+    return pending == 0 and not getattr(sender, "_pending_eof", False)
