@@ -20,7 +20,7 @@ import anyio.abc
 import httpcore
 from anyio.streams.tls import TLSAttribute, TLSStream
 
-from promptpath.errors import ConnectError, PromptpathError, TLSError
+from promptpath.errors import ConnectError, TLSError
 from promptpath.net import dns
 from promptpath.net.tlsinfo import describe_tls, tls_failure
 from promptpath.options import RunOptions
@@ -236,26 +236,7 @@ class TracingBackend(httpcore.AsyncNetworkBackend):
         timeline = recorder.timeline
         recorder.connects += 1
         opts = self._options
-        timeline.begin("dns", time.perf_counter_ns())
-        try:
-            answer = await dns.resolve(
-                host,
-                port,
-                family=opts.family,
-                override=opts.resolve_override(host, port),
-                resolver=opts.resolver,
-                timeout=min(opts.timeout, 10.0),
-            )
-        except PromptpathError:
-            timeline.end("dns", time.perf_counter_ns(), ok=False)
-            raise
-        # The stage is the resolver's own measurement, not our bookkeeping around it.
-        dns_stage = timeline.stages[-1]
-        dns_stage.start_ns, dns_stage.end_ns = answer.start_ns, answer.end_ns
-        dns_stage.detail["resolver"] = answer.resolver
-        timeline.mark("dns_done", answer.end_ns)
-        timeline.extra["dns"] = answer
-        timeline.dns_answers = [ip for ip, _fam in answer.addresses]
+        answer = await dns.resolve_stage(timeline, opts, host, port)
 
         stage = timeline.begin("connect", time.perf_counter_ns())
         failures: list[str] = []

@@ -7,9 +7,13 @@ import ipaddress
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from promptpath.errors import DNSError
+from promptpath.errors import DNSError, PromptpathError
+
+if TYPE_CHECKING:
+    from promptpath.options import RunOptions
+    from promptpath.timeline import Timeline
 
 Family = Literal["ipv4", "ipv6"]
 
@@ -131,3 +135,28 @@ def dns_json(answer: DNSAnswer | None, used_ip: str | None) -> dict[str, object]
         "cname_chain": list(answer.cname_chain),
         "duration_ms": round((answer.end_ns - answer.start_ns) / 1e6, 3),
     }
+
+
+async def resolve_stage(timeline: Timeline, options: RunOptions, host: str, port: int) -> DNSAnswer:
+    """The ``dns`` stage of a trace, for every transport: resolve and record it."""
+    timeline.begin("dns", time.perf_counter_ns())
+    try:
+        answer = await resolve(
+            host,
+            port,
+            family=options.family,
+            override=options.resolve_override(host, port),
+            resolver=options.resolver,
+            timeout=min(options.timeout, 10.0),
+        )
+    except PromptpathError:  # DNSError, or a UsageError for a malformed --resolver
+        timeline.end("dns", time.perf_counter_ns(), ok=False)
+        raise
+    # The stage is the resolver's own measurement, not our bookkeeping around it.
+    stage = timeline.stages[-1]
+    stage.start_ns, stage.end_ns = answer.start_ns, answer.end_ns
+    stage.detail["resolver"] = answer.resolver
+    timeline.mark("dns_done", answer.end_ns)
+    timeline.extra["dns"] = answer
+    timeline.dns_answers = [ip for ip, _fam in answer.addresses]
+    return answer

@@ -88,25 +88,7 @@ async def connect(
     """Timed DNS, then a QUIC handshake to each address in turn until one completes."""
     timeline = recorder.timeline
     host, port = options.target.host, options.target.port
-    timeline.begin("dns", time.perf_counter_ns())
-    try:
-        answer = await dns.resolve(
-            host,
-            port,
-            family=options.family,
-            override=options.resolve_override(host, port),
-            resolver=options.resolver,
-            timeout=min(options.timeout, 10.0),
-        )
-    except PromptpathError:
-        timeline.end("dns", time.perf_counter_ns(), ok=False)
-        raise
-    dns_stage = timeline.stages[-1]
-    dns_stage.start_ns, dns_stage.end_ns = answer.start_ns, answer.end_ns
-    dns_stage.detail["resolver"] = answer.resolver
-    timeline.mark("dns_done", answer.end_ns)
-    timeline.extra["dns"] = answer
-    timeline.dns_answers = [ip for ip, _fam in answer.addresses]
+    answer = await dns.resolve_stage(timeline, options, host, port)
 
     sni = None if dns.is_ip_literal(host) else host
     stage = timeline.begin("quic_handshake", time.perf_counter_ns(), sni=sni)
