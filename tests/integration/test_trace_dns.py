@@ -1,0 +1,73 @@
+"""The DNS stage of a real trace through a named resolver on loopback (--resolver)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import dns.message
+import dns.rcode
+import pytest
+
+from promptpath.errors import DNSError
+from promptpath.exitcodes import ExitCode
+from promptpath.report.json import timeline_json
+from promptpath.runner import RunArgs, build_options
+from promptpath.trace import trace
+from tests.helpers.refserver import RefServer, reference_server
+from tests.integration.test_dnsquery_loopback import (  # noqa: F401 (fixture)
+    NAME,
+    MakeServer,
+    answer,
+    dns_server,
+)
+
+
+@pytest.fixture(scope="module")
+def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
+    with reference_server(tls=False, tmp_path=tmp_path_factory.mktemp("ref")) as server:
+        yield server
+
+
+async def test_named_resolver_answer_and_ttl_reach_the_timeline(
+    dns_server: MakeServer,  # noqa: F811
+    ref: RefServer,
+) -> None:
+    srv = await dns_server(lambda q, _t: answer(q, "127.0.0.1", ttl=42).to_wire())
+    opts = build_options(
+        RunArgs(
+            target=f"http://{NAME}:{ref.port}/v1/chat/completions",
+            resolver=srv.address,
+            family=socket.AF_INET,
+            timeout=10,
+        ),
+        environ={},
+    )
+    result = await trace(opts)
+    assert result.exc is None, result.exc
+    body = timeline_json(result.timeline)
+    assert body["dns"]["resolver"] == srv.address
+    assert body["dns"]["ttl"] == 42 and body["dns"]["used"] == "127.0.0.1"
+    assert body["stages_ms"]["dns"] >= 0 and body["address"]["ip"] == "127.0.0.1"
+
+
+async def test_nxdomain_is_a_dns_failure_with_exit_3(
+    dns_server: MakeServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    def nxdomain(query: dns.message.Message, _transport: str) -> bytes:
+        reply = dns.message.make_response(query)
+        reply.set_rcode(dns.rcode.NXDOMAIN)
+        return reply.to_wire()
+
+    srv = await dns_server(nxdomain)
+    opts = build_options(
+        RunArgs(target=f"https://{NAME}/v1/messages", resolver=srv.address, timeout=10),
+        environ={},
+    )
+    result = await trace(opts)
+    assert isinstance(result.exc, DNSError) and result.exc.kind == "nxdomain"
+    assert result.exc.exit_code == ExitCode.DNS and result.exc.stage == "dns"
+    assert result.timeline.error is not None and result.timeline.error.stage == "dns"
+    assert "connected" not in result.timeline.milestones
