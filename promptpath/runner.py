@@ -251,7 +251,12 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
             result.findings = await run_probes(options, result, probes, progress)
         return result
 
-    result = anyio.run(main)
+    try:
+        result = anyio.run(main)
+    except KeyboardInterrupt:
+        # Here, not in the CLI: click would turn it into "Aborted!" and exit 1.
+        print("promptpath: interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
     return emit(result, json_out=json_out, fail_on=fail_on, console=console)
 
 
@@ -260,7 +265,11 @@ def _compare(options: RunOptions, *, json_out: bool, console: Console) -> int:
     from promptpath.compare import trace_pair
     from promptpath.report.compare import compare_json, render_compare
 
-    results = anyio.run(trace_pair, options)
+    try:
+        results = anyio.run(trace_pair, options)
+    except KeyboardInterrupt:
+        print("promptpath: interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
     codes = [int(exit_code_for(r, "fail")) for r in results]
     render_compare(console, results)
     if json_out:

@@ -1,0 +1,34 @@
+"""Ctrl-C during a trace: one line, exit 130, no traceback."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.helpers.refserver import reference_server
+
+
+def test_sigint_during_a_trace_exits_130(tmp_path: Path) -> None:
+    with reference_server(tls=False, tmp_path=tmp_path) as srv:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "promptpath",
+                "run",
+                f"http://127.0.0.1:{srv.port}/v1/messages",
+                "-H",
+                "x-promptpath-ttft-ms: 20000",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(2.0)  # well inside the 20 s wait for the first token
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted" in err and "Traceback" not in err
