@@ -46,6 +46,7 @@ def run_demo(*, http: str, provider: str, json_out: bool, warm: bool) -> int:
             behaviour=Behaviour(ttft_ms=DEMO_TTFT_MS, rate=DEMO_RATE, tokens=DEMO_TOKENS),
         )
         with start_in_thread(config) as server:
+            _warm_up(server.port, str(server.ca_path))
             args = RunArgs(
                 target=f"https://localhost:{server.port}{DEMO_PATHS[provider]}",
                 provider=provider,
@@ -58,3 +59,18 @@ def run_demo(*, http: str, provider: str, json_out: bool, warm: bool) -> int:
                 warm=warm,
             )
             return execute(args, json_out=json_out, fail_on="fail")
+
+
+def _warm_up(port: int, cafile: str) -> None:
+    """One untimed h2 request first: the in-process server's first-connection work (lazy
+    imports, TLS setup) would otherwise show up as tens of ms in the demo's TLS stage."""
+    import ssl
+
+    import httpx
+
+    ctx = ssl.create_default_context(cafile=cafile)
+    try:
+        with httpx.Client(http2=True, verify=ctx, timeout=5) as client:
+            client.get(f"https://localhost:{port}/healthz")
+    except httpx.HTTPError:
+        pass  # the trace will say what is wrong
