@@ -217,29 +217,10 @@ def probe(
     verbose: VerboseOpt = False,
 ) -> None:
     """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache)."""
-    from promptpath.runner import RunArgs, execute
-
-    args = RunArgs(
-        target=target,
-        provider=provider,
-        model=model,
-        max_tokens=max_tokens,
-        headers=header or [],
-        api_key_env=api_key_env,
-        http=http,
-        resolve=resolve or [],
-        cacert=cacert,
-        insecure=insecure,
-        family=_family(ipv4, ipv6),
-        timeout=timeout,
-        resolver=resolver,
-        authoritative=authoritative,
-        probes=names or ["all"],
-        verbose=verbose,
-        both_families=ipv4 and ipv6,
-        probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
-    )
-    raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on))
+    # The same trace as `run`, with the probe names as positional arguments.
+    options = dict(locals())
+    names = options.pop("names")
+    run(**options, probe=names or ["all"])
 
 
 @app.command()

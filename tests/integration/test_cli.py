@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from promptpath.cli import app
 from promptpath.exitcodes import ExitCode
+from promptpath.timeline import MILESTONES
 from tests.helpers.refserver import RefServer, reference_server
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
@@ -73,17 +74,7 @@ def test_json_output_validates_against_the_schema(ref: RefServer) -> None:
     assert body["http_version"] == "HTTP/2" and body["tls"]["alpn"] == "h2"
     assert body["stream"]["end"] == "marker"
     assert body["tokens"]["count_source"] == "usage"
-    for name in (
-        "dns_done",
-        "connected",
-        "tls_done",
-        "request_sent",
-        "ttfb",
-        "first_event",
-        "ttft",
-        "last_token",
-        "end",
-    ):
+    for name in MILESTONES:
         assert name in body["milestones_ms"]
     assert body["ttft_ms"]["from_request"] >= 95
     # The terminal report went to stderr, with its verdict line.
@@ -247,3 +238,15 @@ def test_compare_http_gives_two_results_and_differences(ref_h3: RefServer) -> No
     assert body["differences"]["setup_round_trips"]["http2"] == 2
     assert body["differences"]["setup_round_trips"]["http3"] == 1
     assert "HTTP/2 vs HTTP/3" in res.stderr
+
+
+def test_probe_command_runs_the_named_probe_and_reports_its_finding(ref: RefServer) -> None:
+    res = invoke(
+        "probe", url(ref), "buffering", "--cacert", str(ref.ca), "--max-tokens", "8", "--json"
+    )
+    assert res.exit_code == 0, res.output
+    body = json.loads(res.stdout)
+    jsonschema.validate(body, SCHEMA)
+    [finding] = body["findings"]
+    assert finding["probe"] == "buffering" and finding["verdict"] == "skip"
+    assert "cost:" in res.stderr  # the cost is stated before the probe runs

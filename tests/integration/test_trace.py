@@ -18,6 +18,7 @@ from promptpath.errors import ConnectError, HTTPStatusError, StreamError, TLSErr
 from promptpath.exitcodes import ExitCode
 from promptpath.options import RunOptions
 from promptpath.runner import RunArgs, build_options
+from promptpath.timeline import MILESTONES
 from promptpath.trace import trace
 from tests.helpers.refserver import RefServer, reference_server
 
@@ -120,17 +121,7 @@ async def test_http_version_and_alpn_negotiated_as_asked(
     names = [s.name for s in tl.stages]
     assert names[:3] == ["dns", "connect", "tls"]
     assert all(s.end_ns is not None and s.end_ns >= s.start_ns for s in tl.stages)
-    order = [
-        "dns_done",
-        "connected",
-        "tls_done",
-        "request_sent",
-        "ttfb",
-        "first_event",
-        "ttft",
-        "last_token",
-        "end",
-    ]
+    order = list(MILESTONES)
     stamps = [tl.milestones[n] for n in order]
     assert stamps == sorted(stamps)
 
