@@ -313,7 +313,7 @@ def _handshake_error(
         else "no datagram came back"
     )
     return ConnectError(
-        f"QUIC handshake with {where} timed out after {budget:g} s: {what}"
+        f"QUIC handshake with {where} timed out after {budget:.1f} s: {what}"
         f" ({stats['datagrams_out']} sent). The path likely blocks or drops UDP/{port};"
         " browsers and API clients fall back to TCP (HTTP/2) — compare with --http 2",
         stage="quic_handshake",
