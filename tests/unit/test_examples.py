@@ -21,3 +21,8 @@ def test_example_profiles_load() -> None:
     path = ROOT / "examples/config.toml"
     for name in ("prod-openai", "prod-anthropic", "gateway"):
         assert load_profile(name, path)["url"].startswith("https://")
+
+
+def test_the_schema_is_a_valid_json_schema() -> None:
+    schema = json.loads((ROOT / "promptpath/report/schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
