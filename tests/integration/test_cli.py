@@ -250,3 +250,11 @@ def test_probe_command_runs_the_named_probe_and_reports_its_finding(ref: RefServ
     [finding] = body["findings"]
     assert finding["probe"] == "buffering" and finding["verdict"] == "skip"
     assert "cost:" in res.stderr  # the cost is stated before the probe runs
+
+
+def test_usage_error_json_validates_too() -> None:
+    res = invoke("run", "ftp://nowhere/x", "--json")
+    assert res.exit_code == ExitCode.USAGE
+    body = json.loads(res.stdout)
+    jsonschema.validate(body, SCHEMA)
+    assert body["error"]["stage"] == "config" and body["ok"] is False

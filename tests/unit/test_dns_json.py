@@ -13,7 +13,7 @@ from promptpath.net.dns import DNSAnswer, dns_json
 def dns_schema() -> dict[str, object]:
     text = resources.files("promptpath.report").joinpath("schema.json").read_text()
     schema = json.loads(text)
-    return {"$defs": schema.get("$defs", {}), **schema["properties"]["dns"]}
+    return {"$defs": schema["$defs"], **schema["$defs"]["run"]["properties"]["dns"]}
 
 
 def test_named_resolver_answer_renders_every_field() -> None:

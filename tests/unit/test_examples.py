@@ -26,3 +26,13 @@ def test_example_profiles_load() -> None:
 def test_the_schema_is_a_valid_json_schema() -> None:
     schema = json.loads((ROOT / "promptpath/report/schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
+
+
+def test_the_schema_rejects_a_run_missing_a_required_field() -> None:
+    import pytest
+
+    schema = json.loads((ROOT / "promptpath/report/schema.json").read_text())
+    run = json.loads((ROOT / "examples/sample-run.json").read_text())
+    del run["tokens"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(run, schema)
