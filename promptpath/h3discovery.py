@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 #: Longest we wait for the HTTPS record.
 HTTPS_RR_TIMEOUT_S = 3.0
 
+#: ``https_rr.error`` when --resolve pins the origin: its name is not sent to DNS at all.
+SKIPPED_BY_RESOLVE = "skipped: --resolve pins the address"
+
 
 def _is_local(host: str) -> bool:
     """Names DNS is never asked about (RFC 6761 localhost) and IP literals."""
@@ -125,7 +128,9 @@ async def discover_h3(
     """The ``h3`` JSON object for a finished trace; None for a cleartext (http://) target.
 
     ``advertised_by`` is "alt-svc" when a response advertised h3, else "https-rr" when the
-    HTTPS record lists h3, else None. DNS is not asked for localhost or an IP literal.
+    HTTPS record lists h3, else None. DNS is not asked for localhost or an IP literal, nor
+    for a name --resolve pins: a pinned name is often internal, and the trace itself kept
+    it away from DNS (``https_rr.error`` then says the lookup was skipped).
     """
     opts = result.options
     if opts.target.scheme != "https":
@@ -133,7 +138,10 @@ async def discover_h3(
     values = [v for k, v in result.timeline.response_headers if k.lower() == "alt-svc"]
     records: tuple[HTTPSRecord, ...] | None = None
     error: str | None = None
-    if dns_lookup and not _is_local(opts.target.host):
+    asks_dns = dns_lookup and not _is_local(opts.target.host)
+    if asks_dns and opts.resolve_override(opts.target.host, opts.target.port) is not None:
+        error = SKIPPED_BY_RESOLVE
+    elif asks_dns:
         try:
             records = await https_record(
                 opts.target.host,
@@ -167,5 +175,11 @@ def describe_h3(h3: dict[str, Any] | None) -> str:
     if by == "https-rr":
         return f"HTTP/3 advertised by the DNS HTTPS record at {h3['authority']}{tail}"
     rr = h3.get("https_rr") or {}
-    why = f"; HTTPS record lookup failed: {rr['error']}" if rr.get("error") else ""
+    error = rr.get("error")
+    if error == SKIPPED_BY_RESOLVE:
+        why = "; HTTPS record not looked up (--resolve pins the address)"
+    elif error:
+        why = f"; HTTPS record lookup failed: {error}"
+    else:
+        why = ""
     return f"HTTP/3 not advertised (no h3 in Alt-Svc or an HTTPS record){why}{tail}"

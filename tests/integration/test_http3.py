@@ -386,15 +386,18 @@ class _HTTPSAuthority(asyncio.DatagramProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.DatagramTransport = transport  # type: ignore[assignment]
+        self.questions: list[str] = []  # every "name TYPE" asked, in order
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
         import dns.message
         import dns.rcode
+        import dns.rdatatype
         import dns.rrset
 
         query = dns.message.from_wire(data)
         reply = dns.message.make_response(query)
         question = query.question[0]
+        self.questions.append(f"{question.name} {dns.rdatatype.to_text(question.rdtype)}")
         if question.name.to_text() == "_8443._https.api.example.test.":
             reply.answer.append(
                 dns.rrset.from_text(
@@ -423,6 +426,33 @@ async def test_https_record_discovers_h3_when_alt_svc_is_silent() -> None:
         transport.close()
     assert h3 is not None
     assert (h3["advertised_by"], h3["authority"], h3["max_age"]) == ("https-rr", ":8443", 300)
+
+
+async def test_resolve_pin_keeps_the_name_away_from_dns(server: RefServer) -> None:
+    # The authority would answer with an h3 record: only a lookup could find it.
+    loop = asyncio.get_running_loop()
+    transport, authority = await loop.create_datagram_endpoint(
+        _HTTPSAuthority, local_addr=("127.0.0.1", 0)
+    )
+    dns_port = transport.get_extra_info("sockname")[1]
+    opts = _options(
+        server.port,
+        ca=None,
+        insecure=True,  # the certificate names localhost, not the pinned name
+        http="auto",
+        host="api.example.test",
+        resolve=(("api.example.test", server.port, "127.0.0.1"),),
+        resolver=f"127.0.0.1:{dns_port}",
+    )
+    try:
+        result = await trace(opts)
+        assert result.exc is None, result.exc
+        h3 = await discover_h3(result)
+    finally:
+        transport.close()
+    assert authority.questions == []  # neither the address nor the HTTPS record was asked
+    assert h3 is not None and h3["advertised_by"] == "alt-svc"
+    assert h3["https_rr"] == {"records": [], "error": "skipped: --resolve pins the address"}
 
 
 async def test_https_record_lookup_failure_is_reported_not_raised(udp_blackhole: int) -> None:

@@ -230,3 +230,16 @@ def test_h3_object_when_nothing_advertises_and_the_lookup_failed() -> None:
     assert h3["https_rr"] == {"records": [], "error": "HTTPS query timed out"}
     line = describe_h3(h3)
     assert "not advertised" in line and "timed out" in line and "malformed" in line
+
+
+def test_h3_line_says_a_skipped_lookup_was_not_made() -> None:
+    h3 = build_h3(
+        origin_host="pinned.test",
+        origin_port=8443,
+        alt_svc_values=[],
+        records=None,
+        records_error="skipped: --resolve pins the address",
+    )
+    line = describe_h3(h3)
+    assert "not looked up (--resolve pins the address)" in line
+    assert "failed" not in line
