@@ -71,6 +71,12 @@ def status_error(timeline: Timeline, options: RunOptions, body: bytes) -> HTTPSt
     parts = [f"HTTP {status}", error_message(body) or "(empty body)"]
     if retry_after:
         parts.append(f"Retry-After: {retry_after}")
+    location = timeline.header("location")
+    if 300 <= status < 400:
+        parts.append(
+            f"redirect to {location or '(no Location)'}, not followed: keys go only to the"
+            " target host; point promptpath at the final URL"
+        )
     if hint:
         parts.append(hint)
     return HTTPStatusError(
@@ -146,7 +152,15 @@ class BodyIngest:
         tl = self.timeline
         tl.chunks.append(BodyChunk(t_ns=t_ns, nbytes=len(data), read_index=read_index))
         if self._inflate is not None:
-            data = self._inflate.decompress(data)
+            try:
+                data = self._inflate.decompress(data)
+            except zlib.error as exc:
+                tl.stream_end = "error"
+                raise StreamError(
+                    f"the {tl.extra.get('compressed')} event stream does not decompress: {exc}",
+                    stage="stream",
+                    kind="bad_encoding",
+                ) from exc
         try:
             new = self.decoder.feed(data, t_ns, read_index)
         except StreamError as err:
@@ -160,6 +174,20 @@ class BodyIngest:
         if new:
             note(tl, new)
             tl.events.extend(new)
+
+    @property
+    def terminal(self) -> bool:
+        """The stream said its last word (terminal marker or error event)."""
+        return self.timeline.stream_end in ("marker", "error")
+
+    def ended_abruptly(self, reason: str, closed_ns: int) -> StreamError | None:
+        """The transport failed mid-body. After the terminal marker that is a note about
+        the connection, not a broken stream; before it, the stream was truncated."""
+        if self.terminal:
+            self.timeline.extra["close_after_end"] = snippet(reason, 120) or "abrupt"
+            self.finish(closed_ns)
+            return None
+        return self.broken(reason, closed_ns)
 
     def broken(self, reason: str, closed_ns: int) -> StreamError:
         """The transport failed mid-body (reset, EOF inside a chunk): a truncated stream."""

@@ -6,6 +6,7 @@ to the sans-IO stream decoder. The read loop stays tight: nothing here renders.
 
 from __future__ import annotations
 
+import os
 import ssl
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,9 @@ from promptpath.net.backend import Recorder, TracingBackend
 from promptpath.options import RunOptions
 from promptpath.providers import PreparedRequest, prepare
 from promptpath.timeline import ErrorInfo, Timeline
+
+#: How long to keep reading after the terminal marker or an error event.
+AFTER_END_GRACE_S = 1.0
 
 
 @dataclass(kw_only=True)
@@ -138,15 +142,46 @@ async def traced_request(
     except httpcore.ProtocolError as err:
         stage = phase_of(timeline, options)
         exc = StreamError(
-            f"HTTP protocol error in stage {stage!r}: {err}", stage=stage, kind="protocol_error"
+            f"HTTP protocol error in stage {stage!r}: {network_reason(err, timeline)}",
+            stage=stage,
+            kind="protocol_error",
         )
     except (httpcore.NetworkError, OSError) as err:
         stage = phase_of(timeline, options)
         cls = ConnectError if stage in ("dns", "connect") else StreamError
-        exc = cls(f"network error in stage {stage!r}: {err}", stage=stage, kind="network_error")
+        exc = cls(
+            f"network error in stage {stage!r}: {network_reason(err, timeline)}",
+            stage=stage,
+            kind="network_error",
+        )
     else:
         return None
     return record_error(timeline, exc)
+
+
+def network_reason(err: BaseException, timeline: Timeline) -> str:
+    """Words for a transport failure: httpcore's own text is often empty."""
+    closed = timeline.extra.get("transport_close")
+    if closed == "rst":
+        what = "the peer reset the connection (RST)"
+    elif closed == "fin":
+        what = "the peer closed the connection (FIN)"
+    elif closed == "tls_close_notify":
+        what = "the peer closed the TLS session (close_notify)"
+    else:
+        what = ""
+    text = str(err).strip()
+    cause: BaseException | None = err.__cause__ or err.__context__
+    while not text and cause is not None:
+        if isinstance(cause, OSError) and cause.errno:
+            text = os.strerror(cause.errno)
+        else:
+            text = str(cause).strip()
+        cause = cause.__cause__ or cause.__context__
+    if not text and not what:
+        text = type(err).__name__
+    parts = [p for p in (what, text) if p]
+    return "; ".join(parts) or type(err).__name__
 
 
 def timeout_error(options: RunOptions, stage: str) -> TraceTimeout:
@@ -272,12 +307,28 @@ async def _consume(
     if not is_event_stream(timeline):
         raise not_a_stream_error(timeline, await _read_limited(response, 2048))
     ingest = BodyIngest(timeline, options)
+    chunks = response.aiter_stream().__aiter__()
     try:
-        async for data in response.aiter_stream():
+        while True:
+            # After the terminal marker (or an error event) the body should end at once;
+            # a server that keeps it open must not turn a complete answer into a timeout.
+            with anyio.move_on_after(AFTER_END_GRACE_S if ingest.terminal else None) as wait:
+                try:
+                    data = await chunks.__anext__()
+                except StopAsyncIteration:
+                    break
+            if wait.cancelled_caught:
+                timeline.extra["close_after_end"] = (
+                    f"still open {AFTER_END_GRACE_S:g} s after the end of the stream"
+                )
+                break
             # The stamp of the socket read that brought these bytes, not of this moment.
             ingest.feed(data, recorder.last_read_ns or time.perf_counter_ns(), recorder.read_index)
     except (httpcore.ProtocolError, httpcore.NetworkError) as err:
-        raise ingest.broken(str(err), time.perf_counter_ns()) from err
+        failure = ingest.ended_abruptly(network_reason(err, timeline), time.perf_counter_ns())
+        if failure is not None:
+            raise failure from err
+        return
     ingest.finish(recorder.last_read_ns or time.perf_counter_ns())
 
 

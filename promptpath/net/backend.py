@@ -9,6 +9,7 @@ wraps the raw socket so every read *below* TLS is stamped with ``perf_counter_ns
 from __future__ import annotations
 
 import errno
+import os
 import ssl
 import time
 from collections.abc import Iterable
@@ -264,7 +265,8 @@ class TracingBackend(httpcore.AsyncNetworkBackend):
                 end = time.perf_counter_ns()
                 # anyio wraps the socket error ("All connection attempts failed"): use the cause.
                 cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
-                reason = cause.strerror or str(cause)
+                # asyncio's wrapper says "Connect call failed (...)"; the errno says why.
+                reason = os.strerror(cause.errno) if cause.errno else str(cause)
                 last_kind = _CONNECT_KINDS.get(cause.errno or 0, "connect_failed")
                 timeline.attempts.append(
                     ConnectAttempt(
