@@ -114,6 +114,33 @@ async def test_h3_is_negotiated_and_the_handshake_measured(server: RefServer) ->
     assert body["tls"]["alpn"] == "h3"
 
 
+async def test_quic_handshake_includes_building_the_client_hello(
+    server: RefServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Over TCP the tls stage includes building the ClientHello; QUIC's stage must too,
+    # or --compare-http hands HTTP/3 that client CPU for free.
+    from promptpath.net import quic_connect
+
+    real = quic_connect._configuration_for
+    built: list[int] = []
+
+    def slow_configuration(options: RunOptions) -> Any:
+        built.append(time.perf_counter_ns())
+        time.sleep(0.03)  # a slow client: key shares for many groups, a busy CPU
+        return real(options)
+
+    monkeypatch.setattr(quic_connect, "_configuration_for", slow_configuration)
+    result = await trace(_options(server.port, ca=server.ca))
+    assert result.exc is None, result.exc
+    hs = result.timeline.stage("quic_handshake")
+    assert hs is not None and hs.duration_ns is not None
+    assert hs.start_ns <= built[0]
+    assert hs.detail["client_hello_ms"] >= 30
+    assert hs.duration_ns / 1e6 >= hs.detail["client_hello_ms"]
+    attempt = result.timeline.attempts[-1]
+    assert (attempt.start_ns, attempt.end_ns) == (hs.start_ns, hs.end_ns)
+
+
 async def test_ttft_follows_the_injected_delay(server: RefServer) -> None:
     opts = _options(server.port, ca=server.ca, headers=(("x-promptpath-ttft-ms", "300"),))
     result = await trace(opts)
