@@ -80,13 +80,24 @@ class RunOptions:
 
 def parse_target(url: str) -> Target:
     """Validate a target URL; the error says what is wrong with it."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - urlsplit checks the port and brackets lazily
+    except ValueError as exc:
+        raise UsageError(f"target is not a valid URL: {url!r} ({exc})", kind="bad_target") from exc
     if parts.scheme not in ("http", "https"):
         raise UsageError(
             f"target must be an http:// or https:// URL, got {url!r}", kind="bad_target"
         )
     if not parts.hostname:
         raise UsageError(f"target URL has no host: {url!r}", kind="bad_target")
+    if parts.username is not None or parts.password is not None:
+        # Credentials in a URL end up in shell history, logs and reports, and we would
+        # not send them anyway: say where a key belongs instead.
+        raise UsageError(
+            "credentials in the target URL are not supported: use --api-key-env or -H",
+            kind="bad_target",
+        )
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
@@ -122,8 +133,38 @@ def parse_resolve(spec: str) -> tuple[str, int, str]:
     return host, int(port_s), addr
 
 
+#: RFC 9110 token characters, the only ones a header name may contain.
+_TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
 def parse_header(spec: str) -> tuple[str, str]:
+    """'Name: value', checked before anything is sent (RFC 9110 names, no CR/LF/NUL)."""
     name, sep, value = spec.partition(":")
-    if not sep or not name.strip():
+    name, value = name.strip(), value.strip()
+    if not sep or not name:
         raise UsageError(f"-H wants 'Name: value', got {spec!r}", kind="bad_option")
-    return name.strip(), value.strip()
+    if not set(name) <= _TCHAR:
+        raise UsageError(f"-H: {name!r} is not a valid header name", kind="bad_option")
+    if any(c in value for c in "\r\n\x00"):
+        raise UsageError(f"-H: the value of {name!r} contains CR, LF or NUL", kind="bad_option")
+    if not value.isascii():
+        raise UsageError(f"-H: the value of {name!r} is not ASCII", kind="bad_option")
+    return name, value
+
+
+#: Query parameters whose values are credentials (e.g. Google's ?key=).
+_SECRET_QUERY = ("key", "token", "secret", "sig", "signature", "auth", "password", "code")
+
+
+def display_url(url: str) -> str:
+    """The target URL safe to print: credential-like query values replaced."""
+    from urllib.parse import parse_qsl, urlencode, urlunsplit
+
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    query = [
+        (k, "[redacted]" if any(w in k.lower() for w in _SECRET_QUERY) else v)
+        for k, v in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    return urlunsplit(parts._replace(query=urlencode(query, safe="[]")))

@@ -11,7 +11,7 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 #: Headers that carry credentials: never printed, logged or written to JSON.
 SECRET_HEADERS = frozenset(
-    {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie"}
+    {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie", "set-cookie"}
 )
 
 
@@ -74,8 +74,17 @@ def prepare(options: RunOptions) -> PreparedRequest:
     return PreparedRequest(method="POST", headers=tuple(headers), body=body, expects=expects)
 
 
+def is_secret_header(name: str) -> bool:
+    """Credentials by name: the well-known ones, and anything that calls itself a key."""
+    lowered = name.lower()
+    return lowered in SECRET_HEADERS or any(
+        word in lowered
+        for word in ("auth", "key", "token", "secret", "cookie", "session", "password")
+    )
+
+
 def redact_headers(
     headers: list[tuple[str, str]] | tuple[tuple[str, str], ...],
 ) -> list[tuple[str, str]]:
     """Headers safe to show: credentials replaced by a marker that keeps only their presence."""
-    return [(n, "[redacted]" if n.lower() in SECRET_HEADERS else v) for n, v in headers]
+    return [(n, "[redacted]" if is_secret_header(n) else v) for n, v in headers]

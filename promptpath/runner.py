@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -91,6 +92,18 @@ def apply_profile(
     return dataclasses.replace(args, **merged), profile.get("api_key")  # type: ignore[arg-type]
 
 
+def check_cacert(path: str) -> None:
+    """--cacert must be a readable PEM bundle: find out now, not as a TLS failure later."""
+    import ssl
+
+    if not os.path.isfile(path):
+        raise UsageError(f"--cacert file not found: {path}")
+    try:
+        ssl.create_default_context(cafile=path)
+    except (ssl.SSLError, OSError) as exc:
+        raise UsageError(f"--cacert {path}: not a PEM certificate bundle ({exc})") from exc
+
+
 def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOptions:
     """Validate CLI values into RunOptions; every problem is a UsageError (exit 2)."""
     env = os.environ if environ is None else environ
@@ -116,13 +129,13 @@ def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOp
         raise UsageError(f"--http must be one of {', '.join(HTTP_CHOICES)}, got {args.http!r}")
     if args.both_families:
         raise UsageError("-4 and -6 exclude each other")
-    if args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    if not math.isfinite(args.timeout) or args.timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
     max_tokens = DEFAULT_MAX_TOKENS if args.max_tokens is None else args.max_tokens
     if max_tokens < 1:
         raise UsageError("--max-tokens must be at least 1")
-    if args.cacert is not None and not os.path.isfile(args.cacert):
-        raise UsageError(f"--cacert file not found: {args.cacert}")
+    if args.cacert is not None:
+        check_cacert(args.cacert)
     for flag, value in (("--resolver", args.resolver), ("--authoritative", args.authoritative)):
         if value is not None:
             from promptpath.net.dnsmsg import parse_server
@@ -180,6 +193,41 @@ def report_console(json_out: bool, stdout: TextIO | None = None) -> Console:
     return Console(file=out if to_stdout else sys.stderr, highlight=False, soft_wrap=False)
 
 
+def scrub(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _secrets(options: RunOptions) -> list[str]:
+    """Values that must never be shown: the API key and any credential header we sent."""
+    from promptpath.providers import is_secret_header
+
+    values = [options.api_key] if options.api_key else []
+    for name, value in options.headers:
+        if is_secret_header(name) and value:
+            values.append(value)
+            bare = value.split(" ", 1)[-1]  # "Bearer sk-..." → also the bare token
+            if len(bare) >= 8:
+                values.append(bare)
+    return [v for v in values if len(v) >= 4]
+
+
+def scrub_result(result: TraceResult) -> None:
+    """Servers echo keys in error bodies; take them out of everything we report."""
+    secrets = _secrets(result.options)
+    if not secrets:
+        return
+    for res in (result, result.warm):
+        if res is None:
+            continue
+        err = res.timeline.error
+        if err is not None:
+            err.message = scrub(err.message, secrets)
+        if res.exc is not None:
+            res.exc.message = scrub(res.exc.message, secrets)
+
+
 def emit(
     result: TraceResult, *, json_out: bool, fail_on: str, console: Console | None = None
 ) -> int:
@@ -187,11 +235,19 @@ def emit(
 
     code = exit_code_for(result, fail_on)
     console = console or report_console(json_out)
+    scrub_result(result)
     terminal.render(console, result)
     if json_out:
+        import json
+
         from promptpath.report.json import dumps, result_json
 
-        sys.stdout.write(dumps(result_json(result, exit_code=int(code))) + "\n")
+        text = dumps(result_json(result, exit_code=int(code)))
+        # Last line of defence: a key echoed anywhere in the object (an error event, a
+        # finding's evidence) is replaced in the serialised text, escaped form included.
+        for secret in _secrets(result.options):
+            text = text.replace(json.dumps(secret)[1:-1], "[redacted]")
+        sys.stdout.write(text + "\n")
         sys.stdout.flush()
     return int(code)
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from promptpath.analysis import Metrics, compute
 from promptpath.net.dns import DNSAnswer, dns_json
+from promptpath.options import display_url
 from promptpath.providers import SECRET_HEADERS
 from promptpath.stats import Summary
 from promptpath.timeline import Timeline
@@ -148,7 +149,7 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
         "ok": result.ok and exit_code == 0,
         "exit_code": exit_code,
         "target": {
-            "url": opts.target.url,
+            "url": display_url(opts.target.url),
             "host": opts.target.host,
             "port": opts.target.port,
             "provider": opts.provider,

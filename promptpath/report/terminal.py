@@ -8,6 +8,7 @@ from rich.text import Text
 
 from promptpath.analysis import Metrics, compute, headline
 from promptpath.findings import Verdict
+from promptpath.options import display_url
 from promptpath.stats import sparkline
 from promptpath.timeline import Timeline
 from promptpath.trace import TraceResult
@@ -210,7 +211,7 @@ def render(console: Console, result: TraceResult) -> None:
     console.print(
         Text.assemble(
             ("promptpath ", "bold"),
-            f"→ {opts.target.url}  "
+            f"→ {display_url(opts.target.url)}  "
             f"({opts.provider} · {opts.model} · {tl.http_version or '?'}{addr})",
         )
     )

@@ -88,3 +88,34 @@ async def test_refused_says_refused() -> None:
         s.bind(("127.0.0.1", 0))
         result = await trace(options(s.getsockname()[1], timeout=5))
     assert result.exc is not None and "refused" in result.exc.message.lower()
+
+
+def test_a_key_echoed_in_an_error_body_is_never_shown() -> None:
+    import json as _json
+
+    from typer.testing import CliRunner
+
+    from promptpath.cli import app
+
+    secret = "sk-echoed-SECRET-123456"
+    body = _json.dumps({"error": {"message": f"Incorrect API key provided: {secret}"}}).encode()
+    response = (
+        b"HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+    )
+    with raw_server(response, ending="fin") as port:
+        res = CliRunner().invoke(
+            app,
+            [
+                "run",
+                f"http://127.0.0.1:{port}/v1/chat/completions?key={secret}",
+                "--json",
+                "-v",
+                "-H",
+                f"X-Goog-Api-Key: {secret}",
+            ],
+            env={"OPENAI_API_KEY": secret},
+        )
+    assert res.exit_code == 6
+    assert secret not in res.stdout and secret not in res.stderr
+    assert "[redacted]" in _json.loads(res.stdout)["error"]["message"]

@@ -73,3 +73,42 @@ def test_option_validation() -> None:
         RunArgs(target="https://h/api/x", provider="ollama", family=socket.AF_INET6), environ={}
     )
     assert opts.provider == "ollama" and opts.family == socket.AF_INET6
+
+
+@pytest.mark.parametrize(
+    ("url", "match"),
+    [
+        ("https://[::1/v1/chat/completions", "not a valid URL"),
+        ("https://user:pw@h/v1/messages", "credentials"),
+    ],
+)
+def test_malformed_or_credentialed_urls_are_usage_errors(url: str, match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        parse_target(url)
+
+
+@pytest.mark.parametrize(
+    "spec", ["Bad Name: v", "X-A: a\r\nEvil: b", "X-U: é", "X-N: a\x00b", "(x): y"]
+)
+def test_headers_that_cannot_go_on_the_wire_are_refused_before_sending(spec: str) -> None:
+    with pytest.raises(UsageError):
+        parse_header(spec)
+
+
+def test_display_url_hides_credential_query_values() -> None:
+    from promptpath.options import display_url
+
+    shown = display_url("https://h/v1/x?key=SECRET&api_token=T2&model=m")
+    assert "SECRET" not in shown and "T2" not in shown and "model=m" in shown
+    assert display_url("https://h/v1/x") == "https://h/v1/x"
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0.0, -1.0])
+def test_timeout_must_be_a_finite_positive_number(timeout: float) -> None:
+    with pytest.raises(UsageError, match="--timeout"):
+        build_options(RunArgs(target="https://h/v1/messages", timeout=timeout), environ={})
+
+
+def test_cacert_that_is_not_pem_is_a_usage_error(tmp_path: object) -> None:
+    with pytest.raises(UsageError, match="not a PEM"):
+        build_options(RunArgs(target="https://h/v1/messages", cacert="/etc/hostname"), environ={})

@@ -45,3 +45,17 @@ def test_ollama_is_ndjson_with_num_predict() -> None:
 def test_redaction_keeps_presence_not_value() -> None:
     shown = redact_headers([("Authorization", "Bearer sk"), ("x-api-key", "k"), ("accept", "a")])
     assert shown == [("Authorization", "[redacted]"), ("x-api-key", "[redacted]"), ("accept", "a")]
+
+
+def test_any_header_that_names_itself_a_credential_is_redacted() -> None:
+    shown = dict(
+        redact_headers(
+            [("X-Goog-Api-Key", "G"), ("x-auth-token", "T"), ("Set-Cookie", "c"), ("accept", "a")]
+        )
+    )
+    assert shown == {
+        "X-Goog-Api-Key": "[redacted]",
+        "x-auth-token": "[redacted]",
+        "Set-Cookie": "[redacted]",
+        "accept": "a",
+    }
