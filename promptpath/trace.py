@@ -100,6 +100,8 @@ def _preload(options: RunOptions) -> None:
 
 async def trace(options: RunOptions) -> TraceResult:
     """Trace one prompt (and, with --warm, a second one over the same connection)."""
+    if options.resolver is not None:
+        import promptpath.net.dnsquery  # noqa: F401 - dnspython's import is not DNS time
     if options.http == "3":
         from promptpath.net.quic import trace_h3  # aioquic: only when asked for
 

@@ -42,6 +42,9 @@ def is_ip_literal(host: str) -> bool:
     return True
 
 
+_FAMILY_WORD: dict[Family, str] = {"ipv4": "an IPv4 address", "ipv6": "an IPv6 address"}
+
+
 def _wanted(fam: Family, family: int) -> bool:
     return family == 0 or (family == socket.AF_INET) == (fam == "ipv4")
 
@@ -67,6 +70,9 @@ async def resolve_system(host: str, port: int, *, family: int = 0) -> DNSAnswer:
             kind=kind,
             host=host,
             elapsed_ms=round((end - start) / 1e6, 3),
+            resolver="system",
+            start_ns=start,
+            end_ns=end,
         ) from exc
     end = time.perf_counter_ns()
     seen: list[tuple[str, Family]] = []
@@ -90,14 +96,21 @@ async def resolve(
     """Resolve for the connection: IP literal, --resolve override, named resolver, or system."""
     now = time.perf_counter_ns()
     bare = host.strip("[]")
-    if is_ip_literal(bare):
+    fixed = bare if is_ip_literal(bare) else override
+    if fixed is not None:
+        # An IP literal or a --resolve pin still has to be of the family asked for (curl
+        # refuses `-4` with an IPv6 literal too).
+        if not _wanted(family_of(fixed), family):
+            raise DNSError(
+                f"DNS: {fixed} is {_FAMILY_WORD[family_of(fixed)]}, but "
+                f"{'-4' if family == socket.AF_INET else '-6'} asks for the other family",
+                stage="dns",
+                kind="no_address",
+                host=host,
+            )
         return DNSAnswer(
-            resolver="literal", addresses=((bare, family_of(bare)),), start_ns=now, end_ns=now
-        )
-    if override is not None:
-        return DNSAnswer(
-            resolver="--resolve",
-            addresses=((override, family_of(override)),),
+            resolver="literal" if fixed == bare else "--resolve",
+            addresses=((fixed, family_of(fixed)),),
             start_ns=now,
             end_ns=now,
         )
@@ -137,6 +150,18 @@ def dns_json(answer: DNSAnswer | None, used_ip: str | None) -> dict[str, object]
     }
 
 
+def dns_json_for(timeline: Timeline) -> dict[str, object] | None:
+    """dns_json for a timeline, with the failure (kind, rcode, EDE) when the lookup failed."""
+    answer = timeline.extra.get("dns")
+    if not isinstance(answer, DNSAnswer):
+        return None
+    body = dns_json(answer, timeline.address[0] if timeline.address else None)
+    error = timeline.extra.get("dns_error")
+    if body is not None and isinstance(error, dict):
+        body["error"] = error
+    return body
+
+
 async def resolve_stage(timeline: Timeline, options: RunOptions, host: str, port: int) -> DNSAnswer:
     """The ``dns`` stage of a trace, for every transport: resolve and record it."""
     timeline.begin("dns", time.perf_counter_ns())
@@ -149,8 +174,25 @@ async def resolve_stage(timeline: Timeline, options: RunOptions, host: str, port
             resolver=options.resolver,
             timeout=min(options.timeout, 10.0),
         )
-    except PromptpathError:  # DNSError, or a UsageError for a malformed --resolver
-        timeline.end("dns", time.perf_counter_ns(), ok=False)
+    except PromptpathError as exc:  # DNSError, or a UsageError for a malformed --resolver
+        end = time.perf_counter_ns()
+        stage = timeline.end("dns", end, ok=False)
+        # Keep what we know of the failed lookup for the report: which resolver, how long.
+        start_ns = exc.detail.get("start_ns")
+        end_ns = exc.detail.get("end_ns")
+        if stage is not None and isinstance(start_ns, int) and isinstance(end_ns, int):
+            stage.start_ns, stage.end_ns = start_ns, end_ns
+        resolver_name = str(exc.detail.get("resolver") or options.resolver or "system")
+        timeline.extra["dns"] = DNSAnswer(
+            resolver=resolver_name,
+            addresses=(),
+            start_ns=stage.start_ns if stage else end,
+            end_ns=stage.end_ns or end if stage else end,
+        )
+        timeline.extra["dns_error"] = {
+            "kind": exc.kind,
+            **{k: v for k, v in exc.detail.items() if k in ("rcode", "ede")},
+        }
         raise
     # The stage is the resolver's own measurement, not our bookkeeping around it.
     stage = timeline.stages[-1]

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from promptpath.analysis import Metrics, compute
-from promptpath.net.dns import DNSAnswer, dns_json
+from promptpath.net.dns import dns_json_for
 from promptpath.options import display_url
 from promptpath.providers import SECRET_HEADERS
 from promptpath.stats import Summary
@@ -43,10 +43,7 @@ def _gaps(summary: Summary | None) -> dict[str, float] | None:
 
 
 def _dns(timeline: Timeline) -> dict[str, Any] | None:
-    answer = timeline.extra.get("dns")
-    if not isinstance(answer, DNSAnswer):
-        return None
-    return dns_json(answer, timeline.address[0] if timeline.address else None)
+    return dns_json_for(timeline)
 
 
 def _tls(timeline: Timeline) -> dict[str, Any] | None:

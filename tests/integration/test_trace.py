@@ -43,7 +43,7 @@ def opts(
     args = RunArgs(
         target=f"https://{host}:{server.port}{PATHS[provider]}",
         cacert=server.ca,
-        family=socket.AF_INET,
+        family=kw.pop("family", socket.AF_INET),  # type: ignore[arg-type]
         timeout=kw.pop("timeout", 20.0),  # type: ignore[arg-type]
         headers=[f"{k}: {v}" for k, v in headers],  # type: ignore[attr-defined]
         **kw,  # type: ignore[arg-type]
@@ -313,3 +313,13 @@ async def test_how_the_peer_closed_is_recorded_at_the_socket(ref: RefServer) -> 
     result = await trace(opts(ref, http="1.1", headers=[("x-promptpath-truncate-after", "2")]))
     assert isinstance(result.exc, StreamError) and result.exc.kind == "truncated"
     assert result.timeline.extra.get("transport_close") in ("fin", "rst", "tls_close_notify")
+
+
+async def test_family_flags_apply_to_literals_and_pins(ref: RefServer) -> None:
+    pinned = opts(ref, resolve=[f"localhost:{ref.port}:127.0.0.1"], family=socket.AF_INET6)
+    result = await trace(pinned)
+    assert result.exc is not None and result.exc.exit_code == ExitCode.DNS
+    assert result.exc.kind == "no_address" and result.timeline.address is None
+    literal = opts(ref, host="[::1]", family=socket.AF_INET)
+    result = await trace(literal)
+    assert result.exc is not None and result.exc.kind == "no_address"

@@ -71,3 +71,8 @@ async def test_nxdomain_is_a_dns_failure_with_exit_3(
     assert result.exc.exit_code == ExitCode.DNS and result.exc.stage == "dns"
     assert result.timeline.error is not None and result.timeline.error.stage == "dns"
     assert "connected" not in result.timeline.milestones
+    dns_obj = timeline_json(result.timeline)["dns"]
+    assert dns_obj["resolver"] == srv.address and dns_obj["answers"] == []
+    assert dns_obj["error"]["kind"] == "nxdomain"
+    # dnspython's import is done before t0: the failed stage is the query, not the import.
+    assert dns_obj["duration_ms"] < 100
