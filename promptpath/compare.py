@@ -2,18 +2,21 @@
 
 Everything here is pure except ``trace_pair``, the one helper that runs both traces.
 
-Round trips before the request can leave are counted from the protocols (TCP 1 + TLS 1.3
-1, or TLS 1.2 2; QUIC 1, folding transport and TLS); times come from each timeline's own
-stages and milestones. A difference smaller than the noise floor is called "same": two
-runs on a shared machine never match to the millisecond.
+Round trips before the request can leave are expected from the protocol versions (TCP 1 +
+TLS 1.3 1, or TLS 1.2 2; QUIC 1, folding transport and TLS), not measured; times come from
+each timeline's own stages and milestones. One run per protocol is one sample each, so a
+difference within the noise floor is called "same": max(2 ms, 10 %, the larger
+interquartile range of either run's token gaps), the jitter the path showed while we
+watched. Two runs on a shared machine never match to the millisecond.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from promptpath.analysis import Metrics, compute
+from promptpath.stats import percentile
 from promptpath.timeline import Timeline
 
 if TYPE_CHECKING:
@@ -22,9 +25,14 @@ if TYPE_CHECKING:
 
 Better = Literal["a", "b", "same"]
 
-#: Differences below max(NOISE_MS, NOISE_SHARE x the larger value) are called "same".
+#: Differences below max(NOISE_MS, NOISE_SHARE x the larger value, the runs' gap IQR)
+#: are called "same" (round trips: below ROUND_TRIP_FLOOR).
 NOISE_MS = 2.0
 NOISE_SHARE = 0.10
+ROUND_TRIP_FLOOR = 0.5
+
+#: Each side of a comparison is one run: one sample, whatever its verdict says.
+SAMPLES_PER_PROTOCOL = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +45,20 @@ class Difference:
     a: float | None  # first run (HTTP/2)
     b: float | None  # second run (HTTP/3)
     higher_is_better: bool = False
+    measured: bool = True  # False: expected from the protocols (round trips), not timed
+    jitter_ms: float = 0.0  # the larger gap IQR of the two runs: spread one sample can't beat
+
+    @property
+    def noise_floor(self) -> float | None:
+        """The smallest |delta| that is not called "same", in the metric's unit."""
+        if self.a is None or self.b is None:
+            return None
+        if self.unit == "round trips":
+            return ROUND_TRIP_FLOOR
+        share = NOISE_SHARE * max(abs(self.a), abs(self.b))
+        if self.unit == "ms":
+            return round(max(NOISE_MS, share, self.jitter_ms), 3)
+        return round(share, 3)
 
     @property
     def delta(self) -> float | None:
@@ -48,15 +70,10 @@ class Difference:
     @property
     def better(self) -> Better | None:
         """Which run did better, "same" within noise, None when one side is missing."""
-        if self.a is None or self.b is None:
+        floor = self.noise_floor
+        if self.a is None or self.b is None or floor is None:
             return None
         diff = self.b - self.a
-        if self.unit == "round trips":
-            floor = 0.5
-        elif self.unit == "ms":
-            floor = max(NOISE_MS, NOISE_SHARE * max(abs(self.a), abs(self.b)))
-        else:
-            floor = NOISE_SHARE * max(abs(self.a), abs(self.b))
         if abs(diff) <= floor:
             return "same"
         b_wins = diff > 0 if self.higher_is_better else diff < 0
@@ -64,7 +81,11 @@ class Difference:
 
 
 def setup_round_trips(timeline: Timeline) -> int | None:
-    """Round trips spent before the request could be sent (DNS not counted)."""
+    """Round trips the protocols need before the request can be sent (DNS not counted).
+
+    Expected from what was negotiated, not measured: a lost Initial or a HelloRetryRequest
+    adds one that this count does not see.
+    """
     if timeline.reused_connection:
         return 0
     if timeline.stage("quic_handshake") is not None:
@@ -106,10 +127,19 @@ def _since_request(timeline: Timeline, name: str) -> float | None:
     return round((m[name] - m["request_sent"]) / 1e6, 3)
 
 
+def gap_iqr_ms(metrics: Metrics) -> float:
+    """Interquartile range of the token gaps: the run's jitter (0 with fewer than 2 gaps)."""
+    gaps = metrics.tokens.gaps
+    if len(gaps) < 2:
+        return 0.0
+    return round(percentile(gaps, 75) - percentile(gaps, 25), 3)
+
+
 def differences(a: Timeline, b: Timeline) -> list[Difference]:
     """Every metric we compare, in the order a reader wants them."""
     ma, mb = compute(a), compute(b)
     ga, gb = ma.tokens.gap_summary, mb.tokens.gap_summary
+    jitter = max(gap_iqr_ms(ma), gap_iqr_ms(mb))
 
     def gap(summary_attr: str) -> tuple[float | None, float | None]:
         va = None if ga is None else round(float(getattr(ga, summary_attr)), 3)
@@ -130,10 +160,11 @@ def differences(a: Timeline, b: Timeline) -> list[Difference]:
     rows = [
         Difference(
             key="setup_round_trips",
-            label="setup round trips",
+            label="expected setup round trips",
             unit="round trips",
             a=trips(a),
             b=trips(b),
+            measured=False,
         ),
         Difference(
             key="handshake_ms",
@@ -190,11 +221,11 @@ def differences(a: Timeline, b: Timeline) -> list[Difference]:
             b=ms(mb, "end"),
         ),
     ]
-    return rows
+    return [replace(d, jitter_ms=jitter) if d.unit == "ms" else d for d in rows]
 
 
 def differences_json(rows: list[Difference]) -> dict[str, dict[str, object]]:
-    """``{key: {label, unit, a, b, delta, better}}`` with a/b named by protocol."""
+    """``{key: {label, unit, http2, http3, delta, better, measured, noise_floor}}``."""
     names = {"a": "http2", "b": "http3", "same": "same", None: None}
     return {
         d.key: {
@@ -204,6 +235,8 @@ def differences_json(rows: list[Difference]) -> dict[str, dict[str, object]]:
             "http3": d.b,
             "delta": d.delta,
             "better": names[d.better],
+            "measured": d.measured,
+            "noise_floor": d.noise_floor,
         }
         for d in rows
     }
@@ -219,7 +252,7 @@ def _fmt(value: float, unit: str) -> str:
 
 
 def summary(rows: list[Difference], names: tuple[str, str] = ("HTTP/2", "HTTP/3")) -> list[str]:
-    """Sentences for the differences that are beyond noise (the ones that matter)."""
+    """Sentences for the differences beyond noise (the ones that matter), then the caveat."""
     picked = (
         "setup_round_trips",
         "handshake_ms",
@@ -238,18 +271,25 @@ def summary(rows: list[Difference], names: tuple[str, str] = ("HTTP/2", "HTTP/3"
         winner, loser = (names[1], names[0]) if d.better == "b" else names
         verb = "more" if d.higher_is_better else "less"
         if d.unit == "round trips":
-            lines.append(f"{winner} needs {_fmt(d.delta, d.unit)} fewer before the request")
+            lines.append(
+                f"{winner} should need {_fmt(d.delta, d.unit)} fewer before the request"
+                " (expected from the protocol versions, not measured)"
+            )
         else:
             lines.append(f"{d.label}: {winner} {_fmt(d.delta, d.unit)} {verb} than {loser}")
     if not lines:
         lines.append("no difference beyond noise between the two protocols")
+    jitter = max((d.jitter_ms for d in rows), default=0.0)
+    lines.append(
+        "one run per protocol is one sample: a time counts as different only beyond"
+        f" max({NOISE_MS:g} ms, {NOISE_SHARE:.0%}, gap IQR {jitter:.1f} ms);"
+        " repeat the comparison before trusting a winner"
+    )
     return lines
 
 
 def pair_options(options: RunOptions) -> tuple[RunOptions, RunOptions]:
     """The same prompt over HTTP/2 and over HTTP/3."""
-    from dataclasses import replace
-
     return replace(options, http="2"), replace(options, http="3")
 
 

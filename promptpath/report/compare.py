@@ -13,7 +13,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from promptpath.compare import Difference, differences, differences_json, summary
+from promptpath.compare import (
+    SAMPLES_PER_PROTOCOL,
+    Difference,
+    differences,
+    differences_json,
+    summary,
+)
 from promptpath.timeline import Timeline
 from promptpath.trace import TraceResult
 
@@ -111,16 +117,21 @@ def differences_table(rows: list[Difference], names: tuple[str, str]) -> Table:
     table.add_column(names[0], justify="right", no_wrap=True)
     table.add_column(names[1], justify="right", no_wrap=True)
     table.add_column("Δ", justify="right", no_wrap=True)
+    table.add_column("noise ±", justify="right", no_wrap=True)
     table.add_column("better", no_wrap=True)
     verdict = {"a": names[0], "b": names[1], "same": "same (noise)", None: ""}
     for d in rows:
         delta = d.delta
+        better = verdict[d.better]
+        if better and not d.measured:
+            better += " (expected)"
         table.add_row(
             d.label if d.unit != "ms" else f"{d.label} (ms)",
             _cell(d.a, d.unit),
             _cell(d.b, d.unit),
             "—" if delta is None else f"{delta:+.1f}",
-            verdict[d.better],
+            "" if d.noise_floor is None or not d.measured else f"{d.noise_floor:.1f}",
+            better,
         )
     return table
 
@@ -150,7 +161,8 @@ def render_compare(console: Console, results: Sequence[TraceResult]) -> None:
 def compare_json(
     results: Sequence[TraceResult], *, exit_codes: Sequence[int] | None = None
 ) -> dict[str, Any]:
-    """``{"schema", "results": [h2 run, h3 run], "differences": {...}, "summary": [...]}``.
+    """``{"schema", "ok", "samples_per_protocol", "results": [h2 run, h3 run], "differences":
+    {...}, "summary": [...]}``, as promptpath/report/compare-schema.json describes it.
 
     Each run object is exactly what ``promptpath.report.json.result_json`` makes for a
     single run; ``exit_codes`` defaults to each run's own (0 when it succeeded).
@@ -167,6 +179,7 @@ def compare_json(
     return {
         "schema": COMPARE_SCHEMA,
         "ok": all(code == 0 for code in exit_codes),
+        "samples_per_protocol": SAMPLES_PER_PROTOCOL,
         "results": runs,
         "differences": differences_json(rows),
         "summary": summary(rows, names),
