@@ -44,7 +44,11 @@ def _root(
 
 # -- option declarations shared by `run` and `probe` --------------------------------------
 Target = Annotated[
-    str, typer.Argument(help="Endpoint URL, e.g. https://api.openai.com/v1/chat/completions")
+    str,
+    typer.Argument(
+        metavar="TARGET",
+        help="Endpoint URL (e.g. https://api.openai.com/v1/chat/completions) or a profile name.",
+    ),
 ]
 ProviderOpt = Annotated[
     str | None,
@@ -70,7 +74,10 @@ KeyEnvOpt = Annotated[
     ),
 ]
 HTTPOpt = Annotated[
-    str, typer.Option("--http", help="HTTP version: 1.1, 2, 3 or auto (h2 via ALPN, else 1.1).")
+    str | None,
+    typer.Option(
+        "--http", help="HTTP version: 1.1, 2, 3 or auto (h2 via ALPN, else 1.1). [default: auto]"
+    ),
 ]
 ResolveOpt = Annotated[
     list[str] | None,
@@ -80,12 +87,16 @@ ResolveOpt = Annotated[
 ]
 CACertOpt = Annotated[str | None, typer.Option("--cacert", help="PEM file of CAs to trust.")]
 InsecureOpt = Annotated[
-    bool, typer.Option("--insecure", "-k", help="Do not verify the certificate.")
+    bool | None,
+    typer.Option(
+        "--insecure/--no-insecure", "-k", help="Do not verify the certificate (default: verify)."
+    ),
 ]
 IPv4Opt = Annotated[bool, typer.Option("-4", help="IPv4 only.")]
 IPv6Opt = Annotated[bool, typer.Option("-6", help="IPv6 only.")]
 TimeoutOpt = Annotated[
-    float, typer.Option("--timeout", help="Deadline for the whole request, in seconds.")
+    float | None,
+    typer.Option("--timeout", help="Deadline for the whole request, in seconds. [default: 60]"),
 ]
 JSONOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 FailOnOpt = Annotated[
@@ -110,6 +121,9 @@ CanaryOpt = Annotated[
 IdleMaxOpt = Annotated[
     float, typer.Option("--idle-max", help="idle-timeout probe: longest idle wait, seconds.")
 ]
+WarmOpt = Annotated[
+    bool, typer.Option("--warm", help="Then send a second request over the same connection.")
+]
 DNSRecheckOpt = Annotated[
     float,
     typer.Option("--dns-recheck", help="dns-cache probe: seconds between the two TTL queries."),
@@ -132,16 +146,14 @@ def run(
     max_tokens: MaxTokensOpt = None,
     header: HeaderOpt = None,
     api_key_env: KeyEnvOpt = None,
-    http: HTTPOpt = "auto",
+    http: HTTPOpt = None,
     resolve: ResolveOpt = None,
     cacert: CACertOpt = None,
-    insecure: InsecureOpt = False,
+    insecure: InsecureOpt = None,
     ipv4: IPv4Opt = False,
     ipv6: IPv6Opt = False,
-    timeout: TimeoutOpt = 60.0,
-    warm: Annotated[
-        bool, typer.Option("--warm", help="Then send a second request over the same connection.")
-    ] = False,
+    timeout: TimeoutOpt = None,
+    warm: WarmOpt = False,
     json_out: JSONOpt = False,
     fail_on: FailOnOpt = "fail",
     resolver: ResolverOpt = None,
@@ -197,16 +209,18 @@ def probe(
     ] = None,
     provider: ProviderOpt = None,
     model: ModelOpt = None,
+    prompt: PromptOpt = None,
     max_tokens: MaxTokensOpt = None,
     header: HeaderOpt = None,
     api_key_env: KeyEnvOpt = None,
-    http: HTTPOpt = "auto",
+    http: HTTPOpt = None,
     resolve: ResolveOpt = None,
     cacert: CACertOpt = None,
-    insecure: InsecureOpt = False,
+    insecure: InsecureOpt = None,
     ipv4: IPv4Opt = False,
     ipv6: IPv6Opt = False,
-    timeout: TimeoutOpt = 60.0,
+    timeout: TimeoutOpt = None,
+    warm: WarmOpt = False,
     json_out: JSONOpt = False,
     fail_on: FailOnOpt = "fail",
     resolver: ResolverOpt = None,

@@ -19,6 +19,7 @@ from promptpath.options import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
     DEFAULT_PROMPT,
+    DEFAULT_TIMEOUT_S,
     HTTPChoice,
     Provider,
     RunOptions,
@@ -44,12 +45,12 @@ class RunArgs:
     max_tokens: int | None = None
     headers: list[str] = field(default_factory=list)
     api_key_env: str | None = None
-    http: str = "auto"
+    http: str | None = None  # None: not given (profile, else "auto")
     resolve: list[str] = field(default_factory=list)
     cacert: str | None = None
-    insecure: bool = False
+    insecure: bool | None = None
     family: int = 0
-    timeout: float = 60.0
+    timeout: float | None = None
     warm: bool = False
     resolver: str | None = None
     authoritative: str | None = None
@@ -69,7 +70,6 @@ def apply_profile(
     from promptpath.config import config_path, load_profile
 
     profile = load_profile(args.target, config_path(dict(env)))
-    defaults = RunArgs(target="")
     merged: dict[str, object] = {"target": profile["url"]}
     for key in (
         "provider",
@@ -83,7 +83,8 @@ def apply_profile(
         "timeout",
         "resolver",
     ):
-        if key in profile and getattr(args, key) == getattr(defaults, key):
+        # Only what the command line left unsaid: an explicit value, even the default, wins.
+        if key in profile and getattr(args, key) is None:
             merged[key] = profile[key]
     if "headers" in profile:
         merged["headers"] = [f"{k}: {v}" for k, v in profile["headers"].items()] + args.headers
@@ -125,11 +126,13 @@ def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOp
                 f" ({', '.join(PROVIDERS)})"
             )
         provider = detected
-    if args.http not in HTTP_CHOICES:
-        raise UsageError(f"--http must be one of {', '.join(HTTP_CHOICES)}, got {args.http!r}")
+    http = args.http or "auto"
+    timeout = DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout
+    if http not in HTTP_CHOICES:
+        raise UsageError(f"--http must be one of {', '.join(HTTP_CHOICES)}, got {http!r}")
     if args.both_families:
         raise UsageError("-4 and -6 exclude each other")
-    if not math.isfinite(args.timeout) or args.timeout <= 0:
+    if not math.isfinite(timeout) or timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
     max_tokens = DEFAULT_MAX_TOKENS if args.max_tokens is None else args.max_tokens
     if max_tokens < 1:
@@ -161,12 +164,12 @@ def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOp
         headers=tuple(parse_header(h) for h in args.headers),
         api_key=api_key or None,
         api_key_env=key_env,
-        http=args.http,  # type: ignore[arg-type]
+        http=http,  # type: ignore[arg-type]
         resolve=tuple(parse_resolve(r) for r in args.resolve),
         cacert=args.cacert,
-        insecure=args.insecure,
+        insecure=bool(args.insecure),
         family=args.family,
-        timeout=args.timeout,
+        timeout=timeout,
         warm=args.warm,
         resolver=args.resolver,
         authoritative=args.authoritative,
@@ -293,6 +296,25 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
         console.print(f"[dim]… {message}[/dim]")
 
     if args.compare_http:
+        clash = [
+            flag
+            for flag, given in (
+                ("--probe", bool(probes)),
+                ("--warm", args.warm),
+                ("--http", args.http not in (None, "auto")),
+            )
+            if given
+        ]
+        if clash:
+            return usage_failure(
+                UsageError(f"--compare-http chooses the protocols itself; drop {', '.join(clash)}"),
+                json_out,
+            )
+        if options.target.scheme != "https":
+            return usage_failure(
+                UsageError("--compare-http needs an https:// target (HTTP/3 is TLS only)"),
+                json_out,
+            )
         return _compare(options, json_out=json_out, console=console)
 
     async def main() -> TraceResult:

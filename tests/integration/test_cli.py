@@ -258,3 +258,27 @@ def test_usage_error_json_validates_too() -> None:
     body = json.loads(res.stdout)
     jsonschema.validate(body, SCHEMA)
     assert body["error"]["stage"] == "config" and body["ok"] is False
+
+
+@pytest.mark.parametrize("extra", [["--warm"], ["--probe", "buffering"], ["--http", "1.1"]])
+def test_compare_http_refuses_options_it_would_ignore(extra: list[str]) -> None:
+    res = invoke("run", "https://localhost:1/v1/messages", "--compare-http", *extra)
+    assert res.exit_code == ExitCode.USAGE and "--compare-http" in res.output
+
+
+def test_probe_takes_the_same_trace_options_as_run(ref: RefServer) -> None:
+    res = invoke(
+        "probe",
+        url(ref),
+        "buffering",
+        "--cacert",
+        str(ref.ca),
+        "--prompt",
+        "hi",
+        "--max-tokens",
+        "8",
+        "--warm",
+        "--json",
+    )
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["warm"]["reused_connection"] is True

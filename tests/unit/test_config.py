@@ -68,3 +68,16 @@ def test_missing_config_file(tmp_path: Path) -> None:
     env = {"PROMPTPATH_CONFIG": str(tmp_path / "absent.toml")}
     with pytest.raises(UsageError, match="not a URL"):
         build_options(RunArgs(target="prod"), environ=env)
+
+
+def test_an_explicit_default_on_the_command_line_still_beats_the_profile(tmp_path: Path) -> None:
+    text = (
+        "[profiles.p]\nurl = 'https://h/v1/messages'\ntimeout = 1\ninsecure = true\nhttp = '1.1'\n"
+    )
+    env = {"PROMPTPATH_CONFIG": str(write(tmp_path, text))}
+    from_profile = build_options(RunArgs(target="p"), environ=env)
+    assert (from_profile.timeout, from_profile.insecure, from_profile.http) == (1, True, "1.1")
+    explicit = build_options(
+        RunArgs(target="p", timeout=60.0, insecure=False, http="auto"), environ=env
+    )
+    assert (explicit.timeout, explicit.insecure, explicit.http) == (60.0, False, "auto")
