@@ -135,7 +135,7 @@ def headline(timeline: Timeline, metrics: Metrics) -> str:
         share = 100.0 * server_wait / ttft if ttft > 0 else 0.0
         parts.append(
             f"first token after {ttft:.0f} ms ({server_wait:.0f} ms after the request was sent,"
-            f" {share:.0f}%; connection setup {setup:.0f} ms)"
+            f" {share:.0f}% of it; connection setup {setup:.0f} ms)"
         )
     else:
         parts.append("no content token arrived")

@@ -265,19 +265,41 @@ _register_serve()
 def main() -> None:
     """Console-script entry point: exit codes are the contract, tracebacks never reach users."""
     try:
-        app(standalone_mode=True)
+        # Not standalone: click would print usage errors without JSON and turn Ctrl-C into
+        # "Aborted!" with exit 1.
+        code = app(standalone_mode=False)
     except KeyboardInterrupt:
         print("promptpath: interrupted", file=sys.stderr)
         sys.exit(ExitCode.INTERRUPTED)
     except PromptpathError as exc:  # errors raised before a reporter took over
         print(f"promptpath: {exc.message}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except Exception as exc:  # a bug of ours: one line, a distinct code, no traceback
-        if os.environ.get("PROMPTPATH_DEBUG"):
-            raise
-        print(f"promptpath: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print("promptpath: set PROMPTPATH_DEBUG=1 for the traceback", file=sys.stderr)
-        sys.exit(ExitCode.INTERNAL)
+    except Exception as exc:
+        _click_or_bug(exc)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_or_bug(exc: Exception) -> None:
+    # Typer ships its own copy of click, so its exceptions are recognised by shape.
+    if type(exc).__name__ == "Abort":
+        print("promptpath: interrupted", file=sys.stderr)
+        sys.exit(ExitCode.INTERRUPTED)
+    show = getattr(exc, "show", None)
+    if callable(show) and isinstance(getattr(exc, "exit_code", None), int):
+        show()
+        if "--json" in sys.argv[1:] and exc.exit_code == ExitCode.USAGE:  # type: ignore[attr-defined]
+            from promptpath.errors import UsageError
+            from promptpath.runner import usage_json
+
+            message = getattr(exc, "format_message", lambda: str(exc))()
+            print(usage_json(UsageError(str(message))))
+        sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+    if os.environ.get("PROMPTPATH_DEBUG"):
+        raise exc
+    # A bug of ours: one line, a distinct code, no traceback.
+    print(f"promptpath: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    print("promptpath: set PROMPTPATH_DEBUG=1 for the traceback", file=sys.stderr)
+    sys.exit(ExitCode.INTERNAL)
 
 
 __all__ = ["app", "main"]

@@ -190,10 +190,13 @@ def exit_code_for(result: TraceResult, fail_on: str) -> ExitCode:
 
 
 def report_console(json_out: bool, stdout: TextIO | None = None) -> Console:
-    """Terminal report on stdout only when it is a terminal and JSON is not asked for."""
+    """Terminal report on stdout only when it is a terminal and JSON is not asked for.
+
+    Into a file or a CI log nothing is wrapped: the verdict stays one greppable line."""
     out = stdout or sys.stdout
     to_stdout = not json_out and out.isatty()
-    return Console(file=out if to_stdout else sys.stderr, highlight=False, soft_wrap=False)
+    file = out if to_stdout else sys.stderr
+    return Console(file=file, highlight=False, soft_wrap=not file.isatty())
 
 
 def scrub(text: str, secrets: list[str]) -> str:
@@ -255,22 +258,25 @@ def emit(
     return int(code)
 
 
+def usage_json(exc: PromptpathError) -> str:
+    """The short JSON object for an error found before anything was sent."""
+    import json
+
+    return json.dumps(
+        {
+            "schema": "promptpath.run/1",
+            "ok": False,
+            "exit_code": int(exc.exit_code),
+            "error": {"stage": exc.stage, "kind": exc.kind, "message": exc.message},
+        }
+    )
+
+
 def usage_failure(exc: PromptpathError, json_out: bool) -> int:
     """A problem found before any packet was sent: one line, and JSON if asked for."""
     print(f"promptpath: {exc.message}", file=sys.stderr)
     if json_out:
-        import json
-
-        print(
-            json.dumps(
-                {
-                    "schema": "promptpath.run/1",
-                    "ok": False,
-                    "exit_code": int(exc.exit_code),
-                    "error": {"stage": exc.stage, "kind": exc.kind, "message": exc.message},
-                }
-            )
-        )
+        print(usage_json(exc))
     return int(exc.exit_code)
 
 

@@ -32,3 +32,18 @@ def test_sigint_during_a_trace_exits_130(tmp_path: Path) -> None:
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 130, (out, err)
     assert "interrupted" in err and "Traceback" not in err
+
+
+def test_click_usage_errors_still_give_json_through_main() -> None:
+    import json
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "promptpath", "run", "https://h/v1/messages", "--json", "--bogus"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 2
+    body = json.loads(proc.stdout)
+    assert body["exit_code"] == 2 and "--bogus" in body["error"]["message"]
+    assert "Traceback" not in proc.stderr
