@@ -7,7 +7,8 @@
      ├── TLSError                   unknown CA, expired, wrong host        exit 5
      ├── HTTPStatusError            4xx/5xx before the stream              exit 6
      ├── StreamError                truncated, malformed, error event      exit 7
-     └── TraceTimeout               --timeout elapsed in some stage        exit 8
+     ├── TraceTimeout               --timeout elapsed in some stage        exit 8
+     └── Interrupted                Ctrl-C in some stage                   exit 130
 
 Foreign exceptions (OSError, ssl.SSLError, httpcore.*) are translated only at the
 transport boundary, with ``raise ... from exc``.
@@ -63,3 +64,7 @@ class StreamError(PromptpathError):
 
 class TraceTimeout(PromptpathError):
     exit_code = ExitCode.TIMEOUT
+
+
+class Interrupted(PromptpathError):
+    exit_code = ExitCode.INTERRUPTED

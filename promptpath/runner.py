@@ -323,8 +323,10 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
             )
         return _compare(options, json_out=json_out, console=console)
 
+    started: list[TraceResult] = []
+
     async def main() -> TraceResult:
-        result = await trace(options)
+        result = await trace(options, on_start=started.append)
         if options.http != "3" and options.target.scheme == "https" and result.timeline.status:
             from promptpath.h3discovery import discover_h3
 
@@ -338,9 +340,19 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
     try:
         result = anyio.run(main)
     except KeyboardInterrupt:
-        # Here, not in the CLI: click would turn it into "Aborted!" and exit 1.
         print("promptpath: interrupted", file=sys.stderr)
-        return int(ExitCode.INTERRUPTED)
+        if not started:
+            return int(ExitCode.INTERRUPTED)
+        # Report what was measured up to Ctrl-C: a CI job still gets its JSON.
+        from promptpath.errors import Interrupted
+        from promptpath.trace import phase_of, record_error
+
+        result = started[0]
+        tl = result.timeline
+        stage = phase_of(tl, options)
+        result.exc = record_error(
+            tl, Interrupted(f"interrupted in stage {stage!r}", stage=stage, kind="interrupted")
+        )
     return emit(result, json_out=json_out, fail_on=fail_on, console=console)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,8 +99,13 @@ def _preload(options: RunOptions) -> None:
         import cryptography.x509  # noqa: F401
 
 
-async def trace(options: RunOptions) -> TraceResult:
-    """Trace one prompt (and, with --warm, a second one over the same connection)."""
+async def trace(
+    options: RunOptions, *, on_start: Callable[[TraceResult], None] | None = None
+) -> TraceResult:
+    """Trace one prompt (and, with --warm, a second one over the same connection).
+
+    ``on_start`` receives the result as soon as it exists, so a caller interrupted by
+    Ctrl-C can still report the partial timeline."""
     if options.resolver is not None:
         import promptpath.net.dnsquery  # noqa: F401 - dnspython's import is not DNS time
     if options.http == "3":
@@ -111,6 +117,8 @@ async def trace(options: RunOptions) -> TraceResult:
     timeline = new_timeline()
     recorder = Recorder(timeline)
     result = TraceResult(options=options, timeline=timeline)
+    if on_start is not None:
+        on_start(result)
     async with pool_for(options, recorder, ctx) as pool:
         result.exc = await traced_request(pool, options, recorder)
         if options.warm and result.exc is None:

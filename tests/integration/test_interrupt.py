@@ -22,6 +22,7 @@ def test_sigint_during_a_trace_exits_130(tmp_path: Path) -> None:
                 f"http://127.0.0.1:{srv.port}/v1/messages",
                 "-H",
                 "x-promptpath-ttft-ms: 20000",
+                "--json",
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -32,6 +33,12 @@ def test_sigint_during_a_trace_exits_130(tmp_path: Path) -> None:
         out, err = proc.communicate(timeout=10)
     assert proc.returncode == 130, (out, err)
     assert "interrupted" in err and "Traceback" not in err
+    # The partial timeline still reaches stdout as JSON, with the stage it was in.
+    import json
+
+    body = json.loads(out)
+    assert body["exit_code"] == 130 and body["error"]["kind"] == "interrupted"
+    assert body["error"]["stage"] == "first_token" and "ttfb" in body["milestones_ms"]
 
 
 def test_click_usage_errors_still_give_json_through_main() -> None:
