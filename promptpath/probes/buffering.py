@@ -100,4 +100,4 @@ class BufferingProbe(Probe):
                     summary=f"the probe's request failed: {result.exc.message}",
                     evidence=context,
                 )
-        return judge(tl, canary=canary, context=context)
+        return judge(tl, canary=canary, max_tokens=opts.max_tokens, context=context)

@@ -11,6 +11,7 @@ each flush are buffering measured directly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
@@ -36,17 +37,29 @@ HOLD_FAIL_P90_MS = 1000.0
 HOLD_JUMP_MS = 100.0  # a hold this much above the previous event's: a new burst began
 CLOCK_SLACK_NS = 50_000_000  # lags below -50 ms: the two machines' clocks disagree
 MAX_LISTED = 20  # bursts/silences listed in the evidence
+MIN_ASK = 64  # the fewest tokens worth asking for when a stream was too short to judge
+#: Content types of a stream (SSE, NDJSON): only there is Content-Length a buffering sign.
+STREAM_TYPES = ("text/event-stream", "ndjson", "jsonl")
 
 
 # -- header signs ----------------------------------------------------------------------
+def is_stream(timeline: Timeline) -> bool:
+    """The response is an event stream: by its content type, or events were decoded."""
+    ctype = (timeline.header("content-type") or "").lower()
+    return any(t in ctype for t in STREAM_TYPES) or any(
+        e.kind == "content" for e in timeline.events
+    )
+
+
 def stream_signs(timeline: Timeline) -> dict[str, object]:
     """Header-level signs of a buffering hop on an event stream."""
     signs: dict[str, object] = {}
-    if timeline.header("content-length") is not None:
-        signs["content_length"] = timeline.header("content-length")
-    encoding = (timeline.header("content-encoding") or "identity").strip().lower()
-    if encoding != "identity":
-        signs["content_encoding"] = encoding
+    if is_stream(timeline):
+        if timeline.header("content-length") is not None:
+            signs["content_length"] = timeline.header("content-length")
+        encoding = (timeline.header("content-encoding") or "identity").strip().lower()
+        if encoding != "identity":
+            signs["content_encoding"] = encoding
     ttfb = timeline.milestones.get("ttfb")
     first_body = min((c.t_ns for c in timeline.chunks), default=None)
     if ttfb is not None and first_body is not None and first_body - ttfb <= 1_000_000:
@@ -132,6 +145,46 @@ def _canary_facts(holds: Holds) -> tuple[Verdict, str, dict[str, object]]:
     if holds.flushes:
         held += f" ({holds.flushes} flushes)"
     return _hold_verdict(holds), held, facts
+
+
+def header_phrase(signs: dict[str, object]) -> str | None:
+    """The header signs that alone make a stream suspect (Content-Length, compression)."""
+    said = []
+    if "content_length" in signs:
+        said.append(
+            f"a hop sent Content-Length: {signs['content_length']} on the event stream (it"
+            " held the whole response to count it)"
+        )
+    if "content_encoding" in signs:
+        said.append(f"a hop compresses the event stream ({signs['content_encoding']})")
+    return " and ".join(said) or None
+
+
+# -- a stream too short to judge -------------------------------------------------------
+def tokens_sent(timeline: Timeline) -> tuple[int, str]:
+    """(tokens the server sent, counted from "usage" or "events"): its own count if it
+    reported one, else the content events (one token or more each)."""
+    counts = [e.usage.output_tokens for e in timeline.events if e.usage and e.usage.output_tokens]
+    if counts:
+        return counts[-1], "usage"
+    return sum(1 for e in timeline.events if e.kind == "content"), "events"
+
+
+def short_stream_note(timeline: Timeline, content: int, max_tokens: int | None) -> str:
+    """What to do about a stream too short to judge: ask for more, unless the server
+    already stopped short of what was asked (then more would not help)."""
+    sent, source = tokens_sent(timeline)
+    if max_tokens is not None and sent < max_tokens:
+        unit = "tokens" if source == "usage" else "content events"
+        return (
+            f"the server stopped early: {sent} {unit} of the {max_tokens} tokens asked for"
+            " (--max-tokens is not what limits this answer)"
+        )
+    want = MIN_ASK
+    if max_tokens is not None:
+        # A server that packs several tokens into one event needs proportionally more.
+        want = max(want, math.ceil(2 * MIN_EVENTS * max_tokens / max(1, content)))
+    return f"raise --max-tokens to ≥ {want}"
 
 
 # -- the finding -----------------------------------------------------------------------
@@ -233,9 +286,14 @@ def judge(
     timeline: Timeline,
     *,
     canary: bool,
+    max_tokens: int | None = None,
     context: dict[str, object] | None = None,
 ) -> Finding:
-    """The buffering finding for one traced stream (the probe's own request)."""
+    """The buffering finding for one traced stream (the probe's own request).
+
+    ``max_tokens`` is what the request asked for: it tells a server that stopped early
+    from a limit set too low.
+    """
     d = delivery(timeline)
     signs = stream_signs(timeline)
     hints = header_hints(timeline.response_headers)
@@ -263,6 +321,13 @@ def judge(
         "hops": hops,
         **(context or {}),
     }
+    sent, counted_from = tokens_sent(timeline)
+    evidence["tokens"] = {
+        "asked": max_tokens,
+        "sent": sent,
+        "counted_from": counted_from,
+        "stopped_early": max_tokens is not None and sent < max_tokens,
+    }
     verdict = _blind_verdict(d)
     summary = _describe(d, timeline)
     holds = holds_of(timeline) if canary else None
@@ -289,8 +354,17 @@ def judge(
             summary += f"; hops named by headers: {', '.join(hops)}"
         if d.buffer_size:
             summary += f" — a hop's {_kib(d.buffer_size)} buffer flushing when full"
-    elif verdict == Verdict.PASS and signs.get("content_encoding"):
-        verdict = Verdict.WARN
-        summary += f", but a hop compresses it ({signs['content_encoding']}): a buffering risk"
+    if d.content_events < MIN_EVENTS and holds is None:
+        summary += f"; {short_stream_note(timeline, d.content_events, max_tokens)}"
+    # Hop settings are advised on what the delivery showed; the header signs bring their own.
     advice = _advice(verdict, hops, signs, d)
+    # Content-Length or compression on an event stream is evidence on its own: never a
+    # pass, never a skip, however few events arrived.
+    headers_say = header_phrase(signs)
+    if headers_say is not None and verdict in (Verdict.SKIP, Verdict.PASS):
+        if verdict == Verdict.SKIP:
+            summary = f"{headers_say}; the delivery itself could not be judged: {summary}"
+        else:
+            summary += f", but {headers_say}: a buffering risk"
+        verdict = Verdict.WARN
     return Finding(probe=PROBE, verdict=verdict, summary=summary, evidence=evidence, advice=advice)

@@ -171,11 +171,12 @@ def delivery(timeline: Timeline) -> Delivery:
         )
 
     if content < MIN_EVENTS:
-        want = max(2 * MIN_EVENTS, 64)
+        # What to do about it (ask for more tokens, or not) is the caller's call: only it
+        # knows how many tokens were asked for.
         return made(
             None,
             f"only {content} content events arrived: too few to tell streaming from buffering"
-            f" (need ≥ {MIN_EVENTS}; raise --max-tokens to ≥ {want})",
+            f" (need ≥ {MIN_EVENTS})",
         )
     in_bursts = sum(b.nevents for b in bursts)
     biggest = max(bursts, key=lambda b: b.nevents, default=None)

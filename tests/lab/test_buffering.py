@@ -178,6 +178,32 @@ def test_blind_mode_on_a_short_stream_skips_with_the_reason(ref: RefServer) -> N
     assert f.evidence["pattern"] is None
 
 
+def sse_body(tokens: int) -> str:
+    """An OpenAI chat stream of ``tokens`` one-token chunks, as nginx would hold it whole."""
+    chunk = (
+        '{"id":"c","object":"chat.completion.chunk",'
+        '"choices":[{"index":0,"delta":{"content":"%d "}}]}'
+    )
+    events = [f"data: {chunk % (i + 1)}" for i in range(tokens)] + ["data: [DONE]"]
+    return "".join(e + "\n\n" for e in events)
+
+
+def test_content_length_on_a_short_event_stream_warns_and_says_the_server_stopped_early(
+    ref: RefServer, tmp_path: Path
+) -> None:
+    # nginx `return` sends the whole body with Content-Length, as a hop that buffered the
+    # answer to count it would; the answer stops at 10 tokens although 64 were asked for.
+    body = sse_body(10).replace("\n", "\\n")  # nginx turns \n back into a newline
+    location = f"default_type text/event-stream; return 200 '{body}';"
+    with proxylab.nginx(ref.port, tmp_path, location=location) as px:
+        f, _ = probe(px.url, canary=False, max_tokens=64)
+    assert f.verdict is Verdict.WARN, explain(f, px)
+    assert f.evidence["signs"] == {"content_length": str(len(sse_body(10)))}, explain(f)
+    assert "Content-Length" in f.summary and "stopped early" in f.summary, f.summary
+    assert "--max-tokens to" not in f.summary
+    assert any("Content-Length" in a for a in f.advice)
+
+
 def test_cli_reports_the_finding_in_json_and_fails_on_it(ref: RefServer, tmp_path: Path) -> None:
     with proxylab.nginx(ref.port, tmp_path, location="proxy_buffering on;") as px:
         args = ["run", px.url + CHAT, "--model", "m", "--http", "1.1", "--max-tokens", "8"]

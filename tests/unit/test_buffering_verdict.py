@@ -11,7 +11,7 @@ from promptpath.findings import Verdict
 from promptpath.probes.buffering_verdict import holds_of, judge
 from promptpath.probes.delivery import MIN_EVENTS, buffer_size_of, bursts_of, units_of
 from promptpath.probes.hophints import header_hints
-from promptpath.timeline import BodyChunk, Read, StreamEvent, Timeline
+from promptpath.timeline import BodyChunk, Read, StreamEvent, Timeline, Usage
 
 MS = 1_000_000
 T0_UNIX = 1_800_000_000_000_000_000
@@ -148,11 +148,89 @@ def test_a_whole_answer_that_came_at_once_quickly_is_too_fast_to_judge() -> None
 
 
 def test_a_short_stream_is_skipped_with_the_reason_not_passed() -> None:
-    finding = judge(streamed(n=MIN_EVENTS - 12), canary=False)
+    finding = judge(streamed(n=MIN_EVENTS - 12), canary=False, max_tokens=8)
     assert finding.verdict is Verdict.SKIP
     assert "only 8 content events" in finding.summary
-    assert "--max-tokens" in finding.summary
+    assert "raise --max-tokens to ≥ 64" in finding.summary
     assert finding.evidence["pattern"] is None
+    assert finding.evidence["tokens"] == {
+        "asked": 8,
+        "sent": 8,
+        "counted_from": "events",
+        "stopped_early": False,
+    }
+
+
+def test_a_server_that_stopped_short_of_max_tokens_is_not_told_to_raise_it() -> None:
+    finding = judge(streamed(n=10), canary=False, max_tokens=64)
+    assert finding.verdict is Verdict.SKIP
+    assert "--max-tokens to" not in finding.summary
+    assert "the server stopped early: 10 content events of the 64 tokens asked for" in (
+        finding.summary
+    )
+    tokens = finding.evidence["tokens"]
+    assert isinstance(tokens, dict) and tokens["stopped_early"] is True
+
+
+def test_the_servers_own_token_count_decides_whether_it_stopped_early() -> None:
+    # 10 events carrying 64 tokens between them: the limit was reached, ask for more.
+    tl = streamed(n=10)
+    tl.events.append(
+        StreamEvent(t_ns=tl.events[-1].t_ns, kind="end", usage=Usage(output_tokens=64))
+    )
+    finding = judge(tl, canary=False, max_tokens=64)
+    assert finding.evidence["tokens"] == {
+        "asked": 64,
+        "sent": 64,
+        "counted_from": "usage",
+        "stopped_early": False,
+    }
+    assert "raise --max-tokens to ≥ 256" in finding.summary  # 2 x 20 events at 6.4 a piece
+    early = streamed(n=10)
+    early.events.append(
+        StreamEvent(t_ns=early.events[-1].t_ns, kind="end", usage=Usage(output_tokens=12))
+    )
+    summary = judge(early, canary=False, max_tokens=64).summary
+    assert "stopped early: 12 tokens of the 64 tokens asked for" in summary
+
+
+def test_content_length_on_a_short_event_stream_warns_instead_of_skipping() -> None:
+    # The review's case: Content-Length: 556, ten events, --max-tokens 64.
+    tl = streamed(n=10)
+    tl.response_headers.append(("Content-Length", "556"))
+    finding = judge(tl, canary=False, max_tokens=64)
+    assert finding.verdict is Verdict.WARN
+    assert finding.summary.startswith("a hop sent Content-Length: 556 on the event stream")
+    assert "could not be judged" in finding.summary
+    assert "--max-tokens to" not in finding.summary
+    assert any("Content-Length" in a for a in finding.advice)
+    assert not any("http-no-delay" in a for a in finding.advice)  # nothing coalesced
+
+
+def test_gzip_and_content_length_on_a_short_event_stream_warn_with_both_named() -> None:
+    tl = streamed(n=10)
+    tl.response_headers += [("Content-Encoding", "gzip"), ("Content-Length", "556")]
+    for canary in (False, True):
+        finding = judge(tl, canary=canary, max_tokens=64)
+        assert finding.verdict is Verdict.WARN
+        assert "Content-Length: 556" in finding.summary and "(gzip)" in finding.summary
+        assert any("compression" in a for a in finding.advice)
+        assert any("Content-Length" in a for a in finding.advice)
+
+
+def test_content_length_on_a_streamed_event_stream_warns() -> None:
+    tl = streamed()
+    tl.response_headers.append(("Content-Length", "19200"))
+    finding = judge(tl, canary=True, max_tokens=60)
+    assert finding.verdict is Verdict.WARN
+    assert "but a hop sent Content-Length: 19200" in finding.summary
+
+
+def test_content_length_on_a_json_error_body_is_no_stream_sign() -> None:
+    tl = timeline([], headers=(("content-type", "application/json"), ("content-length", "87")))
+    finding = judge(tl, canary=False, max_tokens=64)
+    assert finding.evidence["signs"] == {}
+    assert finding.verdict is Verdict.SKIP
 
 
 def test_an_empty_stream_is_skipped() -> None:
