@@ -8,13 +8,24 @@ from itertools import pairwise
 from promptpath.stats import Summary, intervals_ms, summarize
 from promptpath.timeline import MILESTONES, StreamEvent, Timeline
 
-#: Waterfall stages derived from milestones: (name, from, to).
+#: Waterfall stages derived from milestones: (name, from, to). "ready" is the moment the
+#: connection could carry the request: TLS done, else TCP connected, else t0 (reused).
 DERIVED_STAGES = (
-    ("request", "request_start", "request_sent"),
+    ("request", "ready", "request_sent"),
     ("wait", "request_sent", "ttfb"),
     ("first_token", "ttfb", "ttft"),
     ("streaming", "ttft", "last_token"),
 )
+
+
+def derived_bounds(timeline: Timeline) -> dict[str, tuple[int, int]]:
+    """Start and end stamps of the stages after the connection, back to back, so the
+    stage durations add up to the milestones (nothing the client did falls between)."""
+    m = dict(timeline.milestones)
+    m["ready"] = m.get("tls_done", m.get("connected", timeline.t0_ns))
+    return {
+        name: (m[start], m[end]) for name, start, end in DERIVED_STAGES if start in m and end in m
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,11 +102,8 @@ def compute(timeline: Timeline) -> Metrics:
         if stage.end_ns is not None and stage.name not in stages:
             stages[stage.name] = round((stage.end_ns - stage.start_ns) / 1e6, 3)
     m = timeline.milestones
-    for name, start, end in DERIVED_STAGES:
-        if start == "request_start" and start not in m:
-            start = "tls_done" if "tls_done" in m else "connected"
-        if start in m and end in m:
-            stages[name] = round((m[end] - m[start]) / 1e6, 3)
+    for name, (start_ns, end_ns) in derived_bounds(timeline).items():
+        stages[name] = round((end_ns - start_ns) / 1e6, 3)
     milestones = {
         name: round(value, 3)
         for name in MILESTONES

@@ -104,6 +104,9 @@ class TLSInfo:
     verified: bool | None = None  # None: not checked (-k)
     verify_error: str | None = None
     cert: CertInfo | None = None
+    # The peer's certificate as received; parsed into ``cert`` after the trace, off the
+    # clock (parsing it between handshake and request showed as request time).
+    cert_der: bytes | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,6 +31,7 @@ from promptpath.ingest import (
     status_error,
 )
 from promptpath.net.backend import Recorder, TracingBackend
+from promptpath.net.tlsinfo import finish_tls
 from promptpath.options import RunOptions
 from promptpath.providers import PreparedRequest, prepare
 from promptpath.timeline import ErrorInfo, Timeline
@@ -133,6 +134,7 @@ async def trace(
                 warm_tl.family = timeline.family
                 warm_tl.tls = timeline.tls
             result.warm = warm
+    finish_tls(timeline.tls)
     return result
 
 

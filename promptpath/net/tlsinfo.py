@@ -66,8 +66,14 @@ def describe_tls(
         cipher=cipher[0] if cipher else None,
         resumed=bool(ssl_object.session_reused),
         verified=verified,
-        cert=cert_info(ssl_object.getpeercert(binary_form=True)),
+        cert_der=ssl_object.getpeercert(binary_form=True),
     )
+
+
+def finish_tls(tls: TLSInfo | None) -> None:
+    """Parse the certificate kept during the trace (after it: parsing costs ~1-3 ms)."""
+    if tls is not None and tls.cert is None and tls.cert_der:
+        tls.cert = cert_info(tls.cert_der)
 
 
 def tls_failure(exc: ssl.SSLError, *, host: str, elapsed_ns: int) -> TLSError:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from promptpath.analysis import Metrics, compute, headline
+from promptpath.analysis import Metrics, compute, derived_bounds, headline
 from promptpath.findings import Verdict
 from promptpath.options import display_url
 from promptpath.stats import sparkline
@@ -47,29 +47,17 @@ _VERDICT_STYLE = {
 
 def _spans(timeline: Timeline, metrics: Metrics) -> list[tuple[str, str, float, float]]:
     """(label, key, start_ms, end_ms) for each stage that happened, on the t0 axis."""
-    m = timeline.milestones
+    derived = derived_bounds(timeline)
     spans: list[tuple[str, str, float, float]] = []
     for label, key in _ROWS:
         stage = timeline.stage(key)
         if stage is not None and stage.end_ns is not None:
-            start = (stage.start_ns - timeline.t0_ns) / 1e6
-            spans.append((label, key, start, (stage.end_ns - timeline.t0_ns) / 1e6))
-            continue
-        bounds = {
-            "request": ("request_start", "request_sent"),
-            "wait": ("request_sent", "ttfb"),
-            "first_token": ("ttfb", "ttft"),
-            "streaming": ("ttft", "last_token"),
-        }.get(key)
-        if bounds and bounds[0] in m and bounds[1] in m:
-            spans.append(
-                (
-                    label,
-                    key,
-                    (m[bounds[0]] - timeline.t0_ns) / 1e6,
-                    (m[bounds[1]] - timeline.t0_ns) / 1e6,
-                )
-            )
+            bounds: tuple[int, int] | None = (stage.start_ns, stage.end_ns)
+        else:
+            bounds = derived.get(key)
+        if bounds is not None:
+            start, end = ((b - timeline.t0_ns) / 1e6 for b in bounds)
+            spans.append((label, key, start, end))
     return spans
 
 
