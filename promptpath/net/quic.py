@@ -41,7 +41,14 @@ from promptpath.net.quic_verify import CertVerifier
 from promptpath.options import RunOptions
 from promptpath.providers import PreparedRequest, prepare
 from promptpath.timeline import Timeline
-from promptpath.trace import TraceResult, new_timeline, phase_of, record_error, timeout_error
+from promptpath.trace import (
+    AFTER_END_GRACE_S,
+    TraceResult,
+    new_timeline,
+    phase_of,
+    record_error,
+    timeout_error,
+)
 
 #: Request headers that are connection-specific and forbidden in HTTP/3 (RFC 9114 §4.2).
 _FORBIDDEN = frozenset(
@@ -138,13 +145,28 @@ async def _consume(
         raise not_a_stream_error(timeline, await _read_limited(queue, head, 2048))
     ingest = BodyIngest(timeline, options)
     last_ns = head.t_ns
+    arrivals = _body(queue, head).__aiter__()
     try:
-        async for arrival in _body(queue, head):
+        while True:
+            # As over TCP: once the stream said its last word, the body gets a short grace.
+            with anyio.move_on_after(AFTER_END_GRACE_S if ingest.terminal else None) as wait:
+                try:
+                    arrival = await arrivals.__anext__()
+                except StopAsyncIteration:
+                    break
+            if wait.cancelled_caught:
+                timeline.extra["close_after_end"] = (
+                    f"still open {AFTER_END_GRACE_S:g} s after the end of the stream"
+                )
+                break
             last_ns = arrival.t_ns
             ingest.feed(arrival.data, arrival.t_ns, arrival.read_index)
     except _Broken as err:
-        if timeline.stream_end is None:  # a reset after the terminal marker cuts nothing
-            raise ingest.broken(str(err), time.perf_counter_ns()) from err
+        # A reset after the terminal marker cuts nothing; before it, the stream is truncated.
+        failure = ingest.ended_abruptly(str(err), time.perf_counter_ns())
+        if failure is not None:
+            raise failure from err
+        return
     ingest.finish(last_ns)
 
 

@@ -20,58 +20,24 @@ from promptpath.compare import (
     differences_json,
     summary,
 )
+from promptpath.report.terminal import STAGE_STYLE, bar, stage_spans
 from promptpath.timeline import Timeline
 from promptpath.trace import TraceResult
 
 COMPARE_SCHEMA = "promptpath.compare/1"
 
-_ROWS = (
-    ("DNS", "dns", "cyan"),
-    ("TCP connect", "connect", "blue"),
-    ("TLS", "tls", "magenta"),
-    ("QUIC handshake", "quic_handshake", "magenta"),
-    ("request", "request", "white"),
-    ("wait (TTFB)", "wait", "yellow"),
-    ("first token", "first_token", "red"),
-    ("streaming", "streaming", "green"),
-)
-
-_DERIVED = {
-    "request": ("request_start", "request_sent"),
-    "wait": ("request_sent", "ttfb"),
-    "first_token": ("ttfb", "ttft"),
-    "streaming": ("ttft", "last_token"),
-}
-
 
 def spans(timeline: Timeline) -> list[tuple[str, str, str, float, float]]:
     """(label, key, style, start_ms, end_ms) of every stage that happened, from t0."""
-    out: list[tuple[str, str, str, float, float]] = []
-    m = timeline.milestones
-    for label, key, style in _ROWS:
-        stage = timeline.stage(key)
-        if stage is not None and stage.end_ns is not None:
-            start_ns, end_ns = stage.start_ns, stage.end_ns
-        elif key in _DERIVED and all(name in m for name in _DERIVED[key]):
-            first, last = _DERIVED[key]
-            start_ns, end_ns = m[first], m[last]
-        else:
-            continue
-        out.append(
-            (label, key, style, (start_ns - timeline.t0_ns) / 1e6, (end_ns - timeline.t0_ns) / 1e6)
-        )
-    return out
+    return [
+        (label, key, STAGE_STYLE.get(key, "white"), start, end)
+        for label, key, start, end in stage_spans(timeline)
+    ]
 
 
 def _label(result: TraceResult) -> str:
     tl = result.timeline
     return tl.http_version or {"2": "HTTP/2", "3": "HTTP/3"}.get(result.options.http, "?")
-
-
-def _bar(start: float, end: float, total: float, width: int) -> Text:
-    a = int(start / total * width)
-    b = max(a + 1, round(end / total * width))
-    return Text(" " * a + "█" * min(b - a, width - a))
 
 
 def joint_waterfall(results: Sequence[TraceResult], width: int) -> Table:
@@ -97,9 +63,9 @@ def joint_waterfall(results: Sequence[TraceResult], width: int) -> Table:
         if not rows:
             table.add_row(name, "(no stage completed)", "", "")
         for j, (label, _key, style, start, end) in enumerate(rows):
-            bar = _bar(start, end, total, bar_width)
-            bar.stylize(style)
-            table.add_row(name if j == 0 else "", label, f"{end - start:.1f}", bar)
+            cells = bar(start, end, total, bar_width)
+            cells.stylize(style)
+            table.add_row(name if j == 0 else "", label, f"{end - start:.1f}", cells)
     return table
 
 

@@ -25,7 +25,7 @@ _ROWS = (
     ("streaming", "streaming"),
 )
 
-_STYLE = {
+STAGE_STYLE = {
     "dns": "cyan",
     "connect": "blue",
     "tls": "magenta",
@@ -45,7 +45,7 @@ _VERDICT_STYLE = {
 }
 
 
-def _spans(timeline: Timeline, metrics: Metrics) -> list[tuple[str, str, float, float]]:
+def stage_spans(timeline: Timeline) -> list[tuple[str, str, float, float]]:
     """(label, key, start_ms, end_ms) for each stage that happened, on the t0 axis."""
     derived = derived_bounds(timeline)
     spans: list[tuple[str, str, float, float]] = []
@@ -61,7 +61,7 @@ def _spans(timeline: Timeline, metrics: Metrics) -> list[tuple[str, str, float, 
     return spans
 
 
-def _bar(start: float, end: float, total: float, width: int) -> Text:
+def bar(start: float, end: float, total: float, width: int) -> Text:
     if total <= 0:
         return Text("")
     a = int(start / total * width)
@@ -70,7 +70,7 @@ def _bar(start: float, end: float, total: float, width: int) -> Text:
 
 
 def waterfall(timeline: Timeline, metrics: Metrics, width: int, title: str = "") -> Table:
-    spans = _spans(timeline, metrics)
+    spans = stage_spans(timeline)
     total = max([end for *_x, end in spans] + [metrics.closed_ms or 0.0, 1.0])
     bar_width = max(10, width - 34)
     table = Table(
@@ -80,9 +80,9 @@ def waterfall(timeline: Timeline, metrics: Metrics, width: int, title: str = "")
     table.add_column("ms", justify="right", no_wrap=True)
     table.add_column(f"0 … {total:.0f} ms", no_wrap=True)
     for label, key, start, end in spans:
-        bar = _bar(start, end, total, bar_width)
-        bar.stylize(_STYLE.get(key, "white"))
-        table.add_row(label, f"{end - start:.1f}", bar)
+        cells = bar(start, end, total, bar_width)
+        cells.stylize(STAGE_STYLE.get(key, "white"))
+        table.add_row(label, f"{end - start:.1f}", cells)
     return table
 
 
