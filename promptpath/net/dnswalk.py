@@ -63,7 +63,7 @@ class AuthResult:
     @property
     def answered(self) -> tuple[Lookup, ...]:
         """The final hop's authoritative answers that carried addresses."""
-        return tuple(lk for lk in self.final if lk.status == "ok")
+        return tuple(lk for lk in self.final if authoritative_answer(lk))
 
     @property
     def ips(self) -> frozenset[str]:
@@ -122,6 +122,16 @@ def ns_from_reply(message: dns.message.Message, zone: str) -> tuple[list[str], d
     return sorted(names), glue
 
 
+def authoritative_answer(lk: Lookup) -> bool:
+    """Addresses with the AA bit: the zone's own data, not a copy from some cache."""
+    return lk.status == "ok" and lk.aa
+
+
+def without_authority(lk: Lookup) -> bool:
+    """A server asked without recursion that answered from a cache (addresses, no AA)."""
+    return lk.status == "ok" and not lk.aa
+
+
 def parent_of(name: str) -> str | None:
     return None if name in (".", "") else (name.split(".", 1)[1] if "." in name else ".")
 
@@ -130,7 +140,10 @@ def overall_status(hops: Sequence[AuthHop]) -> AuthStatus:
     final = hops[-1].servers if hops else ()
     if not final:
         return "not_found"
-    best = min((lk.status for lk in final), key=STATUS_ORDER.index)
+    # Addresses without AA came from a cache (a resolver or forwarder named, or listed, as
+    # a name server): they are not the authority's answer.
+    statuses = ["lame" if without_authority(lk) else lk.status for lk in final]
+    best = min(statuses, key=STATUS_ORDER.index)
     answered: dict[str, AuthStatus] = {
         "ok": "ok",
         "nodata": "nodata",
@@ -139,9 +152,9 @@ def overall_status(hops: Sequence[AuthHop]) -> AuthStatus:
     }
     if best in answered:
         return answered[best]
-    if all(lk.status == "budget" for lk in final):
+    if all(st == "budget" for st in statuses):
         return "budget"
-    if all(lk.status in ("timeout", "network", "budget") for lk in final):
+    if all(st in ("timeout", "network", "budget") for st in statuses):
         return "unreachable"
     return "lame"
 
@@ -200,7 +213,10 @@ class Walker:
         if self.named is not None:
             label = format_server(self.named)
             found = await self.ask([(None, self.named)], qname)
-            usable = any(lk.status in ("ok", "nodata", "nxdomain", "cname") for lk in found)
+            usable = any(
+                authoritative_answer(lk) or lk.status in ("nodata", "nxdomain", "cname")
+                for lk in found
+            )
             if first or usable or self.resolver is None:
                 return AuthHop(qname=qname, zone=_zone_of(found), servers=tuple(found))
             self.notes.append(

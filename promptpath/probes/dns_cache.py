@@ -17,6 +17,7 @@ from promptpath.errors import UsageError
 from promptpath.findings import Finding
 from promptpath.net.dns import DNSAnswer, is_ip_literal
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
+from promptpath.probes.dns_signals import MIN_COUNTDOWN_S
 from promptpath.probes.dns_verdict import Observations, ResolverCheck, judge, skipped
 
 if TYPE_CHECKING:
@@ -31,6 +32,9 @@ QUERY_TIMEOUT_S = 2.0
 #: Time for everything except the recheck pause.
 QUERY_BUDGET_S = 10.0
 DEFAULT_RECHECK_S = 3.0
+#: A shorter recheck cannot tell a TTL counting down from a stuck one (whole seconds): the
+#: probe still runs and says so, but the command line should refuse it.
+MIN_RECHECK_S = MIN_COUNTDOWN_S
 MAX_RECHECK_S = 60.0
 MAX_RESOLVERS = 3
 #: Once a resolver has answered one address family, how long the other may take.

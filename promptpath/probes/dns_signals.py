@@ -9,7 +9,10 @@ Signals, each with the source it was seen at:
                 negative_cached           resolver says NXDOMAIN/no data, the authority has data
     inflated    ttl_inflated              resolver TTL above the zone's TTL (a TTL floor)
     broken      resolver_failed, authoritative_unreachable, authoritative_not_found,
-                lame_delegation, name_missing
+                lame_delegation, named_authoritative_lame, name_missing
+
+Each resolver's TTL countdown is classed (``countdown_of``): counting, refreshed, zone_ttl_0,
+too_soon (queries under ``MIN_COUNTDOWN_S`` apart: not judged), stuck (the signal), unchecked.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from promptpath.net.dnsmsg import Lookup, ede_text
-from promptpath.net.dnswalk import AuthResult
+from promptpath.net.dnswalk import AuthResult, without_authority
 
 EDE_STALE_ANSWER = 3
 EDE_STALE_NXDOMAIN = 19
@@ -31,6 +34,7 @@ PINNED_TTLS = {
     0: "0 s is how dnsmasq --use-stale-cache and some forwarders serve expired entries",
 }
 SignalKind = Literal["stale", "mismatch", "inflated", "broken"]
+Countdown = Literal["counting", "refreshed", "zone_ttl_0", "too_soon", "stuck", "unchecked"]
 DEFINITIVE = ("ok", "nodata", "nxdomain")
 FAILED = ("servfail", "refused", "formerr", "lame", "referral", "timeout", "network", "malformed")
 
@@ -104,7 +108,36 @@ def auth_says(auth: AuthResult) -> str:
 
 
 def definitive(auth: AuthResult | None) -> bool:
-    return auth is not None and auth.status in DEFINITIVE
+    """The authority gave an answer to compare with (addresses only with the AA bit)."""
+    if auth is None or auth.status not in DEFINITIVE:
+        return False
+    return auth.status != "ok" or bool(auth.answered)
+
+
+def countdown_of(rc: ResolverCheck, auth_ttl: int | None) -> Countdown:
+    """What the resolver's two TTLs say about its cache (see the module docstring)."""
+    second, elapsed = rc.second, rc.elapsed_s
+    if (
+        second is None
+        or elapsed is None
+        or not rc.first.status == second.status == "ok"
+        or rc.first.ttl is None
+        or second.ttl is None
+    ):
+        return "unchecked"
+    t1, t2 = rc.first.ttl, second.ttl
+    if t2 < t1:
+        return "counting"
+    if t2 > t1:
+        return "refreshed"  # fetched afresh (or prefetched) between the queries
+    if t1 == 0 and auth_ttl == 0:
+        return "zone_ttl_0"
+    if elapsed < MIN_COUNTDOWN_S:
+        return "too_soon"
+    # Expired between the two queries and fetched afresh: the same full TTL twice.
+    if 0 < t1 < elapsed and (auth_ttl is None or t1 == auth_ttl):
+        return "refreshed"
+    return "stuck"
 
 
 def resolver_signals(rc: ResolverCheck, auth: AuthResult | None) -> list[Signal]:
@@ -134,30 +167,26 @@ def resolver_signals(rc: ResolverCheck, auth: AuthResult | None) -> list[Signal]
             break
     auth_ttl = auth.ttl if auth is not None and auth.status == "ok" else None
     second, elapsed = rc.second, rc.elapsed_s
+    if second is not None and elapsed is not None and countdown_of(rc, auth_ttl) == "stuck":
+        t1, t2 = rc.first.ttl, second.ttl
+        hint = PINNED_TTLS.get(t1, "") if t1 is not None else ""
+        out.append(
+            Signal(
+                name="ttl_not_counting_down",
+                kind="stale",
+                source=src,
+                message=f"{src} answered TTL {t1} s twice, {elapsed:.1f} s apart"
+                + (f"; {hint}" if hint else ""),
+                data={"ttl_first": t1, "ttl_second": t2, "elapsed_s": round(elapsed, 3)},
+            )
+        )
     if (
         second is not None
         and elapsed is not None
         and rc.first.status == second.status == "ok"
         and rc.first.ttl is not None
-        and second.ttl is not None
     ):
-        t1, t2 = rc.first.ttl, second.ttl
-        if elapsed >= MIN_COUNTDOWN_S and t1 == t2:
-            # Expired between the two queries and fetched afresh: the same full TTL twice.
-            refetched = 0 < t1 < elapsed and (auth_ttl is None or t1 == auth_ttl)
-            zero_by_zone = t1 == 0 and auth_ttl == 0
-            if not (refetched or zero_by_zone):
-                hint = PINNED_TTLS.get(t1, "")
-                out.append(
-                    Signal(
-                        name="ttl_not_counting_down",
-                        kind="stale",
-                        source=src,
-                        message=f"{src} answered TTL {t1} s twice, {elapsed:.1f} s apart"
-                        + (f"; {hint}" if hint else ""),
-                        data={"ttl_first": t1, "ttl_second": t2, "elapsed_s": round(elapsed, 3)},
-                    )
-                )
+        t1 = rc.first.ttl
         if rc.first.ips != second.ips and elapsed < t1:
             out.append(
                 Signal(
@@ -245,7 +274,9 @@ def authoritative_signals(obs: Observations) -> list[Signal]:
         return []
     src = "authoritative"
     notes = "; ".join(auth.notes)
-    bad = [lk for lk in auth.final if lk.status not in (*DEFINITIVE, "cname")]
+    bad = [
+        lk for lk in auth.final if lk.status not in (*DEFINITIVE, "cname") or without_authority(lk)
+    ]
     if auth.status == "not_found":
         return [
             Signal(
@@ -268,15 +299,38 @@ def authoritative_signals(obs: Observations) -> list[Signal]:
             )
         ]
     out: list[Signal] = []
-    if bad:
+    # The server named with --authoritative has no NS name; the walk's servers all do.
+    named = [lk for lk in bad if auth.method == "--authoritative" and lk.nsname is None]
+    listed = [lk for lk in bad if lk not in named]
+    for lk in named:
+        out.append(
+            Signal(
+                name="named_authoritative_lame",
+                kind="broken",
+                source=src,
+                message=f"--authoritative {lk.server} is not authoritative for {lk.qname}: it "
+                f"{_lame_text(lk)}; there is no authority to compare the caches with",
+                data={
+                    "server": lk.server,
+                    "status": lk.status,
+                    "aa": lk.aa,
+                    "addresses": sorted(lk.ips),
+                },
+            )
+        )
+    if listed:
         out.append(
             Signal(
                 name="lame_delegation",
                 kind="broken",
                 source=src,
                 message="listed name servers that do not answer with authority: "
-                + "; ".join(f"{_label(lk)} {lk.error or lk.status}" for lk in bad),
-                data={"servers": [{"server": _label(lk), "status": lk.status} for lk in bad]},
+                + "; ".join(f"{_label(lk)} {_lame_text(lk)}" for lk in listed),
+                data={
+                    "servers": [
+                        {"server": _label(lk), "status": lk.status, "aa": lk.aa} for lk in listed
+                    ]
+                },
             )
         )
     caches = [rc.latest for rc in obs.resolvers] + ([obs.system] if obs.system else [])
@@ -297,6 +351,12 @@ def authoritative_signals(obs: Observations) -> list[Signal]:
             )
         )
     return out
+
+
+def _lame_text(lk: Lookup) -> str:
+    if without_authority(lk):
+        return f"answered {ips_text(lk.ips)} without the AA bit (aa: false: from a cache)"
+    return lk.error or lk.status
 
 
 def _label(lk: Lookup) -> str:

@@ -6,7 +6,9 @@ authority fails, as does an inflated cache holding an address the authority drop
 
 Evidence (JSON): ``signals`` (each with name, kind, source, message and its numbers), the
 address set ``used`` by the connection, the answers and TTLs from each source (``system``,
-``resolvers`` asked twice, ``authoritative`` servers), and the ``ttl_in_effect``.
+``resolvers`` asked twice, each with its ``countdown``), ``authoritative`` servers, and the
+``ttl_in_effect``. Queries too close together to judge a countdown are said so
+(``countdown_note``, and in the summary), never silently passed.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from promptpath.findings import Finding, Verdict
 from promptpath.net.dnsmsg import EDE_NAMES, Lookup, ede_text
 from promptpath.probes.dns_signals import (
     DEFINITIVE,
+    MIN_COUNTDOWN_S,
     Observations,
     ResolverCheck,
     Signal,
     SignalKind,
     auth_says,
+    countdown_of,
     definitive,
     find_signals,
     ips_text,
@@ -109,15 +113,38 @@ def _pass_summary(obs: Observations) -> tuple[str, bool]:
         return f"could not compare cached answers for {obs.host} with the authority", False
     if ok:
         rc = ok[0]
-        counting = ""
-        if rc.second is not None and rc.first.ttl is not None and rc.second.ttl is not None:
-            counting = f", counting down ({rc.first.ttl} -> {rc.second.ttl} s)"
         return (
             f"resolver {rc.server} agrees with the authoritative servers: {auth_says(auth)}"
-            f"{counting}",
+            f"{_countdown_phrase(rc, auth.ttl)}",
             True,
         )
     return f"the system resolver agrees with the authoritative servers: {auth_says(auth)}", True
+
+
+def _countdown_phrase(rc: ResolverCheck, auth_ttl: int | None) -> str:
+    """How the TTL moved between the two answers, for a passing summary ("" if unknown)."""
+    second = rc.second
+    if second is None:
+        return ""
+    t1, t2 = rc.first.ttl, second.ttl
+    return {
+        "counting": f", counting down ({t1} -> {t2} s)",
+        "refreshed": f", refreshed from the zone between the queries (TTL {t1} -> {t2} s)",
+        "zone_ttl_0": ", TTL 0 s as the zone says",
+    }.get(countdown_of(rc, auth_ttl), "")
+
+
+def countdown_note(obs: Observations) -> str | None:
+    """Why a resolver's countdown was not judged: its two answers came too close together."""
+    auth_ttl = obs.authoritative.ttl if obs.authoritative is not None else None
+    early = [rc for rc in obs.resolvers if countdown_of(rc, auth_ttl) == "too_soon"]
+    if not early:
+        return None
+    gap = min(rc.elapsed_s or 0.0 for rc in early)
+    return (
+        f"TTL countdown not checked: the two answers came {gap:.1f} s apart, too close to"
+        f" tell a countdown from a stuck TTL (needs ≥ {MIN_COUNTDOWN_S:g} s; --dns-recheck)"
+    )
 
 
 def _advice(obs: Observations, signals: Sequence[Signal]) -> list[str]:
@@ -166,6 +193,12 @@ def _advice(obs: Observations, signals: Sequence[Signal]) -> list[str]:
             out.append(
                 "The authoritative servers do not answer: caches serve what they have "
                 "(or fail); check the servers and the delegation, or pass --authoritative."
+            )
+        elif s.name == "named_authoritative_lame":
+            out.append(
+                f"{s.data['server']} answers from a cache, not as the zone's server: pass one "
+                "of the zone's own name servers (dig NS <zone>) to --authoritative, or drop "
+                "the option to let the probe find them."
             )
         elif s.name == "lame_delegation":
             out.append(
@@ -256,6 +289,7 @@ def evidence(obs: Observations, signals: Sequence[Signal]) -> dict[str, object]:
                 "server": rc.server,
                 "answers": [lookup_json(lk, t0) for lk in (rc.first, rc.second) if lk],
                 "elapsed_s": None if rc.elapsed_s is None else round(rc.elapsed_s, 3),
+                "countdown": countdown_of(rc, auth.ttl if auth is not None else None),
             }
             for rc in obs.resolvers
         ],
@@ -273,6 +307,8 @@ def evidence(obs: Observations, signals: Sequence[Signal]) -> dict[str, object]:
         },
         "ttl_in_effect": in_effect,
         "recheck_s": obs.recheck_s,
+        "countdown_min_s": MIN_COUNTDOWN_S,
+        "countdown_note": countdown_note(obs),
         "queries": obs.queries,
         "budget_exhausted": obs.budget_exhausted,
     }
@@ -290,6 +326,9 @@ def judge(obs: Observations) -> Finding:
     else:
         summary, comparable = _pass_summary(obs)
         verdict = Verdict.PASS if comparable else Verdict.WARN
+    note = countdown_note(obs)
+    if note is not None:
+        summary += f"; {note}"
     return Finding(
         probe=PROBE,
         verdict=verdict,

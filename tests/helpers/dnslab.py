@@ -212,6 +212,7 @@ class Unbound(LabServer):
         zone: str,
         upstream_port: int,
         serve_expired: bool = False,
+        allow_snoop: bool = False,
         extra: Sequence[str] = (),
     ) -> None:
         self.zone = zone.rstrip(".") + "."
@@ -219,6 +220,8 @@ class Unbound(LabServer):
         super().__init__(workdir, probe_name="localhost.")
         self.upstream_port = upstream_port
         self.serve_expired = serve_expired
+        # allow_snoop: RD=0 queries are answered from the cache (aa: false), not REFUSED.
+        self.access = "allow_snoop" if allow_snoop else "allow"
         self.extra = list(extra)
 
     def write_config(self) -> None:
@@ -251,7 +254,7 @@ class Unbound(LabServer):
             "so-reuseport: no",
             'module-config: "iterator"',
             "do-not-query-localhost: no",
-            "access-control: 127.0.0.0/8 allow",
+            f"access-control: 127.0.0.0/8 {self.access}",
             "infra-host-ttl: 1",
             "infra-cache-min-rtt: 50",
             *stale,

@@ -248,6 +248,33 @@ async def test_clean_unbound_cache_passes(lab: ExitStack, tmp_path: Path) -> Non
     assert second < first <= 30
 
 
+@pytest.mark.parametrize(
+    ("snoop", "says"),
+    [(True, f"answered {OLD} without the AA bit"), (False, "answered REFUSED without authority")],
+    ids=["cache-answer", "refused"],
+)
+async def test_a_resolver_named_as_the_authority_is_flagged_lame_not_trusted(
+    lab: ExitStack, tmp_path: Path, snoop: bool, says: str
+) -> None:
+    # --authoritative pointed at unbound. Asked without recursion it answers from its
+    # cache without the AA bit (allow_snoop), or refuses: no authority either way.
+    auth = nsd(lab, tmp_path, "nsd", ttl=30, records=[f"www IN A {OLD}"])
+    unbound = lab.enter_context(
+        Unbound(tmp_path / "unbound", zone=ZONE, upstream_port=auth.port, allow_snoop=snoop)
+    )
+    await resolve_with(unbound.address, WWW, family=socket.AF_INET, timeout=3)  # warm it
+    finding = await run_probe(run_options(unbound.address, unbound.address))
+    assert finding.verdict is Verdict.WARN, finding.summary
+    assert signal_names(finding) == {"named_authoritative_lame"}, finding.summary
+    assert finding.summary.startswith(f"--authoritative {unbound.address} is not authoritative")
+    assert says in finding.summary
+    assert "agrees with the authoritative servers" not in finding.summary
+    authority = finding.evidence["authoritative"]
+    assert isinstance(authority, dict)
+    assert authority["status"] == "lame" and authority["addresses"] == []
+    assert [s["aa"] for s in authority["servers"]] == [False]
+
+
 async def test_missing_name_is_a_clear_failure_not_a_crash(lab: ExitStack, tmp_path: Path) -> None:
     auth = nsd(lab, tmp_path, "nsd", ttl=30, records=[f"www IN A {OLD}"])
     unbound = lab.enter_context(Unbound(tmp_path / "unbound", zone=ZONE, upstream_port=auth.port))

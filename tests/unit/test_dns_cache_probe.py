@@ -12,6 +12,7 @@ from promptpath.probes.base import REGISTRY, ProbeContext
 from promptpath.probes.dns_cache import (
     DEFAULT_RECHECK_S,
     MAX_QUERIES,
+    MIN_RECHECK_S,
     DNSCacheProbe,
     recheck_seconds,
     used_addresses,
@@ -41,6 +42,12 @@ def test_recheck_defaults_reads_and_clamps_the_probe_option() -> None:
     assert recheck_seconds(options(probe_options={"dns_recheck_s": 1e9})) == 60.0
     with pytest.raises(UsageError):
         recheck_seconds(options(probe_options={"dns_recheck_s": "soon"}))
+
+
+def test_the_shortest_useful_recheck_is_published_for_the_command_line() -> None:
+    # Two whole-second TTLs under 2 s apart may legitimately be equal.
+    assert MIN_RECHECK_S == 2.0
+    assert DEFAULT_RECHECK_S >= MIN_RECHECK_S
 
 
 def test_cost_declares_queries_and_seconds_including_the_recheck() -> None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from promptpath.findings import Verdict
 from promptpath.net.dnsmsg import Lookup
 from promptpath.net.dnswalk import AuthHop, AuthResult, AuthStatus
-from promptpath.probes.dns_signals import find_signals
+from promptpath.probes.dns_signals import MIN_COUNTDOWN_S, find_signals
 from promptpath.probes.dns_verdict import Observations, ResolverCheck, judge, skipped
 
 HOST = "api.example.com"
@@ -130,6 +131,38 @@ def test_zone_ttl_zero_answered_at_zero_is_not_stuck() -> None:
 def test_same_ttl_within_countdown_tolerance_is_not_a_signal() -> None:
     o = obs(twice(lk(ttl=100), lk(ttl=100, at_s=1.5)), authority=auth(ttl=300))
     assert names(o) == []
+
+
+def test_an_unchanged_ttl_is_never_called_counting_down() -> None:
+    # The review's case: 60 -> 60 s was summarised as "counting down (60 -> 60 s)".
+    o = obs(twice(lk(ttl=60), lk(ttl=60, at_s=1.0)), authority=auth(ttl=60))
+    finding = judge(o)
+    assert "counting down" not in finding.summary
+    assert "60 -> 60" not in finding.summary
+
+
+def test_a_recheck_too_short_to_judge_the_countdown_is_said_in_summary_and_evidence() -> None:
+    o = obs(twice(lk(ttl=60), lk(ttl=60, at_s=1.0)), authority=auth(ttl=60), recheck_s=1.0)
+    finding = judge(o)
+    assert finding.verdict is Verdict.PASS  # the answers agree; only the countdown is unknown
+    assert "TTL countdown not checked: the two answers came 1.0 s apart" in finding.summary
+    assert "needs ≥ 2 s" in finding.summary
+    ev = finding.evidence
+    assert ev["countdown_min_s"] == MIN_COUNTDOWN_S == 2.0
+    assert "TTL countdown not checked" in str(ev["countdown_note"])
+    resolvers = ev["resolvers"]
+    assert isinstance(resolvers, list) and resolvers[0]["countdown"] == "too_soon"
+    # A countdown seen within the short gap is still a countdown: nothing to add.
+    fine = judge(obs(twice(lk(ttl=60), lk(ttl=59, at_s=1.0)), authority=auth(ttl=60)))
+    assert "counting down (60 -> 59 s)" in fine.summary
+    assert fine.evidence["countdown_note"] is None
+
+
+def test_a_refreshed_ttl_is_called_refreshed_not_counting_down() -> None:
+    o = obs(twice(lk(ttl=20), lk(ttl=300, at_s=3.0)), authority=auth(ttl=300))
+    summary = judge(o).summary
+    assert "refreshed from the zone between the queries (TTL 20 -> 300 s)" in summary
+    assert "counting down" not in summary
 
 
 def test_prefetched_refresh_up_to_the_zone_ttl_is_not_a_signal() -> None:
@@ -369,6 +402,60 @@ def test_partly_lame_delegation_warns_naming_the_bad_server() -> None:
     assert "ns2.example.com (192.0.2.54:53)" in finding.summary
 
 
+def named(server: Lookup) -> AuthResult:
+    """What the walk returns for --authoritative: one hop, the named server, no NS name."""
+    from promptpath.net.dnswalk import overall_status
+
+    hop = AuthHop(qname=HOST, zone=None, servers=(server,))
+    return AuthResult(method="--authoritative", hops=(hop,), status=overall_status([hop]))
+
+
+def test_named_authoritative_answering_from_a_cache_is_lame_and_not_compared() -> None:
+    # --authoritative pointed at a resolver: addresses, but aa: false.
+    cache = dataclasses.replace(lk(source="authoritative", server="127.0.0.1:5300"), aa=False)
+    authority = named(cache)
+    assert authority.status == "lame"
+    finding = judge(obs(counting(), authority=authority))
+    assert finding.verdict is Verdict.WARN
+    assert names(obs(counting(), authority=authority)) == ["named_authoritative_lame"]
+    assert finding.summary.startswith("--authoritative 127.0.0.1:5300 is not authoritative")
+    assert "aa: false" in finding.summary
+    assert "agrees with the authoritative servers" not in finding.summary
+    assert any("--authoritative" in a and "dig NS" in a for a in finding.advice)
+    signal = finding.evidence["signals"][0]  # type: ignore[index]
+    assert signal["aa"] is False and signal["addresses"] == ["192.0.2.1"]
+
+
+def test_named_authoritative_answering_nodata_without_authority_is_lame_too() -> None:
+    lame = lk(
+        (),
+        status="lame",
+        source="authoritative",
+        server="127.0.0.1:5300",
+        error="answered NOERROR without authority (lame)",
+    )
+    finding = judge(obs(counting(), authority=named(lame)))
+    assert names(obs(counting(), authority=named(lame))) == ["named_authoritative_lame"]
+    assert "answered NOERROR without authority" in finding.summary
+
+
+def test_a_listed_server_answering_from_a_cache_is_part_of_a_lame_delegation() -> None:
+    good = lk(source="authoritative", server="192.0.2.53:53", nsname="ns1.example.com")
+    cache = dataclasses.replace(
+        lk(("198.51.100.1",), source="authoritative", server="192.0.2.54:53"),
+        nsname="ns2.example.com",
+        aa=False,
+    )
+    finding = judge(obs(counting(), authority=auth(servers=(good, cache))))
+    assert finding.verdict is Verdict.WARN
+    assert "ns2.example.com (192.0.2.54:53) answered 198.51.100.1 without the AA bit" in (
+        finding.summary
+    )
+    # The cached copy is no part of what the authority says.
+    authority = finding.evidence["authoritative"]
+    assert isinstance(authority, dict) and authority["addresses"] == ["192.0.2.1"]
+
+
 def test_no_authority_at_all_is_a_warning_not_a_pass() -> None:
     o = Observations(host=HOST, resolvers=(counting(),), authoritative=None)
     finding = judge(o)
@@ -402,6 +489,7 @@ def test_evidence_is_json_and_lists_every_source() -> None:
     assert set(ev) == {
         "host", "signals", "used", "system", "resolvers", "authoritative",
         "ttl_in_effect", "recheck_s", "queries", "budget_exhausted",
+        "countdown_min_s", "countdown_note",
     }  # fmt: skip
     resolvers = ev["resolvers"]
     assert isinstance(resolvers, list)
@@ -409,6 +497,8 @@ def test_evidence_is_json_and_lists_every_source() -> None:
     assert [a["ttl"] for a in answers] == [30, 30]
     assert answers[0]["ede"] == [{"code": 3, "name": "Stale Answer", "text": ""}]
     assert resolvers[0]["elapsed_s"] == 2.0
+    assert resolvers[0]["countdown"] == "stuck"
+    assert ev["countdown_note"] is None
     authority = ev["authoritative"]
     assert isinstance(authority, dict)
     assert authority["addresses"] == ["127.0.0.3"]

@@ -262,6 +262,35 @@ async def test_named_authoritative_is_asked_directly_and_nothing_else() -> None:
     assert ex.asked == [(named, "www.example.com", "A", False)]
 
 
+async def test_named_server_answering_from_its_cache_is_lame_not_the_authority() -> None:
+    # --authoritative pointed at a resolver: it answers RD=0 from its cache, without AA.
+    named: Server = ("127.0.0.1", 5300)
+    cached = msg("www.example.com", "A", answer=("www.example.com. 17 IN A 127.0.0.9",), aa=False)
+    result = await find_authoritative(
+        Recorded({(named, "www.example.com", "A", False): cached}),
+        "www.example.com",
+        family=V4,
+        resolver=RESOLVER,
+        named=named,
+    )
+    assert result.status == "lame"
+    assert result.ips == frozenset()  # a cache's copy is not what the zone says
+    assert result.ttl is None
+    (server,) = result.final
+    assert server.status == "ok" and not server.aa and server.ips == {"127.0.0.9"}
+
+
+async def test_one_server_answering_from_a_cache_does_not_taint_the_zones_answer() -> None:
+    cached = msg("www.example.com", "A", answer=("www.example.com. 9 IN A 192.0.2.99",), aa=False)
+    table = {**example_zone_walk(), **www_at(NS1), (NS2, "www.example.com", "A", False): cached}
+    result = await find_authoritative(
+        Recorded(table), "www.example.com", family=V4, resolver=RESOLVER
+    )
+    assert result.status == "ok"
+    assert result.ips == frozenset({"192.0.2.80"})
+    assert result.ttl == 300
+
+
 async def test_named_server_without_the_cname_target_falls_back_to_the_walk() -> None:
     named: Server = ("127.0.0.1", 5300)
     table = {
