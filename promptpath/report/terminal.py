@@ -69,9 +69,16 @@ def bar(start: float, end: float, total: float, width: int) -> Text:
     return Text(" " * a + "█" * min(b - a, width - a))
 
 
-def waterfall(timeline: Timeline, metrics: Metrics, width: int, title: str = "") -> Table:
+def axis_ms(timeline: Timeline, metrics: Metrics) -> float:
+    """Where a waterfall's time axis ends: the last stage or the close, at least 1 ms."""
+    return max([end for *_x, end in stage_spans(timeline)] + [metrics.closed_ms or 0.0, 1.0])
+
+
+def waterfall(
+    timeline: Timeline, metrics: Metrics, width: int, title: str = "", total: float | None = None
+) -> Table:
     spans = stage_spans(timeline)
-    total = max([end for *_x, end in spans] + [metrics.closed_ms or 0.0, 1.0])
+    total = total or axis_ms(timeline, metrics)
     bar_width = max(10, width - 34)
     table = Table(
         title=title or None, show_edge=False, box=None, pad_edge=False, title_justify="left"
@@ -146,10 +153,12 @@ def token_lines(metrics: Metrics, width: int) -> list[str]:
     return lines
 
 
-def render_timeline(console: Console, timeline: Timeline, title: str) -> Metrics:
+def render_timeline(
+    console: Console, timeline: Timeline, title: str, total: float | None = None
+) -> Metrics:
     metrics = compute(timeline)
     width = console.width
-    console.print(waterfall(timeline, metrics, width, title))
+    console.print(waterfall(timeline, metrics, width, title, total))
     if timeline.reused_connection:
         console.print("[dim]connection reused: no DNS, TCP or TLS on this request[/dim]")
     line = dns_line(timeline)
@@ -205,10 +214,16 @@ def render(console: Console, result: TraceResult) -> None:
     )
     if opts.verbose:
         render_headers(console, result)
-    metrics = render_timeline(console, tl, "cold" if result.warm else "")
+    total = None
+    if result.warm is not None:  # cold and warm on one time axis, so the setup tax shows
+        warm_tl = result.warm.timeline
+        total = max(axis_ms(tl, compute(tl)), axis_ms(warm_tl, compute(warm_tl)))
+    metrics = render_timeline(console, tl, "cold" if result.warm else "", total)
     if result.warm is not None:
         console.print()
-        warm_metrics = render_timeline(console, result.warm.timeline, "warm (same connection)")
+        warm_metrics = render_timeline(
+            console, result.warm.timeline, "warm (same connection, same axis)", total
+        )
         cold_ttft = metrics.milestones_ms.get("ttft")
         warm_ttft = warm_metrics.milestones_ms.get("ttft")
         if cold_ttft is not None and warm_ttft is not None:
