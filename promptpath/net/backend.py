@@ -8,11 +8,14 @@ wraps the raw socket so every read *below* TLS is stamped with ``perf_counter_ns
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import select
+import socket
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +88,28 @@ class StampingStream(anyio.abc.ByteStream):
         return self._inner.extra_attributes
 
 
+@contextlib.contextmanager
+def _map_exceptions(mapping: dict[type[Exception], type[Exception]]) -> Iterator[None]:
+    """Translate anyio's exceptions into the httpcore ones its connection code expects."""
+    try:
+        yield
+    except Exception as exc:
+        for source, target in mapping.items():
+            if isinstance(exc, source):
+                raise target(str(exc) or type(exc).__name__) from exc
+        raise
+
+
+def _is_readable(sock: socket.socket | None) -> bool:
+    """An idle pooled connection with something to read has been closed (or spoken to) by
+    the peer: httpcore asks before reusing it."""
+    if sock is None or sock.fileno() < 0:
+        return True
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
 _READ_ERRORS: dict[type[Exception], type[Exception]] = {
     TimeoutError: httpcore.ReadTimeout,
     anyio.BrokenResourceError: httpcore.ReadError,
@@ -113,7 +138,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         self._options = options
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        with httpcore._exceptions.map_exceptions(_READ_ERRORS), anyio.fail_after(timeout):
+        with _map_exceptions(_READ_ERRORS), anyio.fail_after(timeout):
             try:
                 return await self._stream.receive(max_bytes)
             except anyio.EndOfStream:
@@ -126,7 +151,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
             return
-        with httpcore._exceptions.map_exceptions(_WRITE_ERRORS), anyio.fail_after(timeout):
+        with _map_exceptions(_WRITE_ERRORS), anyio.fail_after(timeout):
             await self._stream.send(buffer)
 
     async def aclose(self) -> None:
@@ -192,7 +217,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             return self._stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
         if info == "is_readable":
             sock = self._stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-            return httpcore._utils.is_socket_readable(sock)
+            return _is_readable(sock)
         return None
 
 
