@@ -133,6 +133,14 @@ VerboseOpt = Annotated[
 ]
 
 
+def _no_trio() -> None:
+    """httpcore imports trio when it is installed (~90 ms measured) only to support it; the
+    CLI runs on asyncio, so it tells Python there is no trio before httpcore loads. Library
+    users who import promptpath.trace directly are untouched."""
+    if "trio" not in sys.modules and "httpcore" not in sys.modules:
+        sys.modules["trio"] = None  # type: ignore[assignment]
+
+
 def _family(ipv4: bool, ipv6: bool) -> int:
     return socket.AF_INET if ipv4 and not ipv6 else socket.AF_INET6 if ipv6 and not ipv4 else 0
 
@@ -172,6 +180,7 @@ def run(
     verbose: VerboseOpt = False,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
+    _no_trio()
     from promptpath.runner import RunArgs, execute
 
     args = RunArgs(
@@ -248,6 +257,7 @@ def demo(
     warm: Annotated[bool, typer.Option("--warm", help="Also show a warm request.")] = False,
 ) -> None:
     """Trace a prompt against a built-in reference endpoint on loopback (no network, no key)."""
+    _no_trio()
     from promptpath.demo import run_demo
 
     raise typer.Exit(run_demo(http=http, provider=provider, json_out=json_out, warm=warm))
