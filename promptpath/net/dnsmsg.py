@@ -254,6 +254,7 @@ class Lookup:
     server: str  # "system" or ADDR:PORT
     qname: str
     status: str  # one of STATUS_ORDER
+    rcode: str | None = None  # of the reply that decided the status (None: no reply came)
     nsname: str | None = None  # the NS name, for an authoritative server found by the walk
     addresses: tuple[tuple[str, Family], ...] = ()
     ttl: int | None = None
@@ -330,6 +331,7 @@ def combine(
         _status_of(r, f, authoritative=authoritative) for r, f in zip(replies, facts, strict=True)
     ]
     status = min(statuses, key=STATUS_ORDER.index) if statuses else "network"
+    deciding = next((f for f, st in zip(facts, statuses, strict=True) if st == status), None)
     got = [f for f in facts if f is not None]
     addresses: list[tuple[str, Family]] = []
     for f in got:
@@ -347,6 +349,7 @@ def combine(
         server=format_server(server),
         qname=name_text(qname),
         status=status,
+        rcode=deciding.rcode if deciding is not None else None,
         nsname=nsname,
         addresses=tuple(addresses),
         ttl=min(ttls) if ttls else None,

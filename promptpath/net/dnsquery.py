@@ -4,7 +4,8 @@
 options come back), retransmitted within its timeout, retried over TCP when the UDP answer
 is truncated, all within a query budget and a deadline. It never raises for network
 trouble: a ``Reply`` carries the error kind instead, and ``dnsmsg`` reads the rest.
-``resolve_with`` turns one resolver's answer into a ``DNSAnswer`` or raises ``DNSError``.
+``resolve_with`` turns one resolver's answer into a ``DNSAnswer`` or raises ``DNSError``
+carrying what it did learn (``RESOLVE_DETAIL_KEYS``).
 
 dnspython is imported inside functions: importing this module stays cheap.
 """
@@ -12,6 +13,7 @@ dnspython is imported inside functions: importing this module stays cheap.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol
@@ -51,6 +53,50 @@ UDP_TRY_S = 2.0
 UDP_TRIES = 3
 #: How long the other address family may lag once one has answered (RFC 8305 section 3).
 RESOLUTION_DELAY_S = 0.05
+#: What ``resolve_with`` puts in ``DNSError.detail`` (every key, always): enough for a
+#: partial ``dns`` record. ``start_ns``/``end_ns`` are the queries' own perf_counter_ns
+#: stamps (None if nothing was sent); ``rcode`` is None when no reply came back.
+RESOLVE_DETAIL_KEYS = (
+    "resolver",
+    "rcode",
+    "status",
+    "elapsed_ms",
+    "start_ns",
+    "end_ns",
+    "cname_chain",
+    "negative_ttl",
+)
+#: Record types whose dnspython modules a resolver's reply may need (answer, CNAME chain,
+#: negative answer, referral, EDNS).
+_RDTYPES = ("A", "AAAA", "CNAME", "SOA", "NS", "OPT")
+
+
+_loaded = False
+
+
+def load_dnspython() -> None:
+    """Import every dnspython module a query may need, now, so that no query's stamps
+    include an import (dnspython loads its asyncio backend and record types lazily;
+    ~0.3 s on a small machine, aioquic included)."""
+    global _loaded
+    if _loaded:
+        return
+    import dns.asyncbackend
+    import dns.asyncquery
+    import dns.edns
+    import dns.exception
+    import dns.message
+    import dns.rcode
+    import dns.rdata
+    import dns.rdataclass
+    import dns.rdatatype
+
+    for name in _RDTYPES:
+        rdtype = dns.rdatatype.from_text(name)
+        dns.rdata.get_rdata_class(dns.rdataclass.IN, rdtype)  # type: ignore[no-untyped-call]
+    with contextlib.suppress(dns.asyncbackend.AsyncLibraryNotFoundError):
+        dns.asyncbackend.get_default_backend()  # imports the asyncio backend
+        _loaded = True  # outside a running loop the backend is still to load
 
 
 def read_resolv_conf(path: str = "/etc/resolv.conf") -> list[str]:
@@ -91,9 +137,9 @@ class Querier:
     async def __call__(self, server: Server, qname: str, rdtype: str, *, rd: bool) -> Reply:
         import dns.exception
         import dns.message
-        import dns.query
         import dns.rcode
 
+        load_dnspython()  # a no-op after the first query: the stamps below exclude imports
         start = time.perf_counter_ns()
 
         def done(
@@ -255,9 +301,14 @@ _ERROR_KINDS = {
 
 
 async def resolve_with(resolver: str, host: str, *, family: int, timeout: float) -> DNSAnswer:
-    """Resolve through a named recursive resolver; TTL is the min over the answer's RRsets."""
+    """Resolve through a named recursive resolver; TTL is the min over the answer's RRsets.
+
+    The answer's ``start_ns``/``end_ns`` are the queries' own stamps (dnspython is loaded
+    before them). On failure the ``DNSError`` carries ``RESOLVE_DETAIL_KEYS``.
+    """
     server = parse_server(resolver)
     label = format_server(server)
+    load_dnspython()  # before the budget starts and before any stamp
     querier = Querier(timeout=timeout, max_queries=4 * len(rdtypes_for(family)), budget_s=timeout)
     found = await lookup(
         querier,
@@ -283,11 +334,18 @@ async def resolve_with(resolver: str, host: str, *, family: int, timeout: float)
         "nodata": "has no address record",
         "cname": "is a CNAME the resolver did not follow",
     }.get(found.status, found.error or found.status)
+    sent = found.start_ns > 0
     raise DNSError(
         f"DNS: resolver {label}: {host!r} {what}",
         stage="dns",
         kind=kind,
         host=host,
         resolver=label,
-        elapsed_ms=round((found.end_ns - found.start_ns) / 1e6, 3),
+        rcode=found.rcode,
+        status=found.status,
+        elapsed_ms=round((found.end_ns - found.start_ns) / 1e6, 3) if sent else None,
+        start_ns=found.start_ns if sent else None,
+        end_ns=found.end_ns if sent else None,
+        cname_chain=list(found.cname_chain),
+        negative_ttl=found.negative_ttl,
     )

@@ -247,6 +247,7 @@ def lookup_json(lk: Lookup, t0_ns: int) -> dict[str, object]:
         **({"nsname": lk.nsname} if lk.nsname else {}),
         "qname": lk.qname,
         "status": lk.status,
+        "rcode": lk.rcode,
         "addresses": [ip for ip, _ in lk.addresses],
         "ttl": lk.ttl,
         "cname_chain": list(lk.cname_chain),

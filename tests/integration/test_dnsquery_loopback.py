@@ -4,8 +4,10 @@ no-EDNS retry, timeouts, budgets, garbage replies, and resolve_with's error kind
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import struct
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ import pytest
 
 from promptpath.errors import DNSError
 from promptpath.net.dnsmsg import Server
-from promptpath.net.dnsquery import Querier, lookup, resolve_with
+from promptpath.net.dnsquery import RESOLVE_DETAIL_KEYS, Querier, lookup, resolve_with
 
 NAME = "svc.lab.test"
 Handler = Callable[[dns.message.Message, str], bytes | None]  # (query, "udp"|"tcp") -> wire
@@ -233,6 +235,113 @@ async def test_resolve_with_maps_rcodes_to_error_kinds(
     assert exc.value.stage == "dns"
     assert srv.address in exc.value.message
     assert "\n" not in exc.value.message
+    detail = exc.value.detail
+    assert set(RESOLVE_DETAIL_KEYS) <= set(detail)
+    assert detail["resolver"] == srv.address
+    assert detail["rcode"] == dns.rcode.to_text(rcode)
+    assert detail["status"] == kind
+
+
+async def test_a_failed_resolve_carries_what_the_resolver_said_and_when(
+    dns_server: MakeServer,
+) -> None:
+    # NXDOMAIN at the end of a CNAME chain, with the zone's SOA: the tracer needs all of it
+    # for a partial dns record, since no DNSAnswer exists.
+    soa = "lab.test. 60 IN SOA ns.lab.test. host.lab.test. 1 3600 600 86400 45"
+
+    def handler(query: dns.message.Message, transport: str) -> bytes:
+        reply = dns.message.make_response(query)
+        reply.set_rcode(dns.rcode.NXDOMAIN)
+        reply.answer.append(dns.rrset.from_text(NAME + ".", 30, "IN", "CNAME", "gone.lab.test."))
+        name, ttl, cls, typ, *data = soa.split()
+        reply.authority.append(dns.rrset.from_text(name, int(ttl), cls, typ, " ".join(data)))
+        return reply.to_wire()
+
+    srv = await dns_server(handler)
+    before = time.perf_counter_ns()
+    with pytest.raises(DNSError) as exc:
+        await resolve_with(srv.address, NAME, family=socket.AF_INET, timeout=2.0)
+    after = time.perf_counter_ns()
+    detail = exc.value.detail
+    assert exc.value.kind == "nxdomain"
+    assert detail["rcode"] == "NXDOMAIN"
+    assert detail["cname_chain"] == ["gone.lab.test"]
+    assert detail["negative_ttl"] == 45
+    start, end = detail["start_ns"], detail["end_ns"]
+    assert isinstance(start, int) and isinstance(end, int)
+    assert before <= start <= end <= after
+    assert detail["elapsed_ms"] == round((end - start) / 1e6, 3)
+
+
+async def test_a_resolver_that_never_answers_leaves_no_rcode_but_its_query_times() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+        silent.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(DNSError) as exc:
+            await resolve_with(address, NAME, family=socket.AF_INET, timeout=0.5)
+    detail = exc.value.detail
+    assert exc.value.kind == "timeout"
+    assert detail["rcode"] is None and detail["status"] == "timeout"
+    start, end = detail["start_ns"], detail["end_ns"]
+    assert isinstance(start, int) and isinstance(end, int)
+    assert 0.4e9 <= end - start <= 1.5e9
+
+
+#: Run in a fresh interpreter: which dnspython modules load while a query is timed?
+_IMPORT_SPY = """
+import asyncio, importlib.abc, json, sys, time
+
+loads = []
+
+class Spy(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "dns" or name.startswith("dns.") or name == "aioquic":
+            loads.append((name, time.perf_counter_ns()))
+        return None
+
+sys.meta_path.insert(0, Spy())
+from promptpath.errors import DNSError
+from promptpath.net.dnsquery import resolve_with
+
+async def main():
+    try:
+        got = await resolve_with(sys.argv[1], sys.argv[2], family=2, timeout=3.0)
+        start, end = got.start_ns, got.end_ns
+    except DNSError as exc:
+        start, end = exc.detail["start_ns"], exc.detail["end_ns"]
+    inside = [name for name, t in loads if start <= t <= end]
+    print(json.dumps({"loaded": len(loads), "inside": inside}))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("qname", [NAME, "nope." + NAME], ids=["answer", "nxdomain"])
+async def test_the_resolvers_stamps_exclude_loading_dnspython(
+    dns_server: MakeServer, qname: str
+) -> None:
+    def handler(query: dns.message.Message, transport: str) -> bytes:
+        if str(query.question[0].name).startswith("nope."):
+            reply = dns.message.make_response(query)
+            reply.set_rcode(dns.rcode.NXDOMAIN)
+            return reply.to_wire()
+        return answer(query, "127.0.0.16").to_wire()
+
+    srv = await dns_server(handler)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _IMPORT_SPY,
+        srv.address,
+        qname,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode == 0, err.decode()
+    seen = json.loads(out)
+    assert seen["loaded"] > 10  # the spy saw dnspython load: it was a fresh interpreter
+    assert seen["inside"] == []
 
 
 async def test_resolve_with_reports_the_ttl_and_keeps_the_ipv4_answer_when_aaaa_fails(

@@ -249,6 +249,7 @@ def test_both_nxdomain_is_nxdomain_with_negative_ttl() -> None:
     nx = response("www.example.com", rcode=dns.rcode.NXDOMAIN, authority=(SOA,))
     lk = combine([reply_of(nx), reply_of(nx, "AAAA")], source="resolver", qname="www.example.com")
     assert lk.status == "nxdomain"
+    assert lk.rcode == "NXDOMAIN"
     assert lk.negative_ttl == 60
     assert lk.error == "answered NXDOMAIN"
 
@@ -257,6 +258,7 @@ def test_timeouts_combine_to_timeout_with_the_detail_line() -> None:
     r = reply_of(None, error="timeout", detail="no answer from 192.0.2.53:53 (timeout)")
     lk = combine([r, r], source="resolver", qname="www.example.com")
     assert lk.status == "timeout"
+    assert lk.rcode is None  # no reply, no rcode
     assert lk.error == "no answer from 192.0.2.53:53 (timeout)"
 
 
@@ -268,6 +270,7 @@ def test_servfail_on_one_type_and_timeout_on_the_other_prefers_servfail() -> Non
         qname="www.example.com",
     )
     assert lk.status == "servfail"
+    assert lk.rcode == "SERVFAIL"  # the reply that decided the status
 
 
 def test_authoritative_query_answered_without_aa_is_lame() -> None:
