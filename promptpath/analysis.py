@@ -40,6 +40,7 @@ class TokenMetrics:
     gaps: list[float]  # ms between consecutive content events
     gap_summary: Summary | None
     content_types: dict[str, int]
+    hidden_reasoning: int = 0  # reasoning tokens the server counted but did not stream
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,9 +57,13 @@ def content_events(timeline: Timeline) -> list[StreamEvent]:
     return [e for e in timeline.events if e.kind == "content"]
 
 
-def _usage_count(timeline: Timeline) -> int | None:
-    counts = [e.usage.output_tokens for e in timeline.events if e.usage and e.usage.output_tokens]
-    return counts[-1] if counts else None
+def _usage(timeline: Timeline) -> tuple[int | None, int]:
+    """The server's own output-token count, and how many of those were reasoning tokens."""
+    usages = [e.usage for e in timeline.events if e.usage and e.usage.output_tokens]
+    if not usages:
+        return None, 0
+    last = usages[-1]
+    return last.output_tokens, last.reasoning_tokens or 0
 
 
 def token_metrics(timeline: Timeline) -> TokenMetrics:
@@ -69,18 +74,23 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
         for prev, cur in pairwise(content)
         if cur.read_index >= 0 and cur.read_index == prev.read_index
     )
-    usage = _usage_count(timeline)
-    count, source = (usage, "usage") if usage is not None else (len(content), "events")
+    types: dict[str, int] = {}
+    for e in content:
+        key = e.content_type or "text"
+        types[key] = types.get(key, 0) + 1
+    usage, reasoning = _usage(timeline)
+    hidden = 0
+    if usage is not None and reasoning and "reasoning" not in types:
+        # o-series models count reasoning they never stream: those tokens were generated
+        # before the first visible one, so they do not belong in the streamed rate.
+        hidden = min(reasoning, usage)
+    count, source = (usage - hidden, "usage") if usage is not None else (len(content), "events")
     per_second = mean_itl = None
     if len(content) >= 2 and count >= 2:
         span_ns = content[-1].t_ns - content[0].t_ns
         if span_ns > 0:
             mean_itl = span_ns / 1e6 / (count - 1)
             per_second = 1000.0 / mean_itl
-    types: dict[str, int] = {}
-    for e in content:
-        key = e.content_type or "text"
-        types[key] = types.get(key, 0) + 1
     return TokenMetrics(
         count=count,
         count_source=source,
@@ -92,6 +102,7 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
         gaps=gaps,
         gap_summary=summarize(gaps),
         content_types=types,
+        hidden_reasoning=hidden,
     )
 
 

@@ -110,6 +110,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "per_second": None if tok.per_second is None else round(tok.per_second, 3),
             "mean_itl_ms": None if tok.mean_itl_ms is None else round(tok.mean_itl_ms, 3),
             "content_types": tok.content_types,
+            "hidden_reasoning_tokens": tok.hidden_reasoning,
             "gaps_ms": _gaps(tok.gap_summary),
             "gaps": [round(g, 3) for g in tok.gaps],
         },

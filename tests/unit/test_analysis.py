@@ -1,0 +1,51 @@
+"""Metrics from synthetic timelines: pure, exact."""
+
+from __future__ import annotations
+
+from promptpath.analysis import compute, token_metrics
+from promptpath.timeline import StreamEvent, Timeline, Usage
+
+MS = 1_000_000
+
+
+def timeline(
+    gaps_ms: list[float], *, usage: Usage | None = None, same_read: bool = False
+) -> Timeline:
+    tl = Timeline(t0_ns=0, t0_unix_ns=0)
+    t = 100 * MS
+    for i, gap in enumerate([0.0, *gaps_ms]):
+        t += int(gap * MS)
+        tl.events.append(
+            StreamEvent(
+                t_ns=t,
+                kind="content",
+                content_type="text",
+                text=f"t{i}",
+                read_index=0 if same_read else i,
+            )
+        )
+    tl.events.append(StreamEvent(t_ns=t, kind="end", usage=usage))
+    tl.milestones.update({"ttft": 100 * MS, "last_token": t, "request_sent": 10 * MS})
+    return tl
+
+
+def test_gaps_rate_and_count_from_events() -> None:
+    tok = token_metrics(timeline([20, 20, 20, 40]))
+    assert tok.gaps == [20, 20, 20, 40] and tok.count == 5 and tok.count_source == "events"
+    assert tok.mean_itl_ms == 25 and tok.per_second == 40
+    assert tok.gap_summary is not None and tok.gap_summary.p50 == 20 and tok.gap_summary.max == 40
+
+
+def test_server_count_wins_and_hidden_reasoning_is_left_out_of_the_rate() -> None:
+    tok = token_metrics(timeline([10] * 4, usage=Usage(output_tokens=105, reasoning_tokens=100)))
+    assert tok.count == 5 and tok.hidden_reasoning == 100 and tok.count_source == "usage"
+    assert tok.mean_itl_ms == 10
+
+
+def test_coalesced_events_are_counted_and_flagged() -> None:
+    m = compute(timeline([0, 0, 0, 0], same_read=True))
+    assert m.tokens.coalesced == 4 and m.mostly_coalesced
+
+
+def test_ttft_from_request_sent() -> None:
+    assert compute(timeline([5])).ttft_from_request_ms == 90
