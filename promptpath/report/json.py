@@ -120,6 +120,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "events": tok.all_events,
             "closed_ms": metrics.closed_ms,
             "closed_by": timeline.extra.get("transport_close"),
+            "close_after_end": timeline.extra.get("close_after_end"),
             "compressed": timeline.extra.get("compressed"),
             "bytes": sum(c.nbytes for c in timeline.chunks),
             "socket_reads": len(timeline.reads),
