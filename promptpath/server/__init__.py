@@ -8,6 +8,7 @@
     dialect.py     Event, framing, the send stamp {"promptpath": {"seq", "sent_unix_ns"}}
     *_dialect(s).py  OpenAI chat + Responses, Anthropic messages, Ollama chat
     certs.py       make_self_signed(dir, ...) -> CertPaths (cryptography, lazily)
+    limits.py      bounds of --port and --cert-days (typer and ServerConfig share them)
 
 Nothing here imports hypercorn, aioquic or cryptography at module level.
 """

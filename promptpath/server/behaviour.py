@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 HEADER_PREFIX = "x-promptpath-"
+KEEPALIVE_MIN_S = 0.01  # shortest keepalive interval (0 switches keepalives off)
 
 BodyKind = Literal["html", "json"]
 HeaderPairs = Mapping[str, str] | Iterable[tuple[bytes | str, bytes | str]]
@@ -57,6 +58,19 @@ def _parse_float(*, minimum: float = 0.0) -> Callable[[str], float]:
     return parse
 
 
+def _parse_interval(*, floor: float) -> Callable[[str], float]:
+    """0 (off) or at least ``floor``: a keepalive every 1e-300 s never advances its own
+    deadline, and the writer would flood the connection without ever yielding."""
+
+    def parse(raw: str) -> float:
+        value = float(raw)
+        if not math.isfinite(value) or (value != 0 and value < floor):
+            raise ValueError(f"must be 0 (off) or a number >= {floor:g}")
+        return value
+
+    return parse
+
+
 def _parse_int(*, minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
     def parse(raw: str) -> int:
         value = int(raw)
@@ -85,7 +99,7 @@ CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "rate": ("rate", _parse_float()),
     "pause-after": ("pause_after", _parse_int()),
     "pause-s": ("pause_s", _parse_float()),
-    "keepalive-s": ("keepalive_s", _parse_float()),
+    "keepalive-s": ("keepalive_s", _parse_interval(floor=KEEPALIVE_MIN_S)),
     "truncate-after": ("truncate_after", _parse_int()),
     "error-after": ("error_after", _parse_int()),
     "malformed-after": ("malformed_after", _parse_int()),

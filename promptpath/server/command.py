@@ -15,6 +15,7 @@ import typer
 
 from promptpath.exitcodes import ExitCode
 from promptpath.server.behaviour import Behaviour, BehaviourError, parse_control
+from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
 
 _B = "Behaviour (per request: header x-promptpath-<name>)"
 _L = "Listening and TLS"
@@ -40,6 +41,8 @@ def serve(
         int | None,
         typer.Option(
             help="Port (default 8443 with TLS, 8080 without; 0 = any free port).",
+            min=0,
+            max=PORT_MAX,
             rich_help_panel=_L,
         ),
     ] = None,
@@ -62,6 +65,8 @@ def serve(
         int,
         typer.Option(
             help="Validity of the generated leaf, in days (negative: already expired).",
+            min=-CERT_DAYS_MAX,
+            max=CERT_DAYS_MAX,
             rich_help_panel=_L,
         ),
     ] = 30,
@@ -102,7 +107,8 @@ def serve(
     keepalive_s: Annotated[
         float | None,
         typer.Option(
-            help="SSE keepalive comment every N s during longer waits.", rich_help_panel=_B
+            help="SSE keepalive comment every N s during longer waits (0 = off, min 0.01).",
+            rich_help_panel=_B,
         ),
     ] = None,
     truncate_after: Annotated[

@@ -24,6 +24,7 @@ from typing import Any
 
 from promptpath.server.app import ReferenceApp
 from promptpath.server.behaviour import Behaviour
+from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
 
 DEFAULT_TLS_PORT = 8443
 DEFAULT_PLAIN_PORT = 8080
@@ -91,16 +92,19 @@ def _bind(host: str, port: int, *, udp: bool) -> tuple[socket.socket, socket.soc
     """A listening TCP socket and, if asked, a UDP socket on the same port number."""
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
+    except (OSError, UnicodeError) as exc:  # gaierror; idna rejects a label over 63 chars
         raise ServerSetupError(f"cannot resolve listen address {host!r}: {exc}") from exc
     family, _, _, _, sockaddr = infos[0]
     address = sockaddr[0]
     last_error: OSError | None = None
     for _ in range(_PORT_ATTEMPTS if port == 0 else 1):
-        tcp = socket.socket(family, socket.SOCK_STREAM)
-        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # every event its own segment
+        tcp: socket.socket | None = None
         try:
+            # Inside the try: socket() itself fails when the address family is disabled.
+            tcp = socket.socket(family, socket.SOCK_STREAM)
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # Every event its own segment.
+            tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             tcp.bind((address, port))
             chosen = tcp.getsockname()[1]
             dgram = None
@@ -117,7 +121,8 @@ def _bind(host: str, port: int, *, udp: bool) -> tuple[socket.socket, socket.soc
                 dgram.setblocking(False)
             return tcp, dgram
         except OSError as exc:
-            tcp.close()
+            if tcp is not None:
+                tcp.close()
             last_error = exc
             if port != 0 or exc.errno != errno.EADDRINUSE:
                 break  # a fixed port, or an error another try will not fix
@@ -125,13 +130,35 @@ def _bind(host: str, port: int, *, udp: bool) -> tuple[socket.socket, socket.soc
     raise ServerSetupError(f"cannot listen on {host}:{port} ({what}): {last_error}") from last_error
 
 
+def _self_signed(config: ServerConfig, directory: str) -> tuple[str, str, Path]:
+    """``make_self_signed`` with its failures (an unwritable DIR, ...) as setup errors."""
+    from promptpath.server.certs import make_self_signed
+
+    if not -CERT_DAYS_MAX <= config.cert_days <= CERT_DAYS_MAX:
+        raise ServerSetupError(
+            f"--cert-days {config.cert_days} is out of range (-{CERT_DAYS_MAX} to {CERT_DAYS_MAX})"
+        )
+    try:
+        paths = make_self_signed(directory, days=config.cert_days)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.filename is not None and str(exc.filename) != directory:
+            reason = f"{exc.filename}: {reason}"
+        raise ServerSetupError(
+            f"--self-signed {directory}: cannot write the CA and certificate files ({reason})"
+        ) from exc
+    return str(paths.cert), str(paths.key), paths.ca
+
+
 def _prepare(config: ServerConfig) -> _Prepared:
+    if config.port is not None and not 0 <= config.port <= PORT_MAX:
+        # socket.bind() would raise OverflowError, which is not an OSError.
+        raise ServerSetupError(f"--port {config.port} is out of range (0 to {PORT_MAX})")
     certfile, keyfile, ca = config.certfile, config.keyfile, None
     if config.self_signed is not None:
-        from promptpath.server.certs import make_self_signed
-
-        paths = make_self_signed(config.self_signed, days=config.cert_days)
-        certfile, keyfile, ca = str(paths.cert), str(paths.key), paths.ca
+        if certfile is not None or keyfile is not None:
+            raise ServerSetupError("--self-signed and --certfile/--keyfile exclude each other")
+        certfile, keyfile, ca = _self_signed(config, config.self_signed)
     if (certfile is None) != (keyfile is None):
         raise ServerSetupError("--certfile and --keyfile go together")
     if certfile is not None and keyfile is not None:

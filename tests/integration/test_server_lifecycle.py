@@ -5,17 +5,23 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import json
+import re
+import socket
 import ssl
 import stat
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from cryptography import x509
+from typer.testing import CliRunner
 
+from promptpath.cli import app as cli_app
+from promptpath.exitcodes import ExitCode
 from promptpath.server.behaviour import Behaviour
 from promptpath.server.certs import make_self_signed
 from promptpath.server.runner import ServerConfig, ServerSetupError, start_in_thread
@@ -143,6 +149,100 @@ def test_bad_flag_value_exits_2_naming_the_flag() -> None:
     )
     assert done.returncode == 2
     assert "--rate" in done.stderr and done.stdout == ""
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port something else is listening on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield holder.getsockname()[1]
+
+
+def serve_cli(busy_port: int, *args: str) -> tuple[int, str, str]:
+    """``promptpath serve ARGS`` in-process: exit code, stdout, stderr.
+
+    ``--port`` defaults to a port in use, so an option that wrongly passes validation
+    fails fast here instead of serving forever.
+    """
+    argv = ["serve", "--no-http3", "--port", str(busy_port), *args]
+    res = CliRunner().invoke(cli_app, argv)
+    if not isinstance(res.exception, SystemExit | None):
+        raise res.exception  # an escaped exception is what main() turns into exit 70
+    return res.exit_code, res.stdout, res.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--port", "70000"],  # was OverflowError from bind(): exit 70
+        ["--port", "-1"],
+        ["--cert-days", "3000000"],  # was OverflowError from the date arithmetic
+        ["--tokens", "-3"],
+        ["--rate", "-1"],
+        ["--ttft-ms", "nan"],
+        ["--keepalive-s", "1e-300"],  # was accepted: keepalives in a busy loop
+        ["--pause-after", "-1"],
+        ["--batch", "0"],
+        ["--status", "100"],
+        ["--body", "xml"],
+    ],
+)
+def test_bad_serve_option_is_a_usage_error_naming_it(busy_port: int, args: list[str]) -> None:
+    code, stdout, stderr = serve_cli(busy_port, *args)
+    assert code == ExitCode.USAGE
+    assert stdout == "" and "Traceback" not in stderr
+    error = stderr.strip().splitlines()[-1]
+    assert error.startswith("Error: Invalid value for") and args[0] in error
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("self-signed-under-a-file", r"--self-signed .*: cannot write the CA and certificate"),
+        ("self-signed-and-certfile", r"--self-signed and --certfile/--keyfile exclude"),
+        ("port-in-use", r"cannot listen on 127\.0\.0\.1:\d+ \(TCP\): .*in use"),
+        ("unresolvable-host", r"cannot resolve listen address 'a{70}'"),
+    ],
+)
+def test_serve_setup_failure_is_one_line_and_exit_2(
+    tmp_path: Path, busy_port: int, case: str, expected: str
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    args = {
+        "self-signed-under-a-file": ["--self-signed", str(a_file / "certs")],
+        "self-signed-and-certfile": [
+            "--self-signed",
+            str(tmp_path),
+            "--certfile",
+            "c.pem",
+            "--keyfile",
+            "k.pem",
+        ],
+        "port-in-use": [],  # serve_cli's default port is the busy one
+        "unresolvable-host": ["--host", "a" * 70, "--port", "0"],
+    }[case]
+    code, stdout, stderr = serve_cli(busy_port, *args)
+    assert code == ExitCode.USAGE
+    assert stdout == ""
+    assert stderr.count("\n") == 1 and stderr.startswith("promptpath serve: "), stderr
+    assert re.search(expected, stderr), stderr
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (ServerConfig(port=70000), "--port 70000 is out of range"),
+        (ServerConfig(port=0, self_signed="x", cert_days=10**7), "--cert-days .* out of range"),
+    ],
+)
+def test_out_of_range_config_is_a_setup_error_for_api_callers_too(
+    config: ServerConfig, expected: str
+) -> None:
+    with pytest.raises(ServerSetupError, match=expected):
+        start_in_thread(config)
 
 
 def test_importing_the_command_does_not_load_heavy_dependencies() -> None:

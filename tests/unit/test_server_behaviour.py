@@ -59,6 +59,9 @@ def test_off_switches_an_optional_control_off() -> None:
         ("x-promptpath-body", "xml"),
         ("x-promptpath-accel-buffering", "maybe"),
         ("x-promptpath-nonsense", "1"),
+        ("x-promptpath-keepalive-s", "1e-300"),  # would flood keepalives in a busy loop
+        ("x-promptpath-keepalive-s", "-1"),
+        ("x-promptpath-keepalive-s", "inf"),
     ],
 )
 def test_bad_values_name_the_header(header: str, value: str) -> None:
@@ -73,6 +76,7 @@ def test_flags_are_validated_like_headers() -> None:
         rate=0, status=429
     )
     assert parse_control("keepalive-s", "0.5") == 0.5
+    assert parse_control("keepalive-s", "0") == 0.0  # off
     with pytest.raises(BehaviourError) as info:
         build_behaviour({"batch": 0})
     assert info.value.header == "--batch"
