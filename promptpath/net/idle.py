@@ -23,7 +23,7 @@ from anyio.streams.tls import TLSStream
 
 from promptpath.net import dns
 from promptpath.options import RunOptions
-from promptpath.probes.idle_verdict import CloseKind, IdleWatch, ReuseOutcome
+from promptpath.probes.idle_measure import CloseKind, IdleWatch, ReuseOutcome
 from promptpath.providers import prepare
 
 #: How often the watch reports that the connection is still open.

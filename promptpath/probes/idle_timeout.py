@@ -22,7 +22,8 @@ from promptpath.findings import Finding
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.hophints import hops_named
-from promptpath.probes.idle_verdict import IdleWatch, Outcome, PauseRun, judge, measure_pause
+from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
+from promptpath.probes.idle_verdict import judge
 
 DEFAULT_IDLE_MAX_S = 120.0
 #: Tokens before the pause, and after it (so a survivor ends with its terminal marker).

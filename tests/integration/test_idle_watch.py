@@ -21,7 +21,7 @@ import pytest
 
 from promptpath.net.idle import watch_idle
 from promptpath.options import RunOptions, parse_target
-from promptpath.probes.idle_verdict import IdleWatch
+from promptpath.probes.idle_measure import IdleWatch
 from tests.helpers.refserver import reference_server
 
 Mode = Literal["fin", "rst", "blackhole", "alive", "close_header"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Sequence
 
 import httpcore
@@ -10,14 +12,9 @@ import pytest
 
 from promptpath.errors import HTTPStatusError, StreamError, TraceTimeout
 from promptpath.findings import Verdict
+from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
 from promptpath.probes.idle_timeout import keepalive_interval, outcome_of
-from promptpath.probes.idle_verdict import (
-    IdleWatch,
-    Outcome,
-    PauseRun,
-    judge,
-    measure_pause,
-)
+from promptpath.probes.idle_verdict import judge
 from promptpath.timeline import StreamEvent, Timeline
 
 MS = 1_000_000
@@ -340,3 +337,12 @@ def test_outcomes_from_the_tracers_errors(
 def test_other_http_errors_are_not_cuts() -> None:
     exc = HTTPStatusError("HTTP 401 — bad key", stage="response", kind="http_401", status=401)
     assert outcome_of(exc, None, "HTTP/1.1") == (None, "HTTP 401 — bad key")
+
+
+def test_the_socket_watch_needs_the_observations_not_the_verdict() -> None:
+    # One job per module: net.idle fills an IdleWatch; judging it is the probe's business.
+    code = "import sys, promptpath.net.idle; print('promptpath.probes.idle_verdict' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "False"
