@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from promptpath.options import Provider
 from promptpath.streams.dialects import Frame, MalformedEvent, decoder_for
+from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge
 from promptpath.streams.ndjson import NDJSONDecoder
 from promptpath.streams.sse import SSEDecoder
 from promptpath.timeline import StreamEvent
@@ -16,7 +19,8 @@ class StreamDecoder:
 
     Events are stamped with the ``t_ns`` and ``read_index`` of the read that completed
     them.  A ``MalformedEvent`` is re-raised for the caller to record; the events this
-    feed decoded before the bad one are on the exception as ``events``.
+    feed decoded before the bad one are on the exception as ``events``.  A line longer
+    than ``max_line`` bytes is a ``MalformedEvent`` too (the decoder is then closed).
     """
 
     __slots__ = (
@@ -28,11 +32,13 @@ class StreamDecoder:
         "provider",
     )
 
-    def __init__(self, provider: Provider) -> None:
+    def __init__(self, provider: Provider, *, max_line: int = MAX_LINE_BYTES) -> None:
         self.provider = provider
         self._dialect = decoder_for(provider)
         self._framer: SSEDecoder | NDJSONDecoder = (
-            SSEDecoder() if self._dialect.framing == "sse" else NDJSONDecoder()
+            SSEDecoder(max_line=max_line)
+            if self._dialect.framing == "sse"
+            else NDJSONDecoder(max_line=max_line)
         )
         self._last_read_index = -1
         self._ended = False
@@ -60,7 +66,14 @@ class StreamDecoder:
         """Decode ``data`` carried by read ``read_index`` that returned at ``t_ns``."""
         if data:  # an empty read carries no byte of any event
             self._last_read_index = read_index
-        frames: list[Frame] = list(self._framer.feed(data, t_ns))
+        try:
+            frames: list[Frame] = list(self._framer.feed(data, t_ns))
+        except FrameTooLarge as exc:
+            # The frames completed before the oversized line are real events.
+            earlier = self._decode(cast(list[Frame], exc.frames), read_index)
+            error = MalformedEvent(exc.head, str(exc))
+            error.events = earlier
+            raise error from exc
         return self._decode(frames, read_index)
 
     def close(self, t_ns: int) -> list[StreamEvent]:

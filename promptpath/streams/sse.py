@@ -17,13 +17,21 @@ Spec points that surprise people, kept on purpose:
 * A ``data`` line with an empty value still makes a message (``data:\\n\\n`` dispatches
   ``data=""``); a block without any ``data`` line dispatches nothing.
 * An event not terminated by a blank line before EOF is discarded; ``pending`` says so.
+
+One limit the specification does not have: a line, and the data one event collects, may
+not grow past ``max_line`` (``FrameTooLarge``).  It is counted in decoded characters,
+each of which took at least one byte, so nothing shorter than the cap in bytes is refused.
 """
 
 from __future__ import annotations
 
 import codecs
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NoReturn
+
+from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge, head_of
 
 __all__ = ["SSEDecoder", "SSEMessage"]
 
@@ -53,22 +61,28 @@ class SSEDecoder:
         "_bytes_seen",
         "_closed",
         "_data",
+        "_data_len",
         "_event",
         "_fields_pending",
         "_id_buffer",
         "_last_id",
+        "_max_line",
         "_partial",
+        "_partial_len",
         "_retry",
         "_utf8",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_line: int = MAX_LINE_BYTES) -> None:
+        self._max_line = max_line
         # "replace" turns invalid sequences into U+FFFD, as the spec's UTF-8 decode does.
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._at_start = True  # no text decoded yet: a leading BOM is still to be stripped
         self._partial: list[str] = []  # fragments of the current, unterminated line
+        self._partial_len = 0  # their total length, kept so the cap check is O(1)
         self._after_cr = False  # last line ended in CR at a chunk end: skip one leading LF
         self._data: list[str] = []
+        self._data_len = 0  # length of "\n".join(self._data)
         self._event = ""
         self._id_buffer: str | None = None
         self._last_id: str | None = None
@@ -97,9 +111,13 @@ class SSEDecoder:
         return self._retry
 
     def feed(self, data: bytes, t_ns: int) -> list[SSEMessage]:
-        """Parse ``data`` (arrived at ``t_ns``); return the messages it completed."""
+        """Parse ``data`` (arrived at ``t_ns``); return the messages it completed.
+
+        Raises ``FrameTooLarge`` (and closes) when a line or an event's data exceeds
+        ``max_line``.
+        """
         if self._closed:
-            raise RuntimeError("SSEDecoder.feed() after close()")
+            raise RuntimeError("SSEDecoder.feed() after close() or FrameTooLarge")
         self._bytes_seen += len(data)
         text = self._utf8.decode(data)
         if not text:
@@ -140,12 +158,18 @@ class SSEDecoder:
             m = search(text, pos)
             if m is None:
                 partial.append(text[pos:])
+                self._partial_len += end - pos
+                if self._partial_len > self._max_line:
+                    self._too_large("line", partial, out)
                 break
             line = text[pos : m.start()]
             if partial:
                 partial.append(line)
                 line = "".join(partial)
                 partial.clear()
+                self._partial_len = 0
+            if len(line) > self._max_line:
+                self._too_large("line", [line], out)
             self._line(line, t_ns, out)
             pos = m.end()
             if pos == end and text[pos - 1] == "\r":
@@ -177,7 +201,11 @@ class SSEDecoder:
             value = value[1:]
         self._fields_pending = True
         if name == "data":
+            self._data_len += len(value) + (1 if self._data else 0)
             self._data.append(value)
+            if self._data_len > self._max_line:
+                # The head shows the data as a dialect would get it: lines joined by LF.
+                self._too_large("event data", (v[:100] + "\n" for v in self._data), out)
         elif name == "event":
             self._event = value
         elif name == "id" and "\x00" not in value:
@@ -185,6 +213,18 @@ class SSEDecoder:
         elif name == "retry" and _RETRY.fullmatch(value):
             self._retry = int(value)
         # any other field name, an id with NUL, a retry with non-digits: ignored
+
+    def _too_large(self, what: str, fragments: Iterable[str], out: list[SSEMessage]) -> NoReturn:
+        head = head_of(fragments)
+        # Give the memory back at once: the caller abandons this stream anyway.  What
+        # was dropped is accounted for by no message, so ``pending`` stays True.
+        self._closed = True
+        self._partial.clear()
+        self._partial_len = 0
+        self._data = []
+        self._data_len = 0
+        self._fields_pending = True
+        raise FrameTooLarge(what, self._max_line, head, out)
 
     def _dispatch(self, t_ns: int, out: list[SSEMessage]) -> None:
         self._fields_pending = False
@@ -202,4 +242,5 @@ class SSEDecoder:
             )
         )
         self._data = []
+        self._data_len = 0
         self._event = ""

@@ -10,9 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from promptpath.exitcodes import ExitCode
 from promptpath.options import Provider
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.streams.dialects import MalformedEvent
+from promptpath.streams.framing import MAX_LINE_BYTES
 from promptpath.timeline import StreamEvent
 
 STREAMS = Path(__file__).resolve().parent.parent / "data" / "streams"
@@ -149,6 +151,42 @@ def test_malformed_event_is_reraised_with_the_events_before_it() -> None:
         d.feed(raw, 1, 0)
     assert [(e.kind, e.text) for e in info.value.events] == [("content", "BGP")]
     assert (info.value.stage, info.value.kind) == ("stream", "malformed_event")
+
+
+@pytest.mark.parametrize(
+    ("provider", "good", "endless"),
+    [
+        ("openai", b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n', b'data: {"x":"'),
+        ("ollama", b'{"message":{"content":"a"},"done":false}\n', b'{"message":"'),
+    ],
+)
+def test_a_line_over_the_cap_is_a_malformed_event_after_the_events_before_it(
+    provider: Provider, good: bytes, endless: bytes
+) -> None:
+    d = StreamDecoder(provider)  # the default cap: reads of 64 KiB, as a transport does
+    chunk = b"y" * (64 << 10)
+    fed = 0
+    with pytest.raises(MalformedEvent) as info:
+        d.feed(good + endless + chunk, 1, 0)
+        for i in range(1, 10_000):  # 640 MB if nothing stopped it
+            fed += len(chunk)
+            d.feed(chunk, 1 + i, i)
+    assert fed <= MAX_LINE_BYTES, "the line was buffered past the cap"
+    exc = info.value
+    assert (exc.stage, exc.kind, exc.exit_code) == ("stream", "malformed_event", ExitCode.STREAM)
+    assert f"line longer than {MAX_LINE_BYTES} bytes" in exc.message
+    assert exc.detail["excerpt"] == (endless + chunk).decode()[:80]
+    assert exc.events == []  # "a" was returned by the first read
+    assert d.pending and not d.ended
+
+
+def test_the_events_before_an_oversized_line_in_the_same_read_are_kept() -> None:
+    d = StreamDecoder("openai", max_line=100)
+    raw = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n' + b"data: " + b"z" * 100
+    with pytest.raises(MalformedEvent) as info:
+        d.feed(raw, 5, 2)
+    assert [(e.kind, e.text, e.read_index) for e in info.value.events] == [("content", "a", 2)]
+    assert "line longer than 100 bytes" in info.value.message
 
 
 def test_framing_follows_provider() -> None:

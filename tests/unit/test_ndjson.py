@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge
 from promptpath.streams.ndjson import NDJSONDecoder, NDJSONLine
 
 STREAMS = Path(__file__).resolve().parent.parent / "data" / "streams"
@@ -97,3 +98,62 @@ def test_one_megabyte_line_in_one_byte_feeds() -> None:
         assert d.feed(raw[i : i + 1], i) == []
     [line] = d.close(len(raw))
     assert len(line.text) == len(raw) and line.t_ns == len(raw) - 1
+
+
+# -- the line cap ----------------------------------------------------------------------
+CAP = 64
+
+
+def feed_capped(raw: bytes, cuts: list[int]) -> tuple[list[str], FrameTooLarge | None]:
+    """Feed ``raw`` split at ``cuts``, then close, capped at ``CAP``; lines and the error."""
+    d = NDJSONDecoder(max_line=CAP)
+    out: list[NDJSONLine] = []
+    bounds = [0, *sorted(cuts), len(raw)]
+    for i, (a, b) in enumerate(pairwise(bounds)):
+        try:
+            out += d.feed(raw[a:b], i)
+        except FrameTooLarge as exc:
+            out += exc.frames  # type: ignore[arg-type]
+            with pytest.raises(RuntimeError):  # the decoder is closed now
+                d.feed(b"{}\n", i + 1)
+            assert d.pending and d.close(i + 1) == []
+            return [x.text for x in out], exc
+    out += d.close(len(bounds))
+    return [x.text for x in out], None
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b'{"t":"' + b"x" * (CAP - 7) + b'"}\n',  # CAP + 1 bytes before the LF
+        b'{"t":"' + b"x" * (CAP - 8) + b'"}\r\n',  # CAP bytes and the CR of a CRLF
+        b'{"t":"' + "é".encode() * CAP,  # never ends: refused before close() is reached
+    ],
+    ids=["LF", "CRLF", "unterminated"],
+)
+def test_over_the_cap_raises_at_every_split_keeping_earlier_lines(tail: bytes) -> None:
+    raw = b'{"a":1}\n' + tail
+    for cuts in ([], *([c] for c in range(len(raw) + 1)), list(range(1, len(raw)))):
+        got, exc = feed_capped(raw, cuts)
+        assert exc is not None, f"no error at {cuts}"
+        assert got == ['{"a":1}'], f"split at {cuts}"
+        assert str(exc) == f"line longer than {CAP} bytes" and exc.head.startswith('{"t":"')
+
+
+@pytest.mark.parametrize("eol", [b"\n", b""], ids=["LF", "at-close"])
+def test_a_line_of_exactly_the_cap_passes_at_every_split(eol: bytes) -> None:
+    line = b'{"t":"' + b"x" * (CAP - 8) + b'"}'
+    raw = line + eol
+    for cut in range(len(raw) + 1):
+        assert feed_capped(raw, [cut]) == ([line.decode()], None)
+
+
+def test_an_endless_line_is_refused_after_the_cap_not_buffered() -> None:
+    d = NDJSONDecoder()  # the default cap
+    chunk = b"x" * (64 << 10)
+    fed = 0
+    with pytest.raises(FrameTooLarge, match="line longer than"):
+        for _ in range(10_000):  # 640 MB if nothing stopped it
+            d.feed(chunk, fed)
+            fed += len(chunk)
+    assert MAX_LINE_BYTES < fed + len(chunk) <= MAX_LINE_BYTES + len(chunk)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge
 from promptpath.streams.sse import SSEDecoder, SSEMessage
 
 STREAMS = Path(__file__).resolve().parent.parent / "data" / "streams"
@@ -324,3 +325,67 @@ def test_one_megabyte_in_one_byte_feeds_is_linear() -> None:
     assert [len(m.data) for m in out] == [1 << 20]
     # Linear is ~1-2 s here; quadratic joining would take minutes.
     assert elapsed < 20, f"{elapsed:.1f} s for 1 MB in 1-byte feeds"
+
+
+# -- the line cap ----------------------------------------------------------------------
+CAP = 64
+
+
+def feed_capped(raw: bytes, cuts: list[int]) -> tuple[list[Key], FrameTooLarge | None]:
+    """Feed ``raw`` split at ``cuts`` to a decoder capped at ``CAP``; keys and the error."""
+    d = SSEDecoder(max_line=CAP)
+    out: list[SSEMessage] = []
+    bounds = [0, *sorted(cuts), len(raw)]
+    for i, (a, b) in enumerate(pairwise(bounds)):
+        try:
+            out += d.feed(raw[a:b], i)
+        except FrameTooLarge as exc:
+            out += exc.frames  # type: ignore[arg-type]
+            with pytest.raises(RuntimeError):  # the decoder is closed now
+                d.feed(b"data: more\n\n", i + 1)
+            assert d.pending, "the dropped line is accounted for by no message"
+            return [key(m) for m in out], exc
+    return [key(m) for m in out], None
+
+
+@pytest.mark.parametrize(
+    ("line", "what"),
+    [
+        (b"data: " + b"x" * (CAP - 5), "line"),  # CAP + 1 characters
+        (b": " + "é".encode() * (CAP - 1), "line"),  # a comment is a line too
+        # lines well under the cap whose joined data is CAP + 1: 31 + LF + 31 + LF + 1
+        (b"data: " + b"x" * 31 + b"\ndata: " + b"y" * 31 + b"\ndata: z", "event data"),
+    ],
+    ids=["field", "comment", "data-lines"],
+)
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
+def test_over_the_cap_raises_at_every_split_keeping_earlier_messages(
+    line: bytes, what: str, eol: bytes
+) -> None:
+    raw = with_eol(b"data: ok\n\n" + line + b"\n\n", eol)
+    ok: list[Key] = [("message", "ok", None, None, False)]
+    for cuts in ([], *([c] for c in range(len(raw) + 1)), list(range(1, len(raw)))):
+        got, exc = feed_capped(raw, cuts)
+        assert exc is not None, f"no error at {cuts}"
+        assert got == ok and exc.what == what, f"split at {cuts}"
+        assert str(exc) == f"{what} longer than {CAP} bytes"
+        # the start of the line, or of the event's data (what a dialect would have seen)
+        assert exc.head.startswith(line[:10].decode() if what == "line" else "x" * 10)
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
+def test_a_line_of_exactly_the_cap_passes_at_every_split(eol: bytes) -> None:
+    raw = with_eol(b"data: " + b"x" * (CAP - 6) + b"\n\n", eol)
+    for cut in range(len(raw) + 1):
+        assert feed_capped(raw, [cut]) == ([("message", "x" * (CAP - 6), None, None, False)], None)
+
+
+def test_an_endless_line_is_refused_after_the_cap_not_buffered() -> None:
+    d = SSEDecoder()  # the default cap
+    chunk = b"x" * (64 << 10)
+    fed = 0
+    with pytest.raises(FrameTooLarge, match="line longer than"):
+        for _ in range(10_000):  # 640 MB if nothing stopped it
+            d.feed(chunk, fed)
+            fed += len(chunk)
+    assert MAX_LINE_BYTES < fed + len(chunk) <= MAX_LINE_BYTES + len(chunk)
