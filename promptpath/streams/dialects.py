@@ -45,17 +45,24 @@ _COMMENT_SENT = re.compile(r"(?:^|\s)sent_unix_ns=(\d+)")
 
 
 class MalformedEvent(StreamError):
-    """A stream event whose data is not a JSON object (the stream is not what it claims)."""
+    """A stream event whose data is not a JSON object (the stream is not what it claims).
 
-    def __init__(self, data: str, reason: str) -> None:
-        excerpt = data[:_EXCERPT]
-        more = "…" if len(data) > _EXCERPT else ""
+    The message quotes at most ``_EXCERPT`` characters of the data: its start, or a
+    window around ``pos`` (where the parser gave up) when that lies further in.
+    """
+
+    def __init__(self, data: str, reason: str, *, pos: int | None = None) -> None:
+        start = 0 if pos is None else max(0, min(pos - _EXCERPT // 2, len(data) - _EXCERPT))
+        excerpt = data[start : start + _EXCERPT]
+        before = "…" if start > 0 else ""
+        after = "…" if start + _EXCERPT < len(data) else ""
         super().__init__(
-            f"malformed stream event ({reason}): {excerpt!r}{more}",
+            f"malformed stream event ({reason}): {before}{excerpt!r}{after}",
             stage="stream",
             kind="malformed_event",
             excerpt=excerpt,
             reason=reason,
+            position=pos,
         )
         #: Events decoded before this one in the same feed (set by ``StreamDecoder``).
         self.events: list[StreamEvent] = []
@@ -74,12 +81,24 @@ class DialectDecoder(Protocol):
 def _load(data: str) -> JSONObject:
     try:
         value = json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
-        raise MalformedEvent(data, f"not JSON: {reason}") from exc
+    except json.JSONDecodeError as exc:
+        raise MalformedEvent(data, f"not JSON: {_where(exc)}", pos=exc.pos) from exc
+    except RecursionError as exc:
+        raise MalformedEvent(data, "JSON nested too deeply to parse") from exc
     if not isinstance(value, dict):
         raise MalformedEvent(data, f"JSON {type(value).__name__}, not an object")
     return value
+
+
+def _where(exc: json.JSONDecodeError) -> str:
+    """``Unterminated string starting at column 7``: the parser's complaint and position.
+
+    ``exc.msg`` alone drops the position (some messages even end in a dangling "at").
+    """
+    msg = exc.msg.removesuffix(" at")
+    if exc.lineno == 1:  # the usual one-line data: a line number is noise
+        return f"{msg} at column {exc.colno}"
+    return f"{msg} at line {exc.lineno} column {exc.colno}"
 
 
 def _obj(value: object) -> JSONObject:

@@ -232,6 +232,34 @@ def test_malformed_event_quotes_at_most_80_characters() -> None:
     assert info.value.detail["excerpt"] == bad[:80]
 
 
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        ('{"a": "unterminated', "not JSON: Unterminated string starting at column 7"),
+        ('{"a": 1,}', "not JSON: Expecting property name enclosed in double quotes at column 9"),
+        ('{"a":1}\n{"b":2}', "not JSON: Extra data at line 2 column 1"),  # two data lines
+        ("[" * 100_000, "JSON nested too deeply to parse"),
+    ],
+)
+def test_malformed_json_message_says_where_the_parser_stopped(data: str, reason: str) -> None:
+    with pytest.raises(MalformedEvent) as info:
+        OpenAIChatDecoder().decode(sse(data))
+    assert info.value.message.startswith(f"malformed stream event ({reason}): ")
+    assert len(info.value.detail["excerpt"]) <= 80  # type: ignore[arg-type]
+
+
+def test_malformed_event_far_into_the_data_quotes_80_characters_around_the_error() -> None:
+    bad = '{"choices": [' + "1," * 200 + "]}"  # the parser stops at the "]"
+    where = bad.index(",]") + 1
+    with pytest.raises(MalformedEvent) as info:
+        OpenAIChatDecoder().decode(sse(bad))
+    exc = info.value
+    assert f"Expecting value at column {where + 1}" in exc.message
+    excerpt = exc.detail["excerpt"]
+    assert isinstance(excerpt, str) and len(excerpt) == 80 and excerpt.endswith(",]}")
+    assert exc.message.endswith(f": …{excerpt!r}") and exc.detail["position"] == where
+
+
 # -- reference endpoint fields ---------------------------------------------------------
 def test_promptpath_seq_and_send_time_are_copied() -> None:
     msg = chat({"content": "x"}, promptpath={"seq": 3, "sent_unix_ns": 1736942415250000000})
