@@ -28,6 +28,7 @@ class StreamDecoder:
         "_ended",
         "_framer",
         "_last_read_index",
+        "_terminal",
         "_truncated_tail",
         "provider",
     )
@@ -42,6 +43,7 @@ class StreamDecoder:
         )
         self._last_read_index = -1
         self._ended = False
+        self._terminal = False
         self._truncated_tail = False
 
     @property
@@ -61,6 +63,15 @@ class StreamDecoder:
     def ended(self) -> bool:
         """The dialect's terminal marker ([DONE], message_stop, ...) has been decoded."""
         return self._ended
+
+    @property
+    def terminal(self) -> bool:
+        """The stream has said its last word: the end marker or an error event.
+
+        Nothing a server sends after that changes the outcome, so a transport can stop
+        reading after a short grace instead of waiting for the body to end.
+        """
+        return self._terminal
 
     def feed(self, data: bytes, t_ns: int, read_index: int) -> list[StreamEvent]:
         """Decode ``data`` carried by read ``read_index`` that returned at ``t_ns``."""
@@ -99,7 +110,10 @@ class StreamDecoder:
             except MalformedEvent as exc:
                 exc.events = events
                 raise
+            for event in decoded:  # per event: a later frame of this feed may raise
+                if event.kind == "end":
+                    self._ended = self._terminal = True
+                elif event.kind == "error":
+                    self._terminal = True
             events.extend(decoded)
-        if any(e.kind == "end" for e in events):
-            self._ended = True
         return events

@@ -189,6 +189,50 @@ def test_the_events_before_an_oversized_line_in_the_same_read_are_kept() -> None
     assert "line longer than 100 bytes" in info.value.message
 
 
+@pytest.mark.parametrize(("name", "provider"), RECORDED, ids=[n for n, _ in RECORDED])
+def test_terminal_turns_true_with_the_read_that_decodes_the_end_marker_or_an_error_event(
+    name: str, provider: Provider
+) -> None:
+    raw = (STREAMS / name).read_bytes()
+    d = StreamDecoder(provider)
+    last_word = False
+    for i in range(len(raw)):
+        events = d.feed(raw[i : i + 1], i, i)
+        last_word = last_word or any(e.kind in ("end", "error") for e in events)
+        assert d.terminal == last_word, f"after byte {i}"
+    last_word = last_word or any(e.kind in ("end", "error") for e in d.close(len(raw)))
+    assert d.terminal == last_word
+    assert d.terminal == (name != "openai_chat_truncated.sse")
+
+
+@pytest.mark.parametrize(
+    ("name", "provider"),
+    [
+        ("openai_chat_error.sse", "openai"),
+        ("responses_failed.sse", "responses"),
+        ("responses_error.sse", "responses"),
+        ("anthropic_overloaded.sse", "anthropic"),
+        ("ollama_error.ndjson", "ollama"),
+    ],
+)
+def test_an_error_event_is_terminal_while_the_body_is_still_open(
+    name: str, provider: Provider
+) -> None:
+    d = StreamDecoder(provider)
+    events = d.feed((STREAMS / name).read_bytes(), 1, 0)  # no close(): the body stays open
+    assert events[-1].kind == "error"
+    assert d.terminal and not d.ended
+
+
+def test_terminal_holds_when_a_later_event_in_the_same_read_is_malformed() -> None:
+    d = StreamDecoder("openai")
+    raw = b'data: {"error":{"message":"boom"}}\n\ndata: <html>\n\n'
+    with pytest.raises(MalformedEvent) as info:
+        d.feed(raw, 1, 0)
+    assert [e.kind for e in info.value.events] == ["error"]
+    assert d.terminal
+
+
 def test_framing_follows_provider() -> None:
     assert StreamDecoder("ollama").framing == "ndjson"
     assert StreamDecoder("responses").framing == "sse"
