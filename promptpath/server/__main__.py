@@ -8,7 +8,13 @@ from promptpath.server.command import serve
 
 
 def main() -> None:
-    app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+    # The same settings as ``promptpath serve``: plain usage errors, no rich boxes.
+    app = typer.Typer(
+        add_completion=False,
+        rich_markup_mode=None,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
     app.command()(serve)
     app()
 

@@ -149,6 +149,8 @@ def test_bad_flag_value_exits_2_naming_the_flag() -> None:
     )
     assert done.returncode == 2
     assert "--rate" in done.stderr and done.stdout == ""
+    # the same plain usage error as `promptpath serve`, not a rich box
+    assert done.stderr.strip().splitlines()[-1].startswith("Error: Invalid value for --rate")
 
 
 @pytest.fixture
