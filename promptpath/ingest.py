@@ -178,7 +178,7 @@ class BodyIngest:
     @property
     def terminal(self) -> bool:
         """The stream said its last word (terminal marker or error event)."""
-        return self.timeline.stream_end in ("marker", "error")
+        return self.decoder.terminal or self.timeline.stream_end in ("marker", "error")
 
     def ended_abruptly(self, reason: str, closed_ns: int) -> StreamError | None:
         """The transport failed mid-body. After the terminal marker that is a note about

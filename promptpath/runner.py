@@ -151,8 +151,14 @@ def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOp
     if isinstance(idle_max, (int, float)) and idle_max <= 0:
         raise UsageError("--idle-max must be positive")
     recheck = args.probe_options.get("dns_recheck_s")
-    if isinstance(recheck, (int, float)) and recheck < 0:
-        raise UsageError("--dns-recheck must not be negative")
+    if isinstance(recheck, (int, float)):
+        from promptpath.probes.dns_cache import MIN_RECHECK_S
+
+        if recheck < MIN_RECHECK_S:
+            raise UsageError(
+                f"--dns-recheck must be at least {MIN_RECHECK_S:g} s: two whole-second TTLs"
+                " closer together may be equal"
+            )
     key_env = args.api_key_env or DEFAULT_KEY_ENV[provider]
     api_key = (env.get(key_env) if key_env else None) or profile_key
     return RunOptions(

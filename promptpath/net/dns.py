@@ -71,6 +71,8 @@ async def resolve_system(host: str, port: int, *, family: int = 0) -> DNSAnswer:
             host=host,
             elapsed_ms=round((end - start) / 1e6, 3),
             resolver="system",
+            rcode=None,  # getaddrinfo does not say
+            status=kind,
             start_ns=start,
             end_ns=end,
         ) from exc
@@ -182,6 +184,8 @@ async def resolve_stage(timeline: Timeline, options: RunOptions, host: str, port
         end_ns = exc.detail.get("end_ns")
         if stage is not None and isinstance(start_ns, int) and isinstance(end_ns, int):
             stage.start_ns, stage.end_ns = start_ns, end_ns
+        if stage is not None and exc.detail.get("resolver"):
+            stage.detail["resolver"] = exc.detail["resolver"]
         resolver_name = str(exc.detail.get("resolver") or options.resolver or "system")
         timeline.extra["dns"] = DNSAnswer(
             resolver=resolver_name,
@@ -191,7 +195,11 @@ async def resolve_stage(timeline: Timeline, options: RunOptions, host: str, port
         )
         timeline.extra["dns_error"] = {
             "kind": exc.kind,
-            **{k: v for k, v in exc.detail.items() if k in ("rcode", "ede")},
+            **{
+                k: v
+                for k, v in exc.detail.items()
+                if k in ("rcode", "status", "ede", "negative_ttl") and v is not None
+            },
         }
         raise
     # The stage is the resolver's own measurement, not our bookkeeping around it.
