@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import httpcore
@@ -35,6 +35,8 @@ from promptpath.net.tlsinfo import finish_tls
 from promptpath.options import RunOptions
 from promptpath.providers import PreparedRequest, prepare
 from promptpath.timeline import ErrorInfo, Timeline
+
+T = TypeVar("T")
 
 #: How long to keep reading after the terminal marker or an error event.
 AFTER_END_GRACE_S = 1.0
@@ -169,6 +171,23 @@ async def traced_request(
     else:
         return None
     return record_error(timeline, exc)
+
+
+async def next_chunk(ingest: BodyIngest, chunks: AsyncIterator[T]) -> T | None:
+    """The next piece of the body, or None when it ended (every transport).
+
+    After the terminal marker (or an error event) the body should end at once; a server
+    that keeps it open gets AFTER_END_GRACE_S, and must not turn a complete answer into a
+    timeout."""
+    with anyio.move_on_after(AFTER_END_GRACE_S if ingest.terminal else None):
+        try:
+            return await chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+    ingest.timeline.extra["close_after_end"] = (
+        f"still open {AFTER_END_GRACE_S:g} s after the end of the stream"
+    )
+    return None
 
 
 def network_reason(err: BaseException, timeline: Timeline) -> str:
@@ -321,19 +340,7 @@ async def _consume(
     ingest = BodyIngest(timeline, options)
     chunks = response.aiter_stream().__aiter__()
     try:
-        while True:
-            # After the terminal marker (or an error event) the body should end at once;
-            # a server that keeps it open must not turn a complete answer into a timeout.
-            with anyio.move_on_after(AFTER_END_GRACE_S if ingest.terminal else None) as wait:
-                try:
-                    data = await chunks.__anext__()
-                except StopAsyncIteration:
-                    break
-            if wait.cancelled_caught:
-                timeline.extra["close_after_end"] = (
-                    f"still open {AFTER_END_GRACE_S:g} s after the end of the stream"
-                )
-                break
+        while (data := await next_chunk(ingest, chunks)) is not None:
             # The stamp of the socket read that brought these bytes, not of this moment.
             ingest.feed(data, recorder.last_read_ns or time.perf_counter_ns(), recorder.read_index)
     except (httpcore.ProtocolError, httpcore.NetworkError) as err:

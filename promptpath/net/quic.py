@@ -42,9 +42,9 @@ from promptpath.options import RunOptions
 from promptpath.providers import PreparedRequest, prepare
 from promptpath.timeline import Timeline
 from promptpath.trace import (
-    AFTER_END_GRACE_S,
     TraceResult,
     new_timeline,
+    next_chunk,
     phase_of,
     record_error,
     timeout_error,
@@ -147,18 +147,7 @@ async def _consume(
     last_ns = head.t_ns
     arrivals = _body(queue, head).__aiter__()
     try:
-        while True:
-            # As over TCP: once the stream said its last word, the body gets a short grace.
-            with anyio.move_on_after(AFTER_END_GRACE_S if ingest.terminal else None) as wait:
-                try:
-                    arrival = await arrivals.__anext__()
-                except StopAsyncIteration:
-                    break
-            if wait.cancelled_caught:
-                timeline.extra["close_after_end"] = (
-                    f"still open {AFTER_END_GRACE_S:g} s after the end of the stream"
-                )
-                break
+        while (arrival := await next_chunk(ingest, arrivals)) is not None:
             last_ns = arrival.t_ns
             ingest.feed(arrival.data, arrival.t_ns, arrival.read_index)
     except _Broken as err:
