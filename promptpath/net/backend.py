@@ -96,7 +96,10 @@ def _map_exceptions(mapping: dict[type[Exception], type[Exception]]) -> Iterator
     except Exception as exc:
         for source, target in mapping.items():
             if isinstance(exc, source):
-                raise target(str(exc) or type(exc).__name__) from exc
+                cause = exc.__cause__
+                if not str(exc) and isinstance(cause, OSError) and cause.errno:
+                    raise target(os.strerror(cause.errno)) from exc  # "Connection reset by peer"
+                raise target(str(exc)) from exc
         raise
 
 
