@@ -6,6 +6,7 @@ to the sans-IO stream decoder. The read loop stays tight: nothing here renders.
 
 from __future__ import annotations
 
+import gc
 import os
 import ssl
 import time
@@ -110,11 +111,29 @@ async def trace(
     ``on_start`` receives the result as soon as it exists, so a caller interrupted by
     Ctrl-C can still report the partial timeline."""
     if options.resolver is not None:
-        import promptpath.net.dnsquery  # noqa: F401 - dnspython's import is not DNS time
-    if options.http == "3":
-        from promptpath.net.quic import trace_h3  # aioquic: only when asked for
+        from promptpath.net.dnsquery import load_dnspython
 
-        return await trace_h3(options)
+        load_dnspython()  # dnspython loads lazily inside the first query: not DNS time
+    # A full collection in the middle of a stream stalls the read loop for ~20 ms
+    # (measured), which would show as a late token. Collect now, then hold the collector
+    # off until the trace is done; reference counting still frees what it can.
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if options.http == "3":
+            from promptpath.net.quic import trace_h3  # aioquic: only when asked for
+
+            return await trace_h3(options, on_start=on_start)
+        return await _trace_tcp(options, on_start)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+async def _trace_tcp(
+    options: RunOptions, on_start: Callable[[TraceResult], None] | None
+) -> TraceResult:
     _preload(options)
     ctx = ssl_context_for(options)  # loading the system CA store takes ~50 ms: not the network
     timeline = new_timeline()

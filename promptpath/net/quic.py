@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -200,8 +200,12 @@ async def _traced(
     return record_error(timeline, exc)
 
 
-async def trace_h3(options: RunOptions) -> TraceResult:
-    """Trace one prompt over HTTP/3 (and, with --warm, a second on the same connection)."""
+async def trace_h3(
+    options: RunOptions, *, on_start: Callable[[TraceResult], None] | None = None
+) -> TraceResult:
+    """Trace one prompt over HTTP/3 (and, with --warm, a second on the same connection).
+
+    ``on_start`` receives the result as soon as it exists (for reporting after Ctrl-C)."""
     if options.target.scheme != "https":
         timeline = new_timeline()
         exc = UsageError(
@@ -213,6 +217,8 @@ async def trace_h3(options: RunOptions) -> TraceResult:
     timeline = new_timeline()
     recorder = QuicRecorder(timeline)
     result = TraceResult(options=options, timeline=timeline)
+    if on_start is not None:
+        on_start(result)
     box: list[Session] = []
     try:
         result.exc = await _traced(options, recorder, None, box, verifier)

@@ -76,3 +76,45 @@ async def test_nxdomain_is_a_dns_failure_with_exit_3(
     assert dns_obj["error"]["kind"] == "nxdomain"
     # dnspython's import is done before t0: the failed stage is the query, not the import.
     assert dns_obj["duration_ms"] < 100
+
+
+async def test_cli_resolver_run_keeps_dnspython_loading_off_the_clock(
+    dns_server: MakeServer,  # noqa: F811
+    ref: RefServer,
+) -> None:
+    """A fresh process: nothing imported dnspython for it (pytest's own process has)."""
+    import asyncio
+    import json
+    import sys
+
+    srv = await dns_server(lambda q, _t: answer(q, "127.0.0.1", ttl=42).to_wire())
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "promptpath",
+        "run",
+        f"http://{NAME}:{ref.port}/v1/chat/completions",
+        "--resolver",
+        srv.address,
+        "-4",
+        "--json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err.decode()
+    body = json.loads(out)
+    # dns_done is the stage's end, measured from t0: only the query may lie in between.
+    assert body["milestones_ms"]["dns_done"] - body["stages_ms"]["dns"] < 5, body["milestones_ms"]
+
+
+async def test_the_collector_is_held_off_during_a_trace_and_restored_after(ref: RefServer) -> None:
+    import gc
+
+    seen: list[bool] = []
+    opts = build_options(
+        RunArgs(target=f"http://127.0.0.1:{ref.port}/v1/chat/completions"), environ={}
+    )
+    assert gc.isenabled()
+    result = await trace(opts, on_start=lambda _r: seen.append(gc.isenabled()))
+    assert result.exc is None and seen == [False] and gc.isenabled()
