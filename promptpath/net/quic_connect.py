@@ -203,8 +203,6 @@ async def handshake(
     # How much of the stage was client CPU before the first Initial left (on record, so a
     # slow client is not mistaken for a slow path).
     timeline.stages[-1].detail["client_hello_ms"] = round((first_sent_ns - start) / 1e6, 3)
-    timeline.mark("connected", end)
-    timeline.mark("tls_done", end)
     timeline.address = (ip, port)
     timeline.family = fam
     timeline.tls = tls = _tls_info(quic, event, options)
@@ -217,6 +215,10 @@ async def handshake(
             protocol.close(_CRYPTO_ERROR + ALERT_BAD_CERTIFICATE, reason)
             timeline.attempts[-1] = dataclasses.replace(timeline.attempts[-1], error=reason)
             raise refusal(options, ip, kind, reason)
+    # Only now is the connection usable: a refused certificate must not leave milestones
+    # behind ("last milestone tls_done" for a handshake we rejected).
+    timeline.mark("connected", end)
+    timeline.mark("tls_done", end)
     return Session(protocol=protocol, recorder=recorder)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from promptpath.analysis import compute, headline
 from promptpath.compare import setup_round_trips, trace_pair
 from promptpath.errors import ConnectError, StreamError, TLSError
 from promptpath.exitcodes import ExitCode
@@ -222,6 +223,7 @@ async def test_unknown_ca_is_a_tls_error(server: RefServer) -> None:
     tls = result.timeline.tls
     assert tls is not None and tls.verified is False and tls.verify_error
     assert tls.cert is not None and "localhost" in tls.cert.sans
+    _assert_refused_handshake_left_no_milestones(result.timeline)
 
 
 async def test_hostname_mismatch_is_a_tls_error(server: RefServer) -> None:
@@ -241,6 +243,17 @@ async def test_expired_certificate_is_a_tls_error(tmp_path: Path) -> None:
         result = await trace(_options(srv.port, ca=srv.ca))
     assert isinstance(result.exc, TLSError), result.exc
     assert result.exc.kind == "cert_expired"
+    _assert_refused_handshake_left_no_milestones(result.timeline)
+
+
+def _assert_refused_handshake_left_no_milestones(timeline: Timeline) -> None:
+    """A refused certificate: the stage ended not ok, nothing was connected or secured."""
+    stage = timeline.stage("quic_handshake")
+    assert stage is not None and stage.end_ns is not None and not stage.ok
+    assert "connected" not in timeline.milestones, timeline.milestones
+    assert "tls_done" not in timeline.milestones, timeline.milestones
+    assert timeline.error is not None and timeline.error.stage == "quic_handshake"
+    assert "last milestone dns_done" in headline(timeline, compute(timeline))
 
 
 # -- hostile paths and peers -------------------------------------------------------------------
