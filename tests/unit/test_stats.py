@@ -65,9 +65,9 @@ def test_percentile_matches_numpy_linear(values: list[float], q: float) -> None:
 def test_summarize_hand_computed() -> None:
     s = summarize([10.0, 20.0, 30.0, 40.0, 100.0])
     assert s is not None
-    # ranks: p50 = 2 -> 30; p90 = 3.6 -> 40 + 0.6*60; p95 = 3.8; p99 = 3.96
+    # nearest rank of 5 values: p50 = ceil(2.5) = 3rd -> 30; p90, p95, p99 = 5th -> 100
     assert (s.count, s.min, s.p50, s.max, s.mean) == (5, 10.0, 30.0, 100.0, 40.0)
-    assert (s.p90, s.p95, s.p99) == pytest.approx((76.0, 88.0, 97.6))
+    assert (s.p90, s.p95, s.p99) == (100.0, 100.0, 100.0)
     assert isinstance(s, Summary)
 
 
@@ -189,3 +189,39 @@ def test_histogram_matches_numpy(values: list[float], bins: int) -> None:
     np = pytest.importorskip("numpy")
     counts, _ = np.histogram(values, bins=bins)
     assert [c for _, _, c in histogram(values, bins)] == counts.tolist()
+
+
+@pytest.mark.parametrize(
+    ("values", "q", "expected"),
+    [
+        ([1, 2, 3, 4], 50, 2.0),  # ceil(0.5 * 4) = rank 2
+        ([1, 2, 3, 4], 51, 3.0),
+        ([20] * 30 + [10_000], 99, 10_000.0),  # a lone pause is the p99 of 31 gaps, not 7027
+        ([20] * 30 + [10_000], 90, 20.0),
+        ([3, 1, 2], 0, 1.0),
+        ([3, 1, 2], 100, 3.0),
+    ],
+)
+def test_nearest_rank_reports_observed_values(
+    values: list[float], q: float, expected: float
+) -> None:
+    from promptpath.stats import nearest_rank
+
+    assert nearest_rank(values, q) == expected
+    assert expected in values
+
+
+@NO_DEADLINE
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=50), st.floats(0, 100))
+def test_nearest_rank_matches_numpy_inverted_cdf(values: list[float], q: float) -> None:
+    np = pytest.importorskip("numpy")
+    from promptpath.stats import nearest_rank
+
+    expected = float(np.percentile(values, q, method="inverted_cdf"))
+    assert nearest_rank(values, q) == pytest.approx(expected, abs=1e-6)
+
+
+def test_summary_percentiles_are_observed_gaps() -> None:
+    gaps = [20.0] * 30 + [10_000.0]
+    s = summarize(gaps)
+    assert s is not None and s.p99 == 10_000.0 and s.p50 == 20.0
