@@ -71,6 +71,10 @@ def apply_profile(
 
     profile = load_profile(args.target, config_path(dict(env)))
     merged: dict[str, object] = {"target": profile["url"]}
+    base = config_path(dict(env)).parent
+    if isinstance(profile.get("cacert"), str) and not os.path.isabs(profile["cacert"]):
+        # Relative to the config file, not to wherever a cron job happens to run.
+        profile["cacert"] = str(base / profile["cacert"])
     for key in (
         "provider",
         "model",
@@ -350,28 +354,42 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
         if not started:
             return int(ExitCode.INTERRUPTED)
         # Report what was measured up to Ctrl-C: a CI job still gets its JSON.
-        from promptpath.errors import Interrupted
-        from promptpath.trace import phase_of, record_error
-
         result = started[0]
-        tl = result.timeline
-        stage = phase_of(tl, options)
-        result.exc = record_error(
-            tl, Interrupted(f"interrupted in stage {stage!r}", stage=stage, kind="interrupted")
-        )
+        _mark_interrupted(result, options)
     return emit(result, json_out=json_out, fail_on=fail_on, console=console)
+
+
+def _mark_interrupted(result: TraceResult, options: RunOptions) -> None:
+    from promptpath.errors import Interrupted
+    from promptpath.trace import phase_of, record_error
+
+    stage = phase_of(result.timeline, options)
+    error = Interrupted(f"interrupted in stage {stage!r}", stage=stage, kind="interrupted")
+    result.exc = record_error(result.timeline, error)
 
 
 def _compare(options: RunOptions, *, json_out: bool, console: Console) -> int:
     """--compare-http: the same prompt over HTTP/2 and HTTP/3, fresh connections each."""
-    from promptpath.compare import trace_pair
+    from promptpath.compare import pair_options
     from promptpath.report.compare import compare_json, render_compare
+    from promptpath.trace import trace
+
+    started: list[TraceResult] = []
+
+    async def both() -> list[TraceResult]:
+        # One after the other: run together they would share the CPU and the path.
+        return [await trace(opts, on_start=started.append) for opts in pair_options(options)]
 
     try:
-        results = anyio.run(trace_pair, options)
+        results = anyio.run(both)
     except KeyboardInterrupt:
         print("promptpath: interrupted", file=sys.stderr)
-        return int(ExitCode.INTERRUPTED)
+        if not started:
+            return int(ExitCode.INTERRUPTED)
+        _mark_interrupted(started[-1], options)
+        if len(started) == 1:  # still on HTTP/2: report it as the run it is
+            return emit(started[0], json_out=json_out, fail_on="fail", console=console)
+        results = started
     codes = [int(exit_code_for(r, "fail")) for r in results]
     render_compare(console, results)
     if json_out:

@@ -39,7 +39,9 @@ def cert_info(der: bytes | None, *, now: dt.datetime | None = None) -> CertInfo 
         sans = ()
     not_after = cert.not_valid_after_utc
     now = now or dt.datetime.now(dt.timezone.utc)
-    days_left = (not_after - now).days
+    # Whole days, truncated toward zero: a certificate that expired 23 h ago is 0 days
+    # past, not -1 (timedelta.days floors negatives).
+    days_left = int((not_after - now).total_seconds() / 86400)
     return CertInfo(
         subject=cert.subject.rfc4514_string(),
         issuer=cert.issuer.rfc4514_string(),

@@ -113,6 +113,12 @@ def dns_line(timeline: Timeline) -> str | None:
     return " · ".join(parts)
 
 
+def _now_iso() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).isoformat()
+
+
 def tls_line(timeline: Timeline) -> str | None:
     tls = timeline.tls
     if tls is None:
@@ -126,7 +132,12 @@ def tls_line(timeline: Timeline) -> str | None:
         parts.append("resumed")
     if tls.cert is not None:
         c = tls.cert
-        parts.append(f"cert {c.subject} expires {c.not_after[:10]} ({c.days_left} days)")
+        when = (
+            f"expires {c.not_after[:10]} ({c.days_left} days)"
+            if c.days_left >= 0 and c.not_after >= _now_iso()
+            else f"EXPIRED {c.not_after[:10]}"
+        )
+        parts.append(f"cert {c.subject} {when}")
     parts.append(
         "verified" if tls.verified else "NOT verified (-k)" if tls.verified is None else "failed"
     )
@@ -160,7 +171,12 @@ def render_timeline(
     width = console.width
     console.print(waterfall(timeline, metrics, width, title, total))
     if timeline.reused_connection:
-        console.print("[dim]connection reused: no DNS, TCP or TLS on this request[/dim]")
+        setup = (
+            "QUIC handshake"
+            if "quic" in timeline.extra or (timeline.http_version == "HTTP/3")
+            else "TCP or TLS"
+        )
+        console.print(f"[dim]connection reused: no DNS, {setup} on this request[/dim]")
     line = dns_line(timeline)
     if line and not timeline.reused_connection:
         console.print(Text("DNS    ") + Text(line))

@@ -81,3 +81,15 @@ def test_an_explicit_default_on_the_command_line_still_beats_the_profile(tmp_pat
         RunArgs(target="p", timeout=60.0, insecure=False, http="auto"), environ=env
     )
     assert (explicit.timeout, explicit.insecure, explicit.http) == (60.0, False, "auto")
+
+
+def test_relative_cacert_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    (tmp_path / "ca").mkdir()
+    ca = tmp_path / "ca" / "ca.pem"
+    import trustme
+
+    trustme.CA().cert_pem.write_to_path(str(ca))
+    text = "[profiles.p]\nurl = 'https://h/v1/messages'\ncacert = 'ca/ca.pem'\n"
+    env = {"PROMPTPATH_CONFIG": str(write(tmp_path, text))}
+    opts = build_options(RunArgs(target="p"), environ=env)
+    assert opts.cacert == str(ca)
