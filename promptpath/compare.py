@@ -8,6 +8,11 @@ each timeline's own stages and milestones. One run per protocol is one sample ea
 difference within the noise floor is called "same": max(2 ms, 10 %, the larger
 interquartile range of either run's token gaps), the jitter the path showed while we
 watched. Two runs on a shared machine never match to the millisecond.
+
+A metric counts only when the stages it needs finished ok in that run: a refused connect
+or a timed-out QUIC handshake has a duration, but it is the time to fail, not a handshake
+to compare. Such a side is None (null in JSON), so its delta and winner are None too, and
+the summary names the run that failed and where.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 
 from promptpath.analysis import Metrics, compute
 from promptpath.stats import percentile
-from promptpath.timeline import Timeline
+from promptpath.timeline import ErrorInfo, Timeline
 
 if TYPE_CHECKING:
     from promptpath.options import RunOptions
@@ -33,6 +38,12 @@ ROUND_TRIP_FLOOR = 0.5
 
 #: Each side of a comparison is one run: one sample, whatever its verdict says.
 SAMPLES_PER_PROTOCOL = 1
+
+#: Stages that make the connection; a failure in one of them leaves nothing to time after.
+SETUP_STAGES = ("dns", "connect", "tls", "quic_handshake")
+
+#: What a metric needs to have finished ok before its value counts (see ``finished``).
+Need = Literal["connection", "stream"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +114,24 @@ def setup_round_trips(timeline: Timeline) -> int | None:
     return trips
 
 
+def connection_ready(timeline: Timeline) -> bool:
+    """Every setup stage that ran ended ok and a connection (or a reused one) was ready."""
+    if timeline.reused_connection:
+        return timeline.error is None or timeline.error.stage not in SETUP_STAGES
+    if timeline.error is not None and timeline.error.stage in SETUP_STAGES:
+        return False
+    ran = [s for s in timeline.stages if s.name in SETUP_STAGES]
+    if any(s.end_ns is None or not s.ok for s in ran):
+        return False
+    return any(s.name in ("connect", "quic_handshake") for s in ran)
+
+
+def finished(timeline: Timeline) -> dict[Need, bool]:
+    """Which parts of the run finished ok: the connection, and the whole stream after it."""
+    ready = connection_ready(timeline)
+    return {"connection": ready, "stream": ready and timeline.error is None}
+
+
 def handshake_ms(metrics: Metrics) -> float | None:
     """Transport + TLS setup: connect + tls over TCP, quic_handshake over QUIC."""
     st = metrics.stages_ms
@@ -157,6 +186,17 @@ def differences(a: Timeline, b: Timeline) -> list[Difference]:
         value = setup_round_trips(timeline)
         return None if value is None else float(value)
 
+    done_a, done_b = finished(a), finished(b)
+
+    def counted(d: Difference, need: Need) -> Difference:
+        """The row with each side that did not finish what the metric needs set to None."""
+        return replace(
+            d,
+            a=d.a if done_a[need] else None,
+            b=d.b if done_b[need] else None,
+            jitter_ms=jitter if d.unit == "ms" else 0.0,
+        )
+
     rows = [
         Difference(
             key="setup_round_trips",
@@ -201,10 +241,13 @@ def differences(a: Timeline, b: Timeline) -> list[Difference]:
             b=mb.ttft_from_request_ms,
         ),
     ]
+    stream_rows: list[Difference] = []
     for attr in ("p50", "p90", "p99", "max"):
         va, vb = gap(attr)
-        rows.append(Difference(key=f"gap_{attr}_ms", label=f"gap {attr}", unit="ms", a=va, b=vb))
-    rows += [
+        stream_rows.append(
+            Difference(key=f"gap_{attr}_ms", label=f"gap {attr}", unit="ms", a=va, b=vb)
+        )
+    stream_rows += [
         Difference(
             key="tokens_per_second",
             label="tokens/s",
@@ -221,7 +264,7 @@ def differences(a: Timeline, b: Timeline) -> list[Difference]:
             b=ms(mb, "end"),
         ),
     ]
-    return [replace(d, jitter_ms=jitter) if d.unit == "ms" else d for d in rows]
+    return [counted(d, "connection") for d in rows] + [counted(d, "stream") for d in stream_rows]
 
 
 def differences_json(rows: list[Difference]) -> dict[str, dict[str, object]]:
@@ -251,8 +294,22 @@ def _fmt(value: float, unit: str) -> str:
     return f"{abs(value):.1f} ms"
 
 
-def summary(rows: list[Difference], names: tuple[str, str] = ("HTTP/2", "HTTP/3")) -> list[str]:
-    """Sentences for the differences beyond noise (the ones that matter), then the caveat."""
+def failure_line(name: str, error: ErrorInfo) -> str:
+    """Which run failed and where, and what that leaves out of the comparison."""
+    if error.stage in SETUP_STAGES:
+        left_out = "no connection, so none of its times are compared"
+    else:
+        left_out = "its times from that stage on are not compared"
+    return f"{name} failed in {error.stage} ({error.kind}): {left_out}"
+
+
+def summary(
+    rows: list[Difference],
+    names: tuple[str, str] = ("HTTP/2", "HTTP/3"),
+    errors: tuple[ErrorInfo | None, ErrorInfo | None] = (None, None),
+) -> list[str]:
+    """Which run failed (if one did), sentences for the differences beyond noise (the
+    ones that matter), then the caveat."""
     picked = (
         "setup_round_trips",
         "handshake_ms",
@@ -262,6 +319,9 @@ def summary(rows: list[Difference], names: tuple[str, str] = ("HTTP/2", "HTTP/3"
         "gap_p50_ms",
         "gap_p99_ms",
     )
+    failures = [
+        failure_line(name, err) for name, err in zip(names, errors, strict=True) if err is not None
+    ]
     lines: list[str] = []
     by_key = {d.key: d for d in rows}
     for key in picked:
@@ -277,8 +337,13 @@ def summary(rows: list[Difference], names: tuple[str, str] = ("HTTP/2", "HTTP/3"
             )
         else:
             lines.append(f"{d.label}: {winner} {_fmt(d.delta, d.unit)} {verb} than {loser}")
-    if not lines:
+    if not lines and not failures:
         lines.append("no difference beyond noise between the two protocols")
+    elif not lines and any(d.a is not None and d.b is not None for d in rows):
+        lines.append("no difference beyond noise in what both runs finished")
+    elif not lines:
+        lines.append("nothing to compare: no metric was measured on both runs")
+    lines = failures + lines
     jitter = max((d.jitter_ms for d in rows), default=0.0)
     lines.append(
         "one run per protocol is one sample: a time counts as different only beyond"

@@ -120,7 +120,7 @@ def render_compare(console: Console, results: Sequence[TraceResult]) -> None:
     rows = differences(a.timeline, b.timeline)
     console.print()
     console.print(differences_table(rows, names))
-    for line in summary(rows, names):
+    for line in summary(rows, names, (a.timeline.error, b.timeline.error)):
         console.print(Text("→ " + line))
 
 
@@ -148,5 +148,5 @@ def compare_json(
         "samples_per_protocol": SAMPLES_PER_PROTOCOL,
         "results": runs,
         "differences": differences_json(rows),
-        "summary": summary(rows, names),
+        "summary": summary(rows, names, (results[0].timeline.error, results[1].timeline.error)),
     }

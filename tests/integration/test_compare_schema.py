@@ -80,6 +80,35 @@ async def test_compare_output_with_http3_failing_validates(tmp_path: Path) -> No
     _validator().validate(body)
 
 
+async def test_compare_output_with_both_runs_failing_validates_and_picks_no_winner() -> None:
+    # TCP refused and UDP silent on one port: both handshakes fail, neither time counts.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as silent:
+        silent.bind(("127.0.0.1", 0))  # bound, never read: datagrams vanish
+        port = silent.getsockname()[1]
+        opts = RunOptions(
+            target=parse_target(f"https://127.0.0.1:{port}{CHAT}"),
+            provider="openai",
+            model="test-model",
+            family=socket.AF_INET,
+            timeout=2.0,
+        )
+        results = await trace_pair(opts)
+    body = json.loads(json.dumps(compare_json(results)))
+    _validator().validate(body)
+    assert body["ok"] is False
+    assert [r["error"]["stage"] for r in body["results"]] == ["connect", "quic_handshake"]
+    for key, diff in body["differences"].items():
+        assert (diff["http2"], diff["http3"], diff["delta"], diff["better"]) == (
+            None,
+            None,
+            None,
+            None,
+        ), key
+    assert body["summary"][0].startswith("HTTP/2 failed in connect (refused)")
+    assert body["summary"][1].startswith("HTTP/3 failed in quic_handshake")
+    assert not any("less than" in line for line in body["summary"])
+
+
 async def test_runs_are_checked_against_the_run_schema(h3_server: RefServer) -> None:
     good = json.loads(json.dumps(compare_json(await trace_pair(_options(h3_server)))))
     _validator().validate(good)

@@ -268,3 +268,79 @@ def test_compare_json_exit_codes_follow_each_run() -> None:
     body = compare_json(results)
     assert [r["exit_code"] for r in body["results"]] == [0, 4]
     assert body["ok"] is False
+
+
+def _failed_in(stage: str, length_ms: float, kind: str) -> Timeline:
+    """A run that resolved the name, then failed in ``stage`` after ``length_ms``."""
+    tl = Timeline(t0_ns=T0, t0_unix_ns=0)
+    tl.stages.append(Stage(name="dns", start_ns=T0, end_ns=T0 + MS))
+    tl.milestones["dns_done"] = T0 + MS
+    end = T0 + MS + int(length_ms * MS)
+    tl.stages.append(Stage(name=stage, start_ns=T0 + MS, end_ns=end, ok=False))
+    tl.error = ErrorInfo(stage=stage, kind=kind, message=f"{stage} failed")
+    return tl
+
+
+def test_failed_handshakes_are_not_compared_and_the_summary_says_where() -> None:
+    # The review's case: TCP refused (0.659 ms) and UDP silent (1805.89 ms) on one port.
+    # Both durations are times to fail; "HTTP/2 1806.0 ms less than HTTP/3" was a lie.
+    a = _failed_in("connect", 0.659, "refused")
+    b = _failed_in("quic_handshake", 1805.89, "handshake_timeout")
+    rows = differences(a, b)
+    out = differences_json(rows)
+    assert out["handshake_ms"]["http2"] is None and out["handshake_ms"]["http3"] is None
+    assert out["handshake_ms"]["delta"] is None and out["handshake_ms"]["better"] is None
+    assert all(d["better"] is None and d["delta"] is None for d in out.values()), out
+    lines = summary(rows, errors=(a.error, b.error))
+    assert lines[0] == (
+        "HTTP/2 failed in connect (refused): no connection, so none of its times are compared"
+    )
+    assert lines[1].startswith("HTTP/3 failed in quic_handshake (handshake_timeout)")
+    assert lines[2] == "nothing to compare: no metric was measured on both runs"
+    assert not any("less than" in line or "fewer" in line for line in lines)
+
+
+def test_one_failed_side_keeps_the_other_value_without_a_winner() -> None:
+    a = _timeline(h3=False)
+    b = _failed_in("quic_handshake", 1805.89, "handshake_timeout")
+    rows = _by_key(differences(a, b))
+    assert rows["handshake_ms"].a == 30.0 and rows["handshake_ms"].b is None
+    assert rows["handshake_ms"].better is None and rows["setup_round_trips"].better is None
+    lines = summary(list(rows.values()), errors=(None, b.error))
+    assert lines[0].startswith("HTTP/3 failed in quic_handshake")
+    assert lines[1] == "nothing to compare: no metric was measured on both runs"
+
+
+def test_a_stream_cut_short_compares_the_connection_but_not_the_stream() -> None:
+    a = _timeline(h3=False, handshake=(10, 20))
+    b = _timeline(h3=True, handshake=(12,))
+    b.error = ErrorInfo(stage="stream", kind="truncated", message="cut")
+    rows = _by_key(differences(a, b))
+    assert rows["handshake_ms"].better == "b" and rows["ttft_ms"].better == "b"
+    for key in ("gap_p50_ms", "gap_max_ms", "tokens_per_second", "end_ms"):
+        assert rows[key].b is None and rows[key].better is None, key
+    lines = summary(list(rows.values()), errors=(None, b.error))
+    assert lines[0] == (
+        "HTTP/3 failed in stream (truncated): its times from that stage on are not compared"
+    )
+    assert any(line.startswith("handshake (TCP+TLS / QUIC): HTTP/3") for line in lines)
+
+
+def test_failed_runs_show_dashes_and_name_the_failure_in_the_terminal() -> None:
+    h2, h3 = pair_options(_options())
+    results = [
+        TraceResult(options=h2, timeline=_failed_in("connect", 0.659, "refused")),
+        TraceResult(
+            options=h3, timeline=_failed_in("quic_handshake", 1805.89, "handshake_timeout")
+        ),
+    ]
+    out = io.StringIO()
+    render_compare(Console(file=out, width=100, no_color=True), results)
+    text = out.getvalue()
+    assert "less than" not in text
+    assert "→ HTTP/2 failed in connect (refused)" in text
+    handshake = next(line for line in text.splitlines() if line.startswith("handshake"))
+    assert handshake.split()[-3:] == ["—", "—", "—"], handshake  # HTTP/2, HTTP/3, Δ
+    body = compare_json(results)
+    assert body["differences"]["handshake_ms"]["better"] is None
+    assert body["summary"][0].startswith("HTTP/2 failed in connect")
