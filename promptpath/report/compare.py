@@ -78,13 +78,14 @@ def _cell(value: float | None, unit: str) -> str:
 
 
 def differences_table(rows: list[Difference], names: tuple[str, str]) -> Table:
+    """The metrics side by side. In a narrow terminal the metric names and the verdict
+    wrap; the numbers and their headers never do (rich cut "HTTP/2" to "HTT…" when every
+    column was no_wrap and the values were wide)."""
     table = Table(show_edge=False, box=None, pad_edge=False)
-    table.add_column("metric", no_wrap=True)
-    table.add_column(names[0], justify="right", no_wrap=True)
-    table.add_column(names[1], justify="right", no_wrap=True)
-    table.add_column("Δ", justify="right", no_wrap=True)
-    table.add_column("noise ±", justify="right", no_wrap=True)
-    table.add_column("better", no_wrap=True)
+    table.add_column("metric")
+    for header in (*names, "Δ", "noise ±"):
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+    table.add_column("better")
     verdict = {"a": names[0], "b": names[1], "same": "same (noise)", None: ""}
     for d in rows:
         delta = d.delta

@@ -344,3 +344,25 @@ def test_failed_runs_show_dashes_and_name_the_failure_in_the_terminal() -> None:
     body = compare_json(results)
     assert body["differences"]["handshake_ms"]["better"] is None
     assert body["summary"][0].startswith("HTTP/2 failed in connect")
+
+
+def test_protocol_headers_stay_whole_at_80_columns_with_wide_values() -> None:
+    # Minute-long waits: 9-character values made rich cut every no_wrap column,
+    # headers included ("HTT…  HTT…", "nois…").
+    h2, h3 = pair_options(_options())
+    slow = {"wait": 50_000.0, "gaps": (2000.0, 40_000.0, 100.0, 12_000.0)}
+    results = [
+        TraceResult(options=h2, timeline=_timeline(h3=False, handshake=(1000, 2000), **slow)),
+        TraceResult(options=h3, timeline=_timeline(h3=True, handshake=(12_000,), **slow)),
+    ]
+    out = io.StringIO()
+    render_compare(Console(file=out, width=80, no_color=True, highlight=False), results)
+    lines = out.getvalue().splitlines()
+    header = next(line for line in lines if line.startswith("metric"))
+    assert header.split() == ["metric", "HTTP/2", "HTTP/3", "Δ", "noise", "±", "better"]
+    table = lines[lines.index(header) :]
+    assert not any("…" in line for line in table), "\n".join(table)
+    end = _by_key(differences(results[0].timeline, results[1].timeline))["end_ms"]
+    assert end.a is not None and end.b is not None and end.b > 100_000  # 9 characters
+    assert any(f"{end.a:.1f}" in line and f"{end.b:.1f}" in line for line in table)
+    assert all(len(line) <= 80 for line in lines)
