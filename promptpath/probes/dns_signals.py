@@ -3,7 +3,13 @@
 Signals, each with the source it was seen at:
 
     stale       ede_stale_answer          EDE 3 "Stale Answer" (or 19) in a resolver reply
-                ttl_not_counting_down     same TTL twice, seconds apart (30: serve-stale; 0)
+                ttl_not_counting_down     same TTL twice, seconds apart, and either a TTL
+                                          serve-stale pins (30, 0) or more time than the TTL
+    constant    ttl_constant              same TTL twice, seconds apart, within that TTL and
+                                          not the zone's: local data (dnsmasq host-record,
+                                          unbound local-data, CoreDNS cluster names, a
+                                          split-horizon view) or a forwarder that rewrites
+                                          TTLs. Nothing says the answer expired: never a FAIL.
     mismatch    disjoint_from_authoritative  address set shares nothing with the authority
                 answer_changed_within_ttl the set changed before the advertised TTL ran out
                 negative_cached           resolver says NXDOMAIN/no data, the authority has data
@@ -12,7 +18,9 @@ Signals, each with the source it was seen at:
                 lame_delegation, named_authoritative_lame, name_missing
 
 Each resolver's TTL countdown is classed (``countdown_of``): counting, refreshed, zone_ttl_0,
-too_soon (queries under ``MIN_COUNTDOWN_S`` apart: not judged), stuck (the signal), unchecked.
+zone_ttl (the zone's own TTL each time: nothing caches in between, or the resolver serves
+the zone), too_soon (queries under ``MIN_COUNTDOWN_S`` apart: not judged), stuck and
+constant (the two signals above), unchecked.
 """
 
 from __future__ import annotations
@@ -33,8 +41,17 @@ PINNED_TTLS = {
     30: "30 s is the serve-stale reply TTL (unbound serve-expired-reply-ttl, RFC 8767)",
     0: "0 s is how dnsmasq --use-stale-cache and some forwarders serve expired entries",
 }
-SignalKind = Literal["stale", "mismatch", "inflated", "broken"]
-Countdown = Literal["counting", "refreshed", "zone_ttl_0", "too_soon", "stuck", "unchecked"]
+SignalKind = Literal["stale", "mismatch", "inflated", "constant", "broken"]
+Countdown = Literal[
+    "counting",
+    "refreshed",
+    "zone_ttl_0",
+    "zone_ttl",
+    "too_soon",
+    "stuck",
+    "constant",
+    "unchecked",
+]
 DEFINITIVE = ("ok", "nodata", "nxdomain")
 FAILED = ("servfail", "refused", "formerr", "lame", "referral", "timeout", "network", "malformed")
 
@@ -137,7 +154,15 @@ def countdown_of(rc: ResolverCheck, auth_ttl: int | None) -> Countdown:
     # Expired between the two queries and fetched afresh: the same full TTL twice.
     if 0 < t1 < elapsed and (auth_ttl is None or t1 == auth_ttl):
         return "refreshed"
-    return "stuck"
+    # The zone's own TTL every time: a forwarder that does not cache, or the zone's server.
+    if t1 == auth_ttl:
+        return "zone_ttl"
+    # A TTL serve-stale pins, or one that should have run out between the two queries.
+    if t1 in PINNED_TTLS or t1 < elapsed:
+        return "stuck"
+    # Within its TTL and nothing pinned: local data and TTL-rewriting forwarders look
+    # like this. Not evidence that anything expired.
+    return "constant"
 
 
 def resolver_signals(rc: ResolverCheck, auth: AuthResult | None) -> list[Signal]:
@@ -167,7 +192,26 @@ def resolver_signals(rc: ResolverCheck, auth: AuthResult | None) -> list[Signal]
             break
     auth_ttl = auth.ttl if auth is not None and auth.status == "ok" else None
     second, elapsed = rc.second, rc.elapsed_s
-    if second is not None and elapsed is not None and countdown_of(rc, auth_ttl) == "stuck":
+    countdown = countdown_of(rc, auth_ttl)
+    if second is not None and elapsed is not None and countdown == "constant":
+        t1 = rc.first.ttl
+        zone = f"; the zone says {auth_ttl} s" if auth_ttl is not None else ""
+        out.append(
+            Signal(
+                name="ttl_constant",
+                kind="constant",
+                source=src,
+                message=f"{src} answered TTL {t1} s twice, {elapsed:.1f} s apart; the TTL does "
+                f"not count down: local data or a forwarder that rewrites TTLs{zone}",
+                data={
+                    "ttl_first": t1,
+                    "ttl_second": second.ttl,
+                    "elapsed_s": round(elapsed, 3),
+                    "authoritative_ttl": auth_ttl,
+                },
+            )
+        )
+    if second is not None and elapsed is not None and countdown == "stuck":
         t1, t2 = rc.first.ttl, second.ttl
         hint = PINNED_TTLS.get(t1, "") if t1 is not None else ""
         out.append(
@@ -177,7 +221,13 @@ def resolver_signals(rc: ResolverCheck, auth: AuthResult | None) -> list[Signal]
                 source=src,
                 message=f"{src} answered TTL {t1} s twice, {elapsed:.1f} s apart"
                 + (f"; {hint}" if hint else ""),
-                data={"ttl_first": t1, "ttl_second": t2, "elapsed_s": round(elapsed, 3)},
+                data={
+                    "ttl_first": t1,
+                    "ttl_second": t2,
+                    "elapsed_s": round(elapsed, 3),
+                    # More time passed than the TTL allowed: the answer is past its TTL.
+                    "past_ttl": t1 is not None and elapsed > t1,
+                },
             )
         )
     if (

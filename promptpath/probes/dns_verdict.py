@@ -1,8 +1,11 @@
 """The dns-cache verdict, sans-IO: observations in, one ``Finding`` out.
 
 Weighing: CDNs and geo-DNS answer differently per client, so a disjoint set alone is a
-warning. A cache that serves past its TTL *and* disagrees with (or cannot reach) the
-authority fails, as does an inflated cache holding an address the authority dropped.
+warning. A cache that serves stale answers (EDE 3, a TTL pinned at serve-stale's 30 or 0 s,
+or a TTL outlived between the queries) *and* disagrees with (or cannot reach) the authority
+fails, as does an inflated cache holding an address the authority dropped. A TTL that
+merely stays put within itself is what local data (CoreDNS cluster names, split-horizon
+zones, dnsmasq/unbound local-data) looks like: a warning at most, never "past its TTL".
 
 Evidence (JSON): ``signals`` (each with name, kind, source, message and its numbers), the
 address set ``used`` by the connection, the answers and TTLs from each source (``system``,
@@ -57,7 +60,12 @@ def _fail_summary(obs: Observations, signals: Sequence[Signal]) -> str | None:
             if auth is not None and definitive(auth)
             else "no authoritative answer to refresh it from"
         )
-        return f"{stale.source} serves {what} past its TTL ({evidence}); {there}"
+        if _past_ttl(signals, stale.source):
+            return f"{stale.source} serves {what} past its TTL ({evidence}); {there}"
+        return (
+            f"{stale.source} serves {what} with its TTL pinned at a serve-stale value "
+            f"({evidence}); {there}"
+        )
     inflated = _first(signals, "ttl_inflated")
     disjoint = _first(signals, "disjoint_from_authoritative")
     if inflated is not None and disjoint is not None and auth is not None:
@@ -83,6 +91,18 @@ def _fail_summary(obs: Observations, signals: Sequence[Signal]) -> str | None:
     return None
 
 
+def _past_ttl(signals: Sequence[Signal], source: str) -> bool:
+    """Evidence that ``source`` answered past the TTL: EDE 3/19, or the TTL outlived."""
+    return any(
+        s.source == source
+        and (
+            s.name == "ede_stale_answer"
+            or (s.name == "ttl_not_counting_down" and s.data.get("past_ttl"))
+        )
+        for s in signals
+    )
+
+
 def _stale_phrase(signal: Signal) -> str:
     data = signal.data
     if signal.name == "ede_stale_answer":
@@ -98,7 +118,7 @@ def _latest_of(obs: Observations, source: str) -> Lookup | None:
     return obs.system if source == "system" else None
 
 
-_WARN_ORDER: tuple[SignalKind, ...] = ("stale", "inflated", "mismatch", "broken")
+_WARN_ORDER: tuple[SignalKind, ...] = ("stale", "inflated", "mismatch", "constant", "broken")
 
 
 def _pass_summary(obs: Observations) -> tuple[str, bool]:
@@ -131,6 +151,7 @@ def _countdown_phrase(rc: ResolverCheck, auth_ttl: int | None) -> str:
         "counting": f", counting down ({t1} -> {t2} s)",
         "refreshed": f", refreshed from the zone between the queries (TTL {t1} -> {t2} s)",
         "zone_ttl_0": ", TTL 0 s as the zone says",
+        "zone_ttl": f", the zone's own TTL each time ({t1} s: no cache between, or it is the zone)",
     }.get(countdown_of(rc, auth_ttl), "")
 
 
@@ -166,6 +187,15 @@ def _advice(obs: Observations, signals: Sequence[Signal]) -> list[str]:
                 "(unbound; 0 = no limit). Flush the name there (unbound: unbound-control "
                 f"flush {obs.host}; dnsmasq: SIGHUP) and check that it can reach the "
                 "authoritative servers."
+            )
+        elif s.name == "ttl_constant":
+            out.append(
+                f"{s.source} hands out the same TTL ({s.data['ttl_first']} s) each time. "
+                "Local data does that (dnsmasq host-record/address with local-ttl, unbound "
+                "local-data, CoreDNS cluster names, a split-horizon view), and so does a "
+                "forwarder that rewrites TTLs (dnsmasq --max-ttl, a TTL override): nothing "
+                "says the answer expired. If the name should come from its zone, check that "
+                "resolver's local records and TTL settings."
             )
         elif s.name == "ttl_inflated":
             out.append(

@@ -272,7 +272,8 @@ class Unbound(LabServer):
 
 
 class Dnsmasq(LabServer):
-    """dnsmasq forwarding one zone to a loopback authoritative: a TTL floor, or serve-stale."""
+    """dnsmasq forwarding one zone to a loopback authoritative (a TTL floor, or serve-stale),
+    or serving local data only (``host_records`` with ``local_ttl``, no upstream at all)."""
 
     binary_name = "dnsmasq"
 
@@ -281,15 +282,21 @@ class Dnsmasq(LabServer):
         workdir: Path,
         *,
         zone: str,
-        upstream_port: int,
+        upstream_port: int | None,
         min_cache_ttl: int = 0,
         use_stale_cache: bool = False,
+        host_records: Sequence[tuple[str, str]] = (),
+        local_ttl: int | None = None,
     ) -> None:
         self.zone = zone.rstrip(".")
-        super().__init__(workdir, probe_name=self.zone + ".")
+        # Without an upstream the zone's apex is REFUSED: be ready once local data answers.
+        probe = host_records[0][0] if upstream_port is None and host_records else self.zone
+        super().__init__(workdir, probe_name=probe.rstrip(".") + ".")
         self.upstream_port = upstream_port
         self.min_cache_ttl = min_cache_ttl
         self.use_stale_cache = use_stale_cache
+        self.host_records = list(host_records)
+        self.local_ttl = local_ttl
 
     def command(self) -> list[str]:
         wd = self.workdir
@@ -304,11 +311,16 @@ class Dnsmasq(LabServer):
             "--no-hosts",
             "--no-poll",
             f"--pid-file={wd}/dnsmasq.pid",
-            f"--server=/{self.zone}/{LOOPBACK}#{self.upstream_port}",
             "--cache-size=1000",
             "--user=root",
             "--log-facility=-",
         ]
+        if self.upstream_port is not None:
+            cmd.append(f"--server=/{self.zone}/{LOOPBACK}#{self.upstream_port}")
+        # Local data: answered with local-ttl (default 0) every time, no countdown.
+        cmd += [f"--host-record={name},{ip}" for name, ip in self.host_records]
+        if self.local_ttl is not None:
+            cmd.append(f"--local-ttl={self.local_ttl}")
         if self.min_cache_ttl:
             cmd.append(f"--min-cache-ttl={self.min_cache_ttl}")
         if self.use_stale_cache:

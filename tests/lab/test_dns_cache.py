@@ -233,6 +233,61 @@ async def test_dnsmasq_serving_stale_entries_at_ttl_0_fails(lab: ExitStack, tmp_
     assert "dnsmasq" in stuck["message"]
 
 
+# -- local data: dnsmasq host-record -----------------------------------------------------
+
+
+async def test_dnsmasq_local_data_with_a_constant_ttl_warns_not_fails(
+    lab: ExitStack, tmp_path: Path
+) -> None:
+    # The review's case: host-record + local-ttl=42 and no zone behind it. The TTL stays at
+    # 42 s, 2 s into a 42 s TTL: local data (as CoreDNS cluster names and split-horizon
+    # zones look), not serve-stale, and nothing was served past its TTL.
+    dnsmasq = lab.enter_context(
+        Dnsmasq(
+            tmp_path / "dnsmasq",
+            zone=ZONE,
+            upstream_port=None,
+            host_records=[(WWW, OLD)],
+            local_ttl=42,
+        )
+    )
+    opts = run_options(dnsmasq.address, None)
+    finding = await run_probe(opts, refused_trace(opts, OLD))
+
+    assert finding.verdict is Verdict.WARN, finding.summary
+    assert "ttl_constant" in signal_names(finding)
+    assert not signal_names(finding) & {"ttl_not_counting_down", "ede_stale_answer"}
+    assert "does not count down: local data or a forwarder that rewrites TTLs" in (finding.summary)
+    assert "past its TTL" not in finding.summary
+    assert not any("serve-stale" in a for a in finding.advice)
+    resolvers = finding.evidence["resolvers"]
+    assert isinstance(resolvers, list)
+    assert [a["ttl"] for a in resolvers[0]["answers"]] == [42, 42]
+    assert resolvers[0]["countdown"] == "constant"
+
+
+async def test_dnsmasq_local_data_shadowing_the_public_zone_warns_not_fails(
+    lab: ExitStack, tmp_path: Path
+) -> None:
+    # Split horizon: the resolver's local data says OLD (TTL 42, constant), the zone's own
+    # server says NEW (TTL 300). Worth a look, not a stale cache.
+    auth = nsd(lab, tmp_path, "nsd", ttl=300, records=[f"www IN A {NEW}"])
+    dnsmasq = lab.enter_context(
+        Dnsmasq(
+            tmp_path / "dnsmasq",
+            zone=ZONE,
+            upstream_port=None,
+            host_records=[(WWW, OLD)],
+            local_ttl=42,
+        )
+    )
+    finding = await run_probe(run_options(dnsmasq.address, auth.address))
+
+    assert finding.verdict is Verdict.WARN, finding.summary
+    assert {"ttl_constant", "disjoint_from_authoritative"} <= signal_names(finding)
+    assert "past its TTL" not in finding.summary
+
+
 # -- clean -------------------------------------------------------------------------------
 
 

@@ -242,10 +242,78 @@ def test_ttl_sitting_at_zero_is_stuck_and_mentions_dnsmasq() -> None:
     assert "dnsmasq" in signals[0].message
 
 
-def test_stuck_ttl_with_authority_unknown_still_counts() -> None:
-    o = obs(twice(lk(ttl=77), lk(ttl=77, at_s=4.0)), authority=auth(status="not_found"))
-    assert "ttl_not_counting_down" in names(o)
-    assert judge(o).verdict is Verdict.FAIL  # stale and nothing to confirm it against
+def local_data(ttl: int = 42, ips: tuple[str, ...] = ("127.0.0.1",)) -> ResolverCheck:
+    """dnsmasq host-record with local-ttl, unbound local-data, a CoreDNS cluster name."""
+    return twice(lk(ips, ttl=ttl), lk(ips, ttl=ttl, at_s=2.0))
+
+
+def test_constant_ttl_with_no_authority_is_local_data_a_warning_not_serve_stale() -> None:
+    # The review's case: dnsmasq local-ttl=42 over 2 s, no zone to ask, was a FAIL
+    # "serves 127.0.0.1 past its TTL" with serve-stale advice, 2 s into a 42 s TTL.
+    for status in ("not_found", "unreachable"):
+        o = obs(local_data(), authority=auth(status=status))  # type: ignore[arg-type]
+        finding = judge(o)
+        assert finding.verdict is Verdict.WARN, (status, finding.summary)
+        assert names(o)[0] == "ttl_constant" and "ttl_not_counting_down" not in names(o)
+        assert "past its TTL" not in finding.summary
+        assert finding.summary == (
+            f"resolver {RES} answered TTL 42 s twice, 2.0 s apart; the TTL does not count down: "
+            "local data or a forwarder that rewrites TTLs"
+        )
+        assert not any("serve-stale" in a or "expired cache" in a for a in finding.advice)
+        assert any("local-data" in a and "(42 s)" in a for a in finding.advice)
+        ev = finding.evidence
+        assert ev["resolvers"][0]["countdown"] == "constant"  # type: ignore[index]
+        assert ev["ttl_in_effect"][0]["expires_in_s"] == 42  # type: ignore[index]
+
+
+def test_constant_ttl_equal_to_the_zone_ttl_is_not_stuck() -> None:
+    # A forwarder that does not cache (or the zone's own server) repeats the zone's TTL.
+    finding = judge(obs(local_data(ips=("192.0.2.1",)), authority=auth(ttl=42)))
+    assert finding.verdict is Verdict.PASS, finding.summary
+    assert "the zone's own TTL each time (42 s" in finding.summary
+    assert finding.evidence["resolvers"][0]["countdown"] == "zone_ttl"  # type: ignore[index]
+
+
+def test_constant_ttl_other_than_the_zone_ttl_warns_naming_both() -> None:
+    o = obs(local_data(ips=("192.0.2.1",)), authority=auth(ttl=300))
+    finding = judge(o)
+    assert names(o) == ["ttl_constant"]
+    assert finding.verdict is Verdict.WARN
+    assert finding.summary.endswith("rewrites TTLs; the zone says 300 s")
+
+
+def test_split_horizon_local_data_disagreeing_with_the_public_zone_warns() -> None:
+    o = obs(local_data(ips=("10.0.0.5",)), authority=auth(("192.0.2.1",), ttl=300))
+    finding = judge(o)
+    assert set(names(o)) == {"ttl_constant", "disjoint_from_authoritative"}
+    assert finding.verdict is Verdict.WARN, finding.summary
+    assert "past its TTL" not in finding.summary
+
+
+def test_ttl_pinned_at_30_without_ede_fails_without_claiming_past_its_ttl() -> None:
+    # 2 s into a 30 s TTL: serve-stale's pinned value, but nothing has outlived its TTL.
+    o = obs(twice(lk(ttl=30), lk(ttl=30, at_s=2.0)), authority=auth(status="unreachable"))
+    finding = judge(o)
+    assert names(o)[0] == "ttl_not_counting_down"
+    assert finding.verdict is Verdict.FAIL
+    assert "past its TTL" not in finding.summary
+    assert finding.summary == (
+        f"resolver {RES} serves 192.0.2.1 with its TTL pinned at a serve-stale value (TTL "
+        "stuck at 30 s over 2.0 s); no authoritative answer to refresh it from"
+    )
+
+
+def test_ttl_outlived_between_the_queries_is_past_its_ttl() -> None:
+    o = obs(
+        twice(lk(("127.0.0.2",), ttl=5), lk(("127.0.0.2",), ttl=5, at_s=8.0)),
+        authority=auth(("127.0.0.3",), ttl=300),
+    )
+    finding = judge(o)
+    assert finding.verdict is Verdict.FAIL
+    assert finding.summary.startswith(
+        f"resolver {RES} serves 127.0.0.2 past its TTL (TTL stuck at 5 s over 8.0 s)"
+    )
 
 
 # -- inflated ----------------------------------------------------------------------------
