@@ -27,6 +27,7 @@ from anyio.streams.tls import TLSAttribute, TLSStream
 from promptpath.errors import ConnectError, TLSError
 from promptpath.net import dns
 from promptpath.net.tlsinfo import describe_tls, tls_failure
+from promptpath.net.wrapped import WrappedStream
 from promptpath.options import RunOptions
 from promptpath.timeline import ConnectAttempt, Read, Timeline
 
@@ -46,11 +47,11 @@ class Recorder:
         return len(self.timeline.reads) - 1
 
 
-class StampingStream(anyio.abc.ByteStream):
+class StampingStream(WrappedStream):
     """The raw TCP byte stream, stamping each receive and send as it returns."""
 
     def __init__(self, inner: anyio.abc.SocketStream, recorder: Recorder) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._recorder = recorder
         self.eof_ns: int | None = None
 
@@ -76,16 +77,6 @@ class StampingStream(anyio.abc.ByteStream):
         await self._inner.send(item)
         self._recorder.last_write_ns = time.perf_counter_ns()
         self._recorder.timeline.bytes_written += len(item)
-
-    async def send_eof(self) -> None:
-        await self._inner.send_eof()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    @property
-    def extra_attributes(self) -> Any:
-        return self._inner.extra_attributes
 
 
 @contextlib.contextmanager

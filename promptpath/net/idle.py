@@ -14,7 +14,7 @@ import dataclasses
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 import anyio.abc
@@ -22,6 +22,7 @@ import h11
 from anyio.streams.tls import TLSStream
 
 from promptpath.net import dns
+from promptpath.net.wrapped import WrappedStream
 from promptpath.options import RunOptions
 from promptpath.probes.idle_measure import CloseKind, IdleWatch, ReuseOutcome
 from promptpath.providers import prepare
@@ -41,11 +42,11 @@ class _Closed(Exception):
         self.t_ns = t_ns
 
 
-class WatchedStream(anyio.abc.ByteStream):
+class WatchedStream(WrappedStream):
     """The raw TCP stream, stamping each read and how (and when) the peer closed."""
 
     def __init__(self, inner: anyio.abc.SocketStream) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.last_read_ns: int | None = None
         self.closed_ns: int | None = None
         self.close_kind: CloseKind | None = None
@@ -66,19 +67,6 @@ class WatchedStream(anyio.abc.ByteStream):
         if self.closed_ns is None:
             self.closed_ns = time.perf_counter_ns() if t_ns is None else t_ns
             self.close_kind = kind
-
-    async def send(self, item: bytes) -> None:
-        await self._inner.send(item)
-
-    async def send_eof(self) -> None:
-        await self._inner.send_eof()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    @property
-    def extra_attributes(self) -> Any:
-        return self._inner.extra_attributes
 
 
 class _Conn:
