@@ -36,6 +36,9 @@ STAGE_STYLE = {
     "streaming": "green",
 }
 
+#: Below this width the cold and warm waterfalls are stacked instead of side by side.
+SIDE_BY_SIDE_MIN_WIDTH = 120
+
 _VERDICT_STYLE = {
     Verdict.PASS: "green",
     Verdict.WARN: "yellow",
@@ -165,11 +168,19 @@ def token_lines(metrics: Metrics, width: int) -> list[str]:
 
 
 def render_timeline(
-    console: Console, timeline: Timeline, title: str, total: float | None = None
+    console: Console,
+    timeline: Timeline,
+    title: str,
+    total: float | None = None,
+    *,
+    with_waterfall: bool = True,
 ) -> Metrics:
     metrics = compute(timeline)
     width = console.width
-    console.print(waterfall(timeline, metrics, width, title, total))
+    if with_waterfall:
+        console.print(waterfall(timeline, metrics, width, title, total))
+    elif title:
+        console.print(Text(title, style="bold"))
     if timeline.reused_connection:
         setup = (
             "QUIC handshake"
@@ -234,11 +245,26 @@ def render(console: Console, result: TraceResult) -> None:
     if result.warm is not None:  # cold and warm on one time axis, so the setup tax shows
         warm_tl = result.warm.timeline
         total = max(axis_ms(tl, compute(tl)), axis_ms(warm_tl, compute(warm_tl)))
-    metrics = render_timeline(console, tl, "cold" if result.warm else "", total)
+    side_by_side = result.warm is not None and console.width >= SIDE_BY_SIDE_MIN_WIDTH
+    if side_by_side and result.warm is not None:
+        half = console.width // 2 - 2
+        grid = Table.grid(padding=(0, 2))
+        grid.add_row(
+            waterfall(tl, compute(tl), half, "cold", total),
+            waterfall(result.warm.timeline, compute(result.warm.timeline), half, "warm", total),
+        )
+        console.print(grid)
+    metrics = render_timeline(
+        console, tl, "cold" if result.warm else "", total, with_waterfall=not side_by_side
+    )
     if result.warm is not None:
         console.print()
         warm_metrics = render_timeline(
-            console, result.warm.timeline, "warm (same connection, same axis)", total
+            console,
+            result.warm.timeline,
+            "warm (same connection, same axis)",
+            total,
+            with_waterfall=not side_by_side,
         )
         cold_ttft = metrics.milestones_ms.get("ttft")
         warm_ttft = warm_metrics.milestones_ms.get("ttft")

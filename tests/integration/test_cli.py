@@ -290,3 +290,27 @@ def test_probe_takes_the_same_trace_options_as_run(ref: RefServer) -> None:
     )
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["warm"]["reused_connection"] is True
+
+
+@pytest.mark.parametrize(("width", "together"), [(140, True), (90, False)])
+def test_warm_waterfalls_side_by_side_when_there_is_room(
+    ref: RefServer, width: int, together: bool
+) -> None:
+    import io
+
+    import anyio
+    from rich.console import Console
+
+    from promptpath.report import terminal
+    from promptpath.runner import RunArgs, build_options
+    from promptpath.trace import trace
+
+    opts = build_options(RunArgs(target=url(ref), cacert=ref.ca, warm=True), environ={})
+    result = anyio.run(trace, opts)
+    out = io.StringIO()
+    terminal.render(Console(file=out, width=width, no_color=True), result)
+    lines = out.getvalue().splitlines()
+    both = [line for line in lines if line.startswith("cold") and "warm" in line]
+    assert bool(both) is together
+    assert max(len(line) for line in lines if "█" in line) <= width
+    assert any(line.startswith("setup tax:") for line in lines)
