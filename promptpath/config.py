@@ -91,7 +91,11 @@ def load_profile(name: str, path: Path) -> dict[str, Any]:
             f"{path} holds an api_key but is readable by others: chmod 600 it (or use api_key_env)",
             kind="bad_config",
         )
-    return dict(profile)
+    profile = dict(profile)
+    if "cacert" in profile and not Path(profile["cacert"]).is_absolute():
+        # Relative to the config file, not to wherever a cron job happens to run.
+        profile["cacert"] = str(path.parent / profile["cacert"])
+    return profile
 
 
 def _too_open(path: Path) -> bool:

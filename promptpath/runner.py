@@ -71,10 +71,6 @@ def apply_profile(
 
     profile = load_profile(args.target, config_path(dict(env)))
     merged: dict[str, object] = {"target": profile["url"]}
-    base = config_path(dict(env)).parent
-    if isinstance(profile.get("cacert"), str) and not os.path.isabs(profile["cacert"]):
-        # Relative to the config file, not to wherever a cron job happens to run.
-        profile["cacert"] = str(base / profile["cacert"])
     for key in (
         "provider",
         "model",

@@ -91,6 +91,7 @@ class CertInfo:
     not_before: str  # ISO 8601, UTC
     not_after: str  # ISO 8601, UTC
     days_left: int
+    expired: bool = False  # not_after is in the past (days_left rounds toward zero)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -142,7 +143,6 @@ class Timeline:
     chunks: list[BodyChunk] = field(default_factory=list)
     events: list[StreamEvent] = field(default_factory=list)
     attempts: list[ConnectAttempt] = field(default_factory=list)
-    dns_answers: list[str] = field(default_factory=list)
     address: tuple[str, int] | None = None
     family: Literal["ipv4", "ipv6"] | None = None
     tls: TLSInfo | None = None

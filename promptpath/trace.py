@@ -293,9 +293,7 @@ async def _exchange(
         # Stamps come from the socket wrapper, not from now(): the trace callback runs
         # after httpcore has parsed what the read brought.
         tl = recorder.timeline
-        if name.endswith("send_request_headers.started"):
-            tl.mark("request_start", time.perf_counter_ns())
-        elif name.endswith("send_request_body.complete"):
+        if name.endswith("send_request_body.complete"):
             tl.mark("request_sent", recorder.last_write_ns or time.perf_counter_ns())
         elif name.endswith("receive_response_headers.complete"):
             tl.mark("ttfb", recorder.last_read_ns or time.perf_counter_ns())

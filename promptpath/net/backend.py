@@ -16,7 +16,7 @@ import socket
 import ssl
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -40,7 +40,6 @@ class Recorder:
     last_read_ns: int | None = None
     last_write_ns: int | None = None
     connects: int = 0
-    streams: list[StampingStream] = field(default_factory=list)
 
     @property
     def read_index(self) -> int:
@@ -305,7 +304,6 @@ class TracingBackend(httpcore.AsyncNetworkBackend):
             timeline.address = (ip, port)
             timeline.family = fam
             raw = StampingStream(sock, recorder)
-            recorder.streams.append(raw)
             return TracedNetworkStream(raw, raw, recorder, opts)
         timeline.end("connect", time.perf_counter_ns(), ok=False)
         raise ConnectError(

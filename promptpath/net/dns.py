@@ -208,5 +208,4 @@ async def resolve_stage(timeline: Timeline, options: RunOptions, host: str, port
     stage.detail["resolver"] = answer.resolver
     timeline.mark("dns_done", answer.end_ns)
     timeline.extra["dns"] = answer
-    timeline.dns_answers = [ip for ip, _fam in answer.addresses]
     return answer

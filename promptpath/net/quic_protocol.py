@@ -239,7 +239,6 @@ class QuicTracer(asyncio.DatagramProtocol):
         queue: asyncio.Queue[Arrival] = asyncio.Queue()
         self._streams[stream_id] = queue
         self._unsent[stream_id] = timeline
-        timeline.mark("request_start", time.perf_counter_ns())
         self.h3.send_headers(stream_id, headers, end_stream=not body)
         if body:
             self.h3.send_data(stream_id, body, end_stream=True)

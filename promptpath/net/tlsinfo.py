@@ -49,6 +49,7 @@ def cert_info(der: bytes | None, *, now: dt.datetime | None = None) -> CertInfo 
         not_before=cert.not_valid_before_utc.isoformat(),
         not_after=not_after.isoformat(),
         days_left=days_left,
+        expired=not_after <= now,
     )
 
 

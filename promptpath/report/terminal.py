@@ -116,12 +116,6 @@ def dns_line(timeline: Timeline) -> str | None:
     return " · ".join(parts)
 
 
-def _now_iso() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.timezone.utc).isoformat()
-
-
 def tls_line(timeline: Timeline) -> str | None:
     tls = timeline.tls
     if tls is None:
@@ -137,7 +131,7 @@ def tls_line(timeline: Timeline) -> str | None:
         c = tls.cert
         when = (
             f"expires {c.not_after[:10]} ({c.days_left} days)"
-            if c.days_left >= 0 and c.not_after >= _now_iso()
+            if not c.expired
             else f"EXPIRED {c.not_after[:10]}"
         )
         parts.append(f"cert {c.subject} {when}")

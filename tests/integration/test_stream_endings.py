@@ -57,6 +57,8 @@ async def test_cut_before_the_marker_is_truncated_and_says_how(ending: str, word
         result = await trace(options(port))
     assert isinstance(result.exc, StreamError) and result.exc.kind == "truncated"
     assert result.timeline.stream_end == "truncated"
+    assert result.timeline.extra["transport_close"] == ending
+    assert words in result.exc.message, result.exc.message
 
 
 @pytest.mark.parametrize(("ending", "words"), [("rst", "RST"), ("fin", "FIN")])

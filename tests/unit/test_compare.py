@@ -59,7 +59,6 @@ def _timeline(
         tl.milestones["tls_done"] = T0 + int(t * MS)
         tl.http_version = "HTTP/2"
     tl.tls = TLSInfo(sni="x", alpn_offered=(), version=tls_version)
-    tl.milestones["request_start"] = T0 + int(t * MS)
     t += 1
     tl.milestones["request_sent"] = T0 + int(t * MS)
     t += wait

@@ -28,3 +28,20 @@ def test_version_runs_without_loading_them() -> None:
     assert out.stdout.startswith("promptpath ")
     loaded = {line.split("|")[-1].strip().split(".")[0] for line in out.stderr.splitlines()}
     assert not loaded & {"aioquic", "hypercorn", "cryptography", "h2", "httpcore"}
+
+
+def test_a_cli_run_keeps_httpcore_from_loading_trio() -> None:
+    """httpcore imports trio when it is installed; the CLI runs on asyncio (README claim)."""
+    import socket
+
+    with socket.socket() as s:  # bound, not listening: the run fails fast with exit 4
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1/messages"
+        out = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "promptpath", "run", url, "--timeout", "5"],
+            capture_output=True,
+            text=True,
+        )
+    assert out.returncode == 4, out.stderr[-500:]
+    loaded = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+    assert "httpcore" in loaded and "trio._core" not in loaded

@@ -44,4 +44,5 @@ def der(not_after: dt.datetime) -> bytes:
 def test_days_left_truncates_toward_zero(offset: dt.timedelta, days: int) -> None:
     info = cert_info(der(NOW + offset), now=NOW)
     assert info is not None and info.days_left == days
+    assert info.expired is (offset < dt.timedelta(0))
     assert info.sans == ("api.test",) and info.subject == "CN=api.test"
