@@ -166,6 +166,6 @@ def headline(timeline: Timeline, metrics: Metrics) -> str:
         parts.append(
             f"{tok.coalesced}/{tok.events} tokens arrived coalesced (per-token gaps hidden)"
         )
-    if timeline.extra.get("compressed"):
-        parts.append(f"stream compressed with {timeline.extra['compressed']} (a buffering risk)")
+    if timeline.compressed:
+        parts.append(f"stream compressed with {timeline.compressed} (a buffering risk)")
     return "OK: " + ", ".join(parts)

@@ -136,7 +136,7 @@ class BodyIngest:
         encoding = (timeline.header("content-encoding") or "identity").strip().lower()
         if encoding != "identity":
             # We asked for identity: a hop compressed anyway. Decode, and say so.
-            timeline.extra["compressed"] = encoding
+            timeline.compressed = encoding
             if encoding in ("gzip", "x-gzip", "deflate"):
                 self._inflate = zlib.decompressobj(wbits=47 if encoding != "deflate" else 15)
             else:
@@ -157,7 +157,7 @@ class BodyIngest:
             except zlib.error as exc:
                 tl.stream_end = "error"
                 raise StreamError(
-                    f"the {tl.extra.get('compressed')} event stream does not decompress: {exc}",
+                    f"the {tl.compressed} event stream does not decompress: {exc}",
                     stage="stream",
                     kind="bad_encoding",
                 ) from exc
@@ -184,7 +184,7 @@ class BodyIngest:
         """The transport failed mid-body. After the terminal marker that is a note about
         the connection, not a broken stream; before it, the stream was truncated."""
         if self.terminal:
-            self.timeline.extra["close_after_end"] = snippet(reason, 120) or "abrupt"
+            self.timeline.close_after_end = snippet(reason, 120) or "abrupt"
             self.finish(closed_ns)
             return None
         return self.broken(reason, closed_ns)

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 EventKind = Literal["content", "meta", "end", "error", "comment"]
+Family = Literal["ipv4", "ipv6"]
+#: How the peer ended a connection, as the socket layer saw it.
+CloseKind = Literal["fin", "rst", "tls_close_notify", "quic_close", "stream_reset"]
 ContentType = Literal["text", "reasoning", "tool"]
 
 #: Milestone names, in the order a healthy trace reaches them.
@@ -122,6 +125,48 @@ class ConnectAttempt:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DNSAnswer:
+    """What a resolver said for one name."""
+
+    resolver: str  # "system", "literal", "--resolve", or "ADDR:PORT" of a named resolver
+    addresses: tuple[tuple[str, Family], ...]
+    start_ns: int
+    end_ns: int
+    ttl: int | None = None
+    cname_chain: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DNSFailure:
+    """Why the lookup for the connection failed, as far as the resolver said."""
+
+    kind: str  # the DNSError kind: nxdomain, nodata, servfail_or_timeout, ...
+    rcode: str | None = None  # None: no reply came back (or getaddrinfo, which does not say)
+    status: str | None = None
+    negative_ttl: int | None = None  # SOA minimum of a negative answer
+
+
+@dataclass(slots=True, kw_only=True)
+class QuicStats:
+    """Datagrams and bytes one QUIC connection moved (HTTP/3 runs only)."""
+
+    version: str | None = None  # "QUICv1", "QUICv2" or the wire version in hex
+    datagrams_in: int = 0
+    datagrams_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloseRecord:
+    """How and when the peer ended the connection (or the request stream), at the socket."""
+
+    kind: CloseKind
+    t_ns: int
+    code: int | None = None  # QUIC application/transport error code, RESET_STREAM code
+
+
 @dataclass(slots=True, kw_only=True)
 class ErrorInfo:
     stage: str
@@ -153,7 +198,12 @@ class Timeline:
     stream_end: Literal["marker", "truncated", "error"] | None = None
     closed_ns: int | None = None  # when the response body ended at the transport
     error: ErrorInfo | None = None
-    extra: dict[str, object] = field(default_factory=dict)
+    dns: DNSAnswer | None = None  # the lookup for the connection (also when it failed)
+    dns_error: DNSFailure | None = None
+    quic: QuicStats | None = None
+    close: CloseRecord | None = None  # set once, by the transport, when the peer closed
+    close_after_end: str | None = None  # the connection outlived the terminal marker: how
+    compressed: str | None = None  # Content-Encoding of the event stream, when not identity
 
     # -- appending facts -------------------------------------------------------------
     def begin(self, name: str, t_ns: int, **detail: object) -> Stage:

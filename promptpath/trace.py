@@ -203,7 +203,7 @@ async def next_chunk(ingest: BodyIngest, chunks: AsyncIterator[T]) -> T | None:
             return await chunks.__anext__()
         except StopAsyncIteration:
             return None
-    ingest.timeline.extra["close_after_end"] = (
+    ingest.timeline.close_after_end = (
         f"still open {AFTER_END_GRACE_S:g} s after the end of the stream"
     )
     return None
@@ -211,7 +211,7 @@ async def next_chunk(ingest: BodyIngest, chunks: AsyncIterator[T]) -> T | None:
 
 def network_reason(err: BaseException, timeline: Timeline) -> str:
     """Words for a transport failure: httpcore's own text is often empty."""
-    closed = timeline.extra.get("transport_close")
+    closed = None if timeline.close is None else timeline.close.kind
     if closed == "rst":
         what = "the peer reset the connection (RST)"
     elif closed == "fin":

@@ -29,7 +29,7 @@ from promptpath.net import dns
 from promptpath.net.tlsinfo import describe_tls, tls_failure
 from promptpath.net.wrapped import WrappedStream
 from promptpath.options import RunOptions
-from promptpath.timeline import ConnectAttempt, Read, Timeline
+from promptpath.timeline import CloseKind, CloseRecord, ConnectAttempt, Read, Timeline
 
 
 @dataclass(slots=True)
@@ -45,6 +45,11 @@ class Recorder:
     def read_index(self) -> int:
         return len(self.timeline.reads) - 1
 
+    def closed(self, kind: CloseKind, t_ns: int) -> None:
+        """The peer ended the connection: the first word on how is the one kept."""
+        if self.timeline.close is None:
+            self.timeline.close = CloseRecord(kind=kind, t_ns=t_ns)
+
 
 class StampingStream(WrappedStream):
     """The raw TCP byte stream, stamping each receive and send as it returns."""
@@ -59,13 +64,13 @@ class StampingStream(WrappedStream):
             data = await self._inner.receive(max_bytes)
         except anyio.EndOfStream:
             self.eof_ns = time.perf_counter_ns()
-            self._recorder.timeline.extra.setdefault("transport_close", "fin")
+            self._recorder.closed("fin", self.eof_ns)
             raise
         except anyio.BrokenResourceError as exc:
             # How the peer ended the connection is evidence (FIN vs RST): keep it here, at
             # the socket, rather than guessing from the HTTP library's exception types.
             if isinstance(exc.__cause__, ConnectionResetError):
-                self._recorder.timeline.extra.setdefault("transport_close", "rst")
+                self._recorder.closed("rst", time.perf_counter_ns())
             raise
         t_ns = time.perf_counter_ns()
         self._recorder.last_read_ns = t_ns
@@ -137,8 +142,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             except anyio.EndOfStream:
                 if self._stream is not self._raw and self._raw.eof_ns is None:
                     # TLS ended with close_notify before any FIN reached us.
-                    extra = self._recorder.timeline.extra
-                    extra.setdefault("transport_close", "tls_close_notify")
+                    self._recorder.closed("tls_close_notify", time.perf_counter_ns())
                 return b""
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
@@ -255,7 +259,15 @@ class TracingBackend(httpcore.AsyncNetworkBackend):
         timeline = recorder.timeline
         recorder.connects += 1
         opts = self._options
-        answer = await dns.resolve_stage(timeline, opts, host, port)
+        answer = await dns.resolve_stage(
+            timeline,
+            host,
+            port,
+            family=opts.family,
+            override=opts.resolve_override(host, port),
+            resolver=opts.resolver,
+            timeout=min(opts.timeout, 10.0),
+        )
 
         stage = timeline.begin("connect", time.perf_counter_ns())
         failures: list[str] = []

@@ -6,28 +6,11 @@ import asyncio
 import ipaddress
 import socket
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
 
 from promptpath.errors import DNSError, PromptpathError
+from promptpath.timeline import DNSAnswer, DNSFailure, Family, Timeline
 
-if TYPE_CHECKING:
-    from promptpath.options import RunOptions
-    from promptpath.timeline import Timeline
-
-Family = Literal["ipv4", "ipv6"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DNSAnswer:
-    """What a resolver said for one name."""
-
-    resolver: str  # "system", "literal", "--resolve", or "ADDR:PORT" of a named resolver
-    addresses: tuple[tuple[str, Family], ...]
-    start_ns: int
-    end_ns: int
-    ttl: int | None = None
-    cname_chain: tuple[str, ...] = field(default_factory=tuple)
+__all__ = ["DNSAnswer", "Family", "family_of", "is_ip_literal", "resolve", "resolve_stage"]
 
 
 def family_of(ip: str) -> Family:
@@ -138,43 +121,21 @@ async def resolve(
     )
 
 
-def dns_json(answer: DNSAnswer | None, used_ip: str | None) -> dict[str, object] | None:
-    """The ``dns`` object of the JSON report: what resolved the name and which address was used."""
-    if answer is None:
-        return None
-    return {
-        "resolver": answer.resolver,
-        "answers": [{"ip": ip, "family": fam} for ip, fam in answer.addresses],
-        "used": used_ip,
-        "ttl": answer.ttl,
-        "cname_chain": list(answer.cname_chain),
-        "duration_ms": round((answer.end_ns - answer.start_ns) / 1e6, 3),
-    }
-
-
-def dns_json_for(timeline: Timeline) -> dict[str, object] | None:
-    """dns_json for a timeline, with the failure (kind, rcode, EDE) when the lookup failed."""
-    answer = timeline.extra.get("dns")
-    if not isinstance(answer, DNSAnswer):
-        return None
-    body = dns_json(answer, timeline.address[0] if timeline.address else None)
-    error = timeline.extra.get("dns_error")
-    if body is not None and isinstance(error, dict):
-        body["error"] = error
-    return body
-
-
-async def resolve_stage(timeline: Timeline, options: RunOptions, host: str, port: int) -> DNSAnswer:
+async def resolve_stage(
+    timeline: Timeline,
+    host: str,
+    port: int,
+    *,
+    family: int = 0,
+    override: str | None = None,
+    resolver: str | None = None,
+    timeout: float = 5.0,
+) -> DNSAnswer:
     """The ``dns`` stage of a trace, for every transport: resolve and record it."""
     timeline.begin("dns", time.perf_counter_ns())
     try:
         answer = await resolve(
-            host,
-            port,
-            family=options.family,
-            override=options.resolve_override(host, port),
-            resolver=options.resolver,
-            timeout=min(options.timeout, 10.0),
+            host, port, family=family, override=override, resolver=resolver, timeout=timeout
         )
     except PromptpathError as exc:  # DNSError, or a UsageError for a malformed --resolver
         end = time.perf_counter_ns()
@@ -186,26 +147,27 @@ async def resolve_stage(timeline: Timeline, options: RunOptions, host: str, port
             stage.start_ns, stage.end_ns = start_ns, end_ns
         if stage is not None and exc.detail.get("resolver"):
             stage.detail["resolver"] = exc.detail["resolver"]
-        resolver_name = str(exc.detail.get("resolver") or options.resolver or "system")
-        timeline.extra["dns"] = DNSAnswer(
+        resolver_name = str(exc.detail.get("resolver") or resolver or "system")
+        timeline.dns = DNSAnswer(
             resolver=resolver_name,
             addresses=(),
             start_ns=stage.start_ns if stage else end,
             end_ns=stage.end_ns or end if stage else end,
         )
-        timeline.extra["dns_error"] = {
-            "kind": exc.kind,
-            **{
-                k: v
-                for k, v in exc.detail.items()
-                if k in ("rcode", "status", "ede", "negative_ttl") and v is not None
-            },
-        }
+        rcode, status, negative_ttl = (
+            exc.detail.get(k) for k in ("rcode", "status", "negative_ttl")
+        )
+        timeline.dns_error = DNSFailure(
+            kind=exc.kind,
+            rcode=None if rcode is None else str(rcode),
+            status=None if status is None else str(status),
+            negative_ttl=negative_ttl if isinstance(negative_ttl, int) else None,
+        )
         raise
     # The stage is the resolver's own measurement, not our bookkeeping around it.
     stage = timeline.stages[-1]
     stage.start_ns, stage.end_ns = answer.start_ns, answer.end_ns
     stage.detail["resolver"] = answer.resolver
     timeline.mark("dns_done", answer.end_ns)
-    timeline.extra["dns"] = answer
+    timeline.dns = answer
     return answer

@@ -88,7 +88,15 @@ async def connect(
     """Timed DNS, then a QUIC handshake to each address in turn until one completes."""
     timeline = recorder.timeline
     host, port = options.target.host, options.target.port
-    answer = await dns.resolve_stage(timeline, options, host, port)
+    answer = await dns.resolve_stage(
+        timeline,
+        host,
+        port,
+        family=options.family,
+        override=options.resolve_override(host, port),
+        resolver=options.resolver,
+        timeout=min(options.timeout, 10.0),
+    )
 
     sni = None if dns.is_ip_literal(host) else host
     stage = timeline.begin("quic_handshake", time.perf_counter_ns(), sni=sni)
@@ -261,8 +269,8 @@ def _handshake_error(
         "host": host,
         "port": port,
         "ip": ip,
-        "datagrams_out": stats["datagrams_out"],
-        "datagrams_in": stats["datagrams_in"],
+        "datagrams_out": stats.datagrams_out,
+        "datagrams_in": stats.datagrams_in,
     }
     closed = protocol.terminated
     if protocol.socket_error is not None:
@@ -310,7 +318,7 @@ def _handshake_error(
             kind="handshake_failed",
             **common,
         )
-    heard = stats["datagrams_in"]
+    heard = stats.datagrams_in
     what = (
         f"{heard} datagram(s) came back but the handshake did not complete"
         if heard
@@ -318,7 +326,7 @@ def _handshake_error(
     )
     return ConnectError(
         f"QUIC handshake with {where} timed out after {budget:.1f} s: {what}"
-        f" ({stats['datagrams_out']} sent). The path likely blocks or drops UDP/{port};"
+        f" ({stats.datagrams_out} sent). The path likely blocks or drops UDP/{port};"
         " browsers and API clients fall back to TCP (HTTP/2) — compare with --http 2",
         stage="quic_handshake",
         kind="handshake_timeout",

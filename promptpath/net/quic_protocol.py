@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from promptpath.timeline import Read, Timeline
+from promptpath.timeline import QuicStats, Read, Timeline
 
 #: Wire version numbers we can name.
 QUIC_VERSIONS = {0x00000001: "QUICv1", 0x6B3343CF: "QUICv2"}
@@ -48,7 +48,7 @@ class QuicRecorder:
     """Where stamps go: switched to a fresh Timeline for a warm request."""
 
     timeline: Timeline
-    stats: dict[str, Any] = field(default_factory=dict)
+    stats: QuicStats = field(default_factory=QuicStats)
     last_read_ns: int | None = None
     last_write_ns: int | None = None
     first_sent_ns: int | None = None
@@ -57,15 +57,8 @@ class QuicRecorder:
         self.reset_stats()
 
     def reset_stats(self) -> None:
-        version = self.stats.get("version")
-        self.stats = {
-            "version": version,
-            "datagrams_in": 0,
-            "datagrams_out": 0,
-            "bytes_in": 0,
-            "bytes_out": 0,
-        }
-        self.timeline.extra["quic"] = self.stats
+        self.stats = QuicStats(version=self.stats.version)
+        self.timeline.quic = self.stats
 
     @property
     def read_index(self) -> int:
@@ -104,14 +97,14 @@ class QuicTracer(asyncio.DatagramProtocol):
         rec = self._rec
         rec.last_read_ns = t_ns
         rec.timeline.reads.append(Read(t_ns, len(data)))
-        rec.stats["datagrams_in"] += 1
-        rec.stats["bytes_in"] += len(data)
+        rec.stats.datagrams_in += 1
+        rec.stats.bytes_in += len(data)
         if len(data) >= 5 and data[0] & 0x80:  # long header: the version is on the wire
             version = int.from_bytes(data[1:5], "big")
             if version == 0:
                 self.server_versions = _vn_versions(data)
             else:
-                rec.stats["version"] = version_name(version)
+                rec.stats.version = version_name(version)
         try:
             self._quic.receive_datagram(data, addr, now=self._loop.time())
             self._process(t_ns, rec.read_index)
@@ -144,8 +137,8 @@ class QuicTracer(asyncio.DatagramProtocol):
                 rec.first_sent_ns = time.perf_counter_ns()
             transport.sendto(data)  # a connected socket: the address is implied
             rec.last_write_ns = time.perf_counter_ns()
-            rec.stats["datagrams_out"] += 1
-            rec.stats["bytes_out"] += len(data)
+            rec.stats.datagrams_out += 1
+            rec.stats.bytes_out += len(data)
             rec.timeline.bytes_written += len(data)
         for sid, tl in list(self._unsent.items()):
             if _fully_sent(self._quic, sid):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from promptpath.errors import UsageError
 from promptpath.findings import Finding
-from promptpath.net.dns import DNSAnswer, is_ip_literal
+from promptpath.net.dns import is_ip_literal
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.dns_signals import MIN_COUNTDOWN_S
 from promptpath.probes.dns_verdict import Observations, ResolverCheck, judge, skipped
@@ -68,8 +68,8 @@ def used_addresses(ctx: ProbeContext) -> tuple[tuple[str, ...], str, str | None]
     if timeline.attempts:
         ips = tuple(dict.fromkeys(a.ip for a in timeline.attempts))
         return ips, "connection attempts", error
-    answer = timeline.extra.get("dns")
-    if isinstance(answer, DNSAnswer) and answer.addresses:
+    answer = timeline.dns
+    if answer is not None and answer.addresses:
         return tuple(ip for ip, _ in answer.addresses), "connection dns", error
     return (), "none", error
 

@@ -7,6 +7,7 @@ that ends later on the shared axis really took longer.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from rich.console import Console
@@ -140,7 +141,8 @@ def compare_json(
         exit_codes = [0 if r.exc is None else int(r.exc.exit_code) for r in results]
     runs = [result_json(r, exit_code=code) for r, code in zip(results, exit_codes, strict=True)]
     for run, result in zip(runs, results, strict=True):
-        run.setdefault("quic", result.timeline.extra.get("quic"))
+        quic = result.timeline.quic
+        run.setdefault("quic", None if quic is None else asdict(quic))
     rows = differences(results[0].timeline, results[1].timeline)
     names = (_label(results[0]), _label(results[1]))
     return {

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 from promptpath.analysis import Metrics, compute
-from promptpath.net.dns import dns_json_for
 from promptpath.options import display_url
 from promptpath.providers import SECRET_HEADERS
 from promptpath.stats import Summary
-from promptpath.timeline import Timeline
+from promptpath.timeline import DNSAnswer, Timeline
 from promptpath.trace import TraceResult
 
 SCHEMA_VERSION = "promptpath.run/1"
@@ -42,8 +42,27 @@ def _gaps(summary: Summary | None) -> dict[str, float] | None:
     }
 
 
+def dns_json(answer: DNSAnswer | None, used_ip: str | None) -> dict[str, Any] | None:
+    """The ``dns`` object of the JSON report: what resolved the name and which address was used."""
+    if answer is None:
+        return None
+    return {
+        "resolver": answer.resolver,
+        "answers": [{"ip": ip, "family": fam} for ip, fam in answer.addresses],
+        "used": used_ip,
+        "ttl": answer.ttl,
+        "cname_chain": list(answer.cname_chain),
+        "duration_ms": round((answer.end_ns - answer.start_ns) / 1e6, 3),
+    }
+
+
 def _dns(timeline: Timeline) -> dict[str, Any] | None:
-    return dns_json_for(timeline)
+    """dns_json for a timeline, with the failure (kind, rcode, ...) when the lookup failed."""
+    body = dns_json(timeline.dns, timeline.address[0] if timeline.address else None)
+    failure = timeline.dns_error
+    if body is not None and failure is not None:
+        body["error"] = {k: v for k, v in asdict(failure).items() if v is not None}
+    return body
 
 
 def _tls(timeline: Timeline) -> dict[str, Any] | None:
@@ -119,9 +138,9 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "error": error_event,
             "events": tok.all_events,
             "closed_ms": metrics.closed_ms,
-            "closed_by": timeline.extra.get("transport_close"),
-            "close_after_end": timeline.extra.get("close_after_end"),
-            "compressed": timeline.extra.get("compressed"),
+            "closed_by": None if timeline.close is None else timeline.close.kind,
+            "close_after_end": timeline.close_after_end,
+            "compressed": timeline.compressed,
             "bytes": sum(c.nbytes for c in timeline.chunks),
             "socket_reads": len(timeline.reads),
         },
@@ -130,7 +149,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             for k, v in timeline.response_headers
             if k.lower() in _HEADER_KEEP and k.lower() not in SECRET_HEADERS
         },
-        "quic": timeline.extra.get("quic"),
+        "quic": None if timeline.quic is None else asdict(timeline.quic),
         "error": None
         if timeline.error is None
         else {

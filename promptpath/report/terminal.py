@@ -98,10 +98,8 @@ def waterfall(
 
 def dns_line(timeline: Timeline) -> str | None:
     """Which resolver answered what, and which address the connection used."""
-    from promptpath.net.dns import DNSAnswer
-
-    answer = timeline.extra.get("dns")
-    if not isinstance(answer, DNSAnswer) or answer.resolver == "literal":
+    answer = timeline.dns
+    if answer is None or answer.resolver == "literal":
         return None
     used = timeline.address[0] if timeline.address else None
     addrs = [f"{ip}{' (used)' if ip == used else ''}" for ip, _fam in answer.addresses]
@@ -178,7 +176,7 @@ def render_timeline(
     if timeline.reused_connection:
         setup = (
             "QUIC handshake"
-            if "quic" in timeline.extra or (timeline.http_version == "HTTP/3")
+            if timeline.quic is not None or timeline.http_version == "HTTP/3"
             else "TCP or TLS"
         )
         console.print(f"[dim]connection reused: no DNS, {setup} on this request[/dim]")
@@ -188,13 +186,13 @@ def render_timeline(
     line = tls_line(timeline)
     if line and not timeline.reused_connection:
         console.print(Text("TLS    ") + Text(line))
-    quic = timeline.extra.get("quic")
-    if isinstance(quic, dict) and not timeline.reused_connection:
+    quic = timeline.quic
+    if quic is not None and not timeline.reused_connection:
         console.print(
             Text(
-                f"QUIC   {quic.get('version') or '?'} · {quic.get('datagrams_out', 0)} datagrams"
-                f" out / {quic.get('datagrams_in', 0)} in · {quic.get('bytes_out', 0)} B out"
-                f" / {quic.get('bytes_in', 0)} B in"
+                f"QUIC   {quic.version or '?'} · {quic.datagrams_out} datagrams"
+                f" out / {quic.datagrams_in} in · {quic.bytes_out} B out"
+                f" / {quic.bytes_in} B in"
             )
         )
     m = metrics.milestones_ms

@@ -82,7 +82,7 @@ async def test_gzip_event_stream_is_decoded_and_reported(gzip_server: int) -> No
     )
     result = await trace(opts)
     assert result.exc is None, result.exc
-    assert result.timeline.extra["compressed"] == "gzip"
+    assert result.timeline.compressed == "gzip"
     m = compute(result.timeline)
     assert m.tokens.events == 5 and result.timeline.stream_end == "marker"
     from promptpath.analysis import headline

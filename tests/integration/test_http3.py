@@ -96,10 +96,10 @@ async def test_h3_is_negotiated_and_the_handshake_measured(server: RefServer) ->
     assert tl.tls.cipher is not None and tl.tls.cipher.startswith("TLS_")
     assert tl.tls.verified is True and tl.tls.resumed is False
     assert tl.tls.cert is not None and "localhost" in tl.tls.cert.sans
-    quic = tl.extra["quic"]
-    assert isinstance(quic, dict) and quic["version"] == "QUICv1"
-    assert quic["datagrams_in"] == len(tl.reads) > 0 and quic["datagrams_out"] > 0
-    assert quic["bytes_in"] == sum(r.nbytes for r in tl.reads) and quic["bytes_out"] > 0
+    quic = tl.quic
+    assert quic is not None and quic.version == "QUICv1"
+    assert quic.datagrams_in == len(tl.reads) > 0 and quic.datagrams_out > 0
+    assert quic.bytes_in == sum(r.nbytes for r in tl.reads) and quic.bytes_out > 0
     assert tl.address == ("127.0.0.1", server.port) and tl.family == "ipv4"
     assert tl.stream_end == "marker"
     order = ["dns_done", "connected", "request_sent", "ttfb", "first_event", "ttft", "end"]
@@ -174,7 +174,7 @@ async def test_warm_request_reuses_the_quic_connection(server: RefServer) -> Non
     assert warm.reused_connection and warm.http_version == "HTTP/3"
     assert warm.stage("quic_handshake") is None and warm.stage("dns") is None
     assert "ttft" in warm.milestones and warm.stream_end == "marker"
-    assert isinstance(warm.extra["quic"], dict) and warm.extra["quic"]["datagrams_in"] > 0
+    assert warm.quic is not None and warm.quic.datagrams_in > 0
 
 
 async def test_insecure_skips_verification(server: RefServer) -> None:
@@ -284,8 +284,8 @@ async def test_udp_blackhole_is_a_handshake_timeout_within_timeout(udp_blackhole
     tl = result.timeline
     assert tl.error is not None and tl.error.stage == "quic_handshake"
     assert tl.attempts and tl.attempts[-1].error
-    quic = tl.extra["quic"]
-    assert isinstance(quic, dict) and quic["datagrams_in"] == 0 and quic["datagrams_out"] >= 1
+    quic = tl.quic
+    assert quic is not None and quic.datagrams_in == 0 and quic.datagrams_out >= 1
 
 
 async def test_closed_udp_port_is_refused_fast() -> None:

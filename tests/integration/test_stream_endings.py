@@ -29,7 +29,7 @@ async def test_marker_then_abrupt_close_is_a_complete_stream(ending: str) -> Non
         result = await trace(options(port))
     assert result.exc is None, result.exc
     assert result.timeline.stream_end == "marker"
-    assert "close_after_end" in result.timeline.extra
+    assert result.timeline.close_after_end is not None
 
 
 async def test_marker_then_connection_left_open_ends_after_a_grace() -> None:
@@ -40,7 +40,7 @@ async def test_marker_then_connection_left_open_ends_after_a_grace() -> None:
     assert result.exc is None, result.exc
     assert result.timeline.stream_end == "marker"
     assert elapsed < AFTER_END_GRACE_S + 3
-    assert "still open" in str(result.timeline.extra["close_after_end"])
+    assert "still open" in str(result.timeline.close_after_end)
 
 
 async def test_error_event_then_connection_left_open_is_the_error_not_a_timeout() -> None:
@@ -57,7 +57,7 @@ async def test_cut_before_the_marker_is_truncated_and_says_how(ending: str, word
         result = await trace(options(port))
     assert isinstance(result.exc, StreamError) and result.exc.kind == "truncated"
     assert result.timeline.stream_end == "truncated"
-    assert result.timeline.extra["transport_close"] == ending
+    assert result.timeline.close is not None and result.timeline.close.kind == ending
     assert words in result.exc.message, result.exc.message
 
 

@@ -131,7 +131,7 @@ async def test_ip_literal_sends_no_sni(ref: RefServer) -> None:
     assert result.exc is None
     assert result.timeline.tls is not None and result.timeline.tls.sni is None
     assert result.timeline.stage("dns") is not None
-    assert result.timeline.extra["dns"].resolver == "literal"  # type: ignore[attr-defined]
+    assert result.timeline.dns is not None and result.timeline.dns.resolver == "literal"
 
 
 async def test_resolve_override_is_honoured_and_keeps_sni(ref: RefServer) -> None:
@@ -145,7 +145,7 @@ async def test_resolve_override_is_honoured_and_keeps_sni(ref: RefServer) -> Non
     assert result.exc is None, result.exc
     tl = result.timeline
     assert tl.address == ("127.0.0.1", ref.port)
-    assert tl.extra["dns"].resolver == "--resolve"  # type: ignore[attr-defined]
+    assert tl.dns is not None and tl.dns.resolver == "--resolve"
     assert tl.tls is not None and tl.tls.sni == "api.promptpath.test" and tl.tls.verified is None
 
 
@@ -313,7 +313,7 @@ async def test_how_the_peer_closed_is_recorded_at_the_socket(ref: RefServer) -> 
     result = await trace(opts(ref, http="1.1", headers=[("x-promptpath-truncate-after", "2")]))
     assert isinstance(result.exc, StreamError) and result.exc.kind == "truncated"
     # hypercorn ends TLS with close_notify before its FIN; FIN and RST: test_stream_endings.
-    assert result.timeline.extra.get("transport_close") == "tls_close_notify"
+    assert result.timeline.close is not None and result.timeline.close.kind == "tls_close_notify"
 
 
 async def test_family_flags_apply_to_literals_and_pins(ref: RefServer) -> None:

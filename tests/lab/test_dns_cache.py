@@ -25,6 +25,7 @@ from promptpath.net.dnswalk import find_authoritative
 from promptpath.options import RunOptions, parse_target
 from promptpath.probes.base import ProbeContext
 from promptpath.probes.dns_cache import DNSCacheProbe
+from promptpath.report.json import dns_json
 from promptpath.timeline import ConnectAttempt, ErrorInfo, Timeline
 from promptpath.trace import TraceResult
 from tests.helpers.dnslab import NSD, Dnsmasq, Unbound, ask, free_port
@@ -380,7 +381,7 @@ async def test_resolve_with_returns_addresses_ttl_and_cname_chain(
 
     # The connection path (dns.resolve with --resolver) and the JSON it reports.
     used = await pdns.resolve(WWW, 443, family=socket.AF_INET, resolver=unbound.address)
-    data = pdns.dns_json(used, OLD)
+    data = dns_json(used, OLD)
     assert data is not None
     assert data["resolver"] == unbound.address
     assert data["used"] == OLD

@@ -85,7 +85,7 @@ def test_failed_connection_reports_every_attempted_address_and_the_error() -> No
 
 def test_dns_answer_is_the_fallback_when_nothing_was_attempted() -> None:
     answer = DNSAnswer(resolver="system", addresses=(("192.0.2.9", "ipv4"),), start_ns=0, end_ns=1)
-    tl = Timeline(t0_ns=0, t0_unix_ns=0, extra={"dns": answer})
+    tl = Timeline(t0_ns=0, t0_unix_ns=0, dns=answer)
     assert used_addresses(ctx_with(tl)) == (("192.0.2.9",), "connection dns", None)
 
 

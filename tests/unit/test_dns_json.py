@@ -7,7 +7,8 @@ from importlib import resources
 
 import jsonschema
 
-from promptpath.net.dns import DNSAnswer, dns_json
+from promptpath.report.json import dns_json
+from promptpath.timeline import DNSAnswer
 
 
 def dns_schema() -> dict[str, object]:
