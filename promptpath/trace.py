@@ -1,27 +1,30 @@
-"""One traced request: resolve → connect → TLS → request → stream, appended to a Timeline.
+"""The tracer: one orchestrator for every transport (HTTP/1.1, HTTP/2, HTTP/3).
 
-This module drives httpcore with our timing backend and feeds the body, read by read,
-to the sans-IO stream decoder. The read loop stays tight: nothing here renders.
+    resolve (dns stage) → Transport.connect (connect+tls, or quic_handshake)
+    → Connection.request → status and stream checks → BodyIngest, piece by piece
+
+Stages, the warm request, the deadline, error mapping and body ingest live here once;
+a transport (net/http.py, net/quic.py) only stamps and pumps. The read loop stays tight:
+nothing here renders.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import anyio
-import httpcore
 
 from promptpath.errors import (
     ConnectError,
     PromptpathError,
     StreamError,
     TraceTimeout,
+    UsageError,
 )
 from promptpath.findings import Finding
 from promptpath.ingest import (
@@ -31,16 +34,29 @@ from promptpath.ingest import (
     not_a_stream_error,
     status_error,
 )
-from promptpath.net.backend import Recorder, TracingBackend
+from promptpath.net import dns
 from promptpath.net.tlsinfo import finish_tls
+from promptpath.net.transport import (
+    Body,
+    BodyPiece,
+    Connection,
+    ConnectSpec,
+    Recorder,
+    ResponseHead,
+    Transport,
+    TransportError,
+    WireRequest,
+)
 from promptpath.options import RunOptions
-from promptpath.providers import PreparedRequest, prepare
+from promptpath.providers import prepare
 from promptpath.timeline import ErrorInfo, Timeline
-
-T = TypeVar("T")
 
 #: How long to keep reading after the terminal marker or an error event.
 AFTER_END_GRACE_S = 1.0
+#: Longest wait for the body of an error answer (it only explains the status).
+SNIFF_WAIT_S = 5.0
+#: Stages a transport opens while connecting (the open one is where a failure happened).
+_CONNECT_STAGES = ("dns", "connect", "tls", "quic_handshake")
 
 
 @dataclass(kw_only=True)
@@ -64,7 +80,7 @@ def new_timeline() -> Timeline:
 
 
 def ssl_context_for(options: RunOptions) -> ssl.SSLContext:
-    """A fresh context per run: httpcore sets ALPN on the context it is given."""
+    """A context of our own (ALPN is set on it per connection); loads the CA store."""
     ctx = ssl.create_default_context(cafile=options.cacert)
     if options.insecure:
         ctx.check_hostname = False
@@ -72,35 +88,121 @@ def ssl_context_for(options: RunOptions) -> ssl.SSLContext:
     return ctx
 
 
-def pool_for(
-    options: RunOptions, recorder: Recorder, ctx: ssl.SSLContext
-) -> httpcore.AsyncConnectionPool:
-    http2 = options.http in ("2", "auto")
-    http1 = True
-    if options.http == "2" and options.target.scheme == "http":
-        http1 = False  # h2c with prior knowledge: there is no ALPN on cleartext
-    alpn = ["http/1.1", "h2"] if http2 else ["http/1.1"]
-    ctx._promptpath_alpn = alpn  # type: ignore[attr-defined]
-    return httpcore.AsyncConnectionPool(
-        ssl_context=ctx,
-        http1=http1,
-        http2=http2,
-        retries=0,
-        max_connections=1,
-        network_backend=TracingBackend(options, recorder),
-    )
+def alpn_for(options: RunOptions) -> tuple[str, ...]:
+    """What to offer in ALPN for the HTTP version asked for."""
+    if options.http == "3":
+        return ("h3",)
+    if options.http == "1.1":
+        return ("http/1.1",)
+    return ("http/1.1", "h2")
 
 
-def _preload(options: RunOptions) -> None:
-    """Import what the request path would import lazily, so t0 starts a clean clock.
+def transport_for(options: RunOptions) -> Transport:
+    """The transport for ``--http`` (built before t0: it loads what it needs)."""
+    if options.http == "3":
+        from promptpath.net.quic import QuicTransport  # aioquic: only when asked for
 
-    httpcore imports h2 on the first HTTP/2 connection and we parse the certificate with
-    cryptography right after the handshake: tens of milliseconds that are not the network.
-    """
+        verify = not options.insecure
+        return QuicTransport(options.target.host, cacert=options.cacert, verify=verify)
+    from promptpath.net.http import TCPTransport
+
     if options.http in ("2", "auto"):
-        import h2.connection  # noqa: F401
-    if options.target.scheme == "https":
-        import cryptography.x509  # noqa: F401
+        import h2.connection  # noqa: F401  httpcore imports it on the first HTTP/2 connection
+    return TCPTransport(h2c=options.http == "2" and options.target.scheme == "http")
+
+
+class Tracer:
+    """Traced requests over one connection: the first opens it, a warm one reuses it.
+
+    Each request gets its own Timeline; the recorder is switched to it, so every stamp a
+    transport takes lands on the request it belongs to.
+    """
+
+    def __init__(self, options: RunOptions, transport: Transport) -> None:
+        self.options = options
+        self.transport = transport
+        self.recorder: Recorder | None = None
+        self.connection: Connection | None = None
+        self._first: Timeline | None = None
+        self._ssl = ssl_context_for(options) if options.target.scheme == "https" else None
+
+    async def request(self, timeline: Timeline) -> PromptpathError | None:
+        """Run one request into ``timeline``; the error that ended it, if any."""
+        if self.recorder is None:
+            self.recorder = self.transport.recorder(timeline)
+        else:
+            self.recorder.switch(timeline)
+        options = self.options
+        try:
+            with anyio.fail_after(options.timeout):
+                await self._exchange(timeline, time.monotonic() + options.timeout)
+        except TimeoutError:
+            exc: PromptpathError = timeout_error(options, phase_of(timeline, options))
+        except PromptpathError as err:
+            exc = err
+        except (TransportError, OSError) as err:
+            exc = transport_error(err, timeline, options)
+        else:
+            return None
+        return record_error(timeline, exc)
+
+    async def aclose(self) -> None:
+        if self.connection is not None:
+            with anyio.CancelScope(shield=True):
+                await self.connection.aclose()
+            self.connection = None
+
+    async def connect(self, timeline: Timeline, deadline: float) -> Connection:
+        """The dns stage, then the transport's own (connect+tls, or quic_handshake)."""
+        options = self.options
+        host, port = options.target.host, options.target.port
+        answer = await dns.resolve_stage(
+            timeline,
+            host,
+            port,
+            family=options.family,
+            override=options.resolve_override(host, port),
+            resolver=options.resolver,
+            timeout=min(options.timeout, 10.0),
+        )
+        spec = ConnectSpec(
+            host=host,
+            port=port,
+            scheme=options.target.scheme,
+            addresses=answer.addresses,
+            alpn=alpn_for(options),
+            ssl_context=self._ssl,
+            deadline=deadline,
+        )
+        assert self.recorder is not None, "request() made the recorder"
+        return await self.transport.connect(spec, self.recorder)
+
+    async def _exchange(self, timeline: Timeline, deadline: float) -> None:
+        conn = self.connection
+        if conn is not None and conn.reusable and self._first is not None:
+            timeline.reused_connection = True
+            first = self._first
+            timeline.address, timeline.family, timeline.tls = first.address, first.family, first.tls
+        else:
+            await self.aclose()  # a connection the peer closed is not reused
+            conn = self.connection = await self.connect(timeline, deadline)
+            self._first = timeline
+        prepared = prepare(self.options)
+        head, body = await conn.request(
+            WireRequest(
+                method=prepared.method,
+                path=self.options.target.path,
+                headers=tuple(prepared.headers),
+                body=prepared.body,
+            )
+        )
+        try:
+            timeline.status = head.status
+            timeline.response_headers = list(head.headers)
+            timeline.http_version = head.http_version
+            await consume(head, body, timeline, self.options)
+        finally:
+            await body.aclose()
 
 
 async def trace(
@@ -110,10 +212,19 @@ async def trace(
 
     ``on_start`` receives the result as soon as it exists, so a caller interrupted by
     Ctrl-C can still report the partial timeline."""
+    if options.http == "3" and options.target.scheme != "https":
+        timeline = new_timeline()
+        exc = UsageError(
+            "HTTP/3 needs an https:// target (QUIC always runs TLS)", kind="bad_option"
+        )
+        return TraceResult(options=options, timeline=timeline, exc=record_error(timeline, exc))
     if options.resolver is not None:
         from promptpath.net.dnsquery import load_dnspython
 
         load_dnspython()  # dnspython loads lazily inside the first query: not DNS time
+    if options.target.scheme == "https":
+        import cryptography.x509  # noqa: F401  the certificate is parsed with it
+    transport = transport_for(options)  # imports, CA store: before t0, not the network
     # A full collection in the middle of a stream stalls the read loop for ~20 ms
     # (measured), which would show as a late token. Collect now, then hold the collector
     # off until the trace is done; reference counting still frees what it can.
@@ -121,86 +232,70 @@ async def trace(
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        if options.http == "3":
-            from promptpath.net.quic import trace_h3  # aioquic: only when asked for
-
-            return await trace_h3(options, on_start=on_start)
-        return await _trace_tcp(options, on_start)
+        return await _trace(options, transport, on_start)
     finally:
         if was_enabled:
             gc.enable()
 
 
-async def _trace_tcp(
-    options: RunOptions, on_start: Callable[[TraceResult], None] | None
+async def _trace(
+    options: RunOptions,
+    transport: Transport,
+    on_start: Callable[[TraceResult], None] | None,
 ) -> TraceResult:
-    _preload(options)
-    ctx = ssl_context_for(options)  # loading the system CA store takes ~50 ms: not the network
+    tracer = Tracer(options, transport)  # loads the CA store: before t0, not the network
     timeline = new_timeline()
-    recorder = Recorder(timeline)
     result = TraceResult(options=options, timeline=timeline)
     if on_start is not None:
         on_start(result)
-    async with pool_for(options, recorder, ctx) as pool:
-        result.exc = await traced_request(pool, options, recorder)
+    try:
+        result.exc = await tracer.request(timeline)
         if options.warm and result.exc is None:
-            warm_tl = new_timeline()
-            recorder.timeline = warm_tl
-            connects_before = recorder.connects
-            warm = TraceResult(options=options, timeline=warm_tl)
-            warm.exc = await traced_request(pool, options, recorder)
-            warm_tl.reused_connection = recorder.connects == connects_before
-            if warm_tl.reused_connection:
-                warm_tl.address = timeline.address
-                warm_tl.family = timeline.family
-                warm_tl.tls = timeline.tls
+            warm = TraceResult(options=options, timeline=new_timeline())
+            warm.exc = await tracer.request(warm.timeline)
             result.warm = warm
+    finally:
+        await tracer.aclose()
     finish_tls(timeline.tls)
     return result
 
 
-async def traced_request(
-    pool: httpcore.AsyncConnectionPool, options: RunOptions, recorder: Recorder
-) -> PromptpathError | None:
-    """Run one request into ``recorder.timeline``; return the error that ended it, if any."""
-    timeline = recorder.timeline
-    prepared = prepare(options)
+# -- the body -----------------------------------------------------------------------------
+
+
+async def consume(head: ResponseHead, body: Body, timeline: Timeline, options: RunOptions) -> None:
+    """Judge the response and feed its body to the decoder, piece by piece (every transport)."""
+    if head.status >= 300:
+        raise status_error(timeline, options, await read_limited(body))
+    if not is_event_stream(timeline):
+        raise not_a_stream_error(timeline, await read_limited(body, 2048))
+    ingest = BodyIngest(timeline, options)
+    last_ns = head.t_ns
     try:
-        with anyio.fail_after(options.timeout):
-            await _exchange(pool, options, prepared, recorder)
-    except TimeoutError:
-        exc: PromptpathError = timeout_error(options, phase_of(timeline, options))
-    except PromptpathError as err:
-        exc = err
-    except httpcore.ProtocolError as err:
-        stage = phase_of(timeline, options)
-        exc = StreamError(
-            f"HTTP protocol error in stage {stage!r}: {network_reason(err, timeline)}",
-            stage=stage,
-            kind="protocol_error",
-        )
-    except (httpcore.NetworkError, OSError) as err:
-        stage = phase_of(timeline, options)
-        cls = ConnectError if stage in ("dns", "connect") else StreamError
-        exc = cls(
-            f"network error in stage {stage!r}: {network_reason(err, timeline)}",
-            stage=stage,
-            kind="network_error",
-        )
-    else:
-        return None
-    return record_error(timeline, exc)
+        while (piece := await next_piece(ingest, body)) is not None:
+            last_ns = piece.t_ns
+            if piece.end:
+                break
+            ingest.feed(piece.data, piece.t_ns, piece.read_index)
+    except TransportError as err:
+        # A reset after the terminal marker cuts nothing; before it, the stream is truncated.
+        reason = network_reason(err.reason, timeline)
+        failure = ingest.ended_abruptly(reason, time.perf_counter_ns())
+        if failure is not None:
+            raise failure from err
+        return
+    ingest.finish(last_ns)
 
 
-async def next_chunk(ingest: BodyIngest, chunks: AsyncIterator[T]) -> T | None:
-    """The next piece of the body, or None when it ended (every transport).
+async def next_piece(ingest: BodyIngest, body: Body) -> BodyPiece | None:
+    """The next piece of the body, or None when the server kept it open past the end.
 
     After the terminal marker (or an error event) the body should end at once; a server
     that keeps it open gets AFTER_END_GRACE_S, and must not turn a complete answer into a
     timeout."""
     with anyio.move_on_after(AFTER_END_GRACE_S if ingest.terminal else None):
         try:
-            return await chunks.__anext__()
+            return await body.__anext__()
         except StopAsyncIteration:
             return None
     ingest.timeline.close_after_end = (
@@ -209,33 +304,56 @@ async def next_chunk(ingest: BodyIngest, chunks: AsyncIterator[T]) -> T | None:
     return None
 
 
-def network_reason(err: BaseException, timeline: Timeline) -> str:
-    """Words for a transport failure: httpcore's own text is often empty."""
-    closed = None if timeline.close is None else timeline.close.kind
-    if closed == "rst":
-        what = "the peer reset the connection (RST)"
-    elif closed == "fin":
-        what = "the peer closed the connection (FIN)"
-    elif closed == "tls_close_notify":
-        what = "the peer closed the TLS session (close_notify)"
-    else:
-        what = ""
-    text = str(err).strip()
-    cause: BaseException | None = err.__cause__ or err.__context__
-    while not text and cause is not None:
-        if isinstance(cause, OSError) and cause.errno:
-            text = os.strerror(cause.errno)
-        else:
-            text = str(cause).strip()
-        cause = cause.__cause__ or cause.__context__
-    if not text and not what:
-        text = type(err).__name__
-    parts = [p for p in (what, text) if p]
-    return "; ".join(parts) or type(err).__name__
+async def read_limited(body: Body, limit: int = SNIFF_LIMIT) -> bytes:
+    """Up to ``limit`` bytes of a body that only explains an error (never waits long)."""
+    data = b""
+    with anyio.move_on_after(SNIFF_WAIT_S):
+        try:
+            async for piece in body:
+                data += piece.data
+                if len(data) >= limit or piece.end:
+                    break
+        except TransportError:
+            pass
+    return data[:limit]
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+def network_reason(reason: str, timeline: Timeline) -> str:
+    """Words for a transport failure: how the peer closed (seen at the socket), and why."""
+    close = timeline.close
+    what = {
+        "rst": "the peer reset the connection (RST)",
+        "fin": "the peer closed the connection (FIN)",
+        "tls_close_notify": "the peer closed the TLS session (close_notify)",
+    }.get(close.kind if close is not None else "", "")
+    return "; ".join(p for p in (what, reason.strip()) if p) or "connection failed"
+
+
+def transport_error(
+    err: TransportError | OSError, timeline: Timeline, options: RunOptions
+) -> PromptpathError:
+    """The one mapping from a transport's failure to a PromptpathError with its stage."""
+    stage = phase_of(timeline, options)
+    reason = err.reason if isinstance(err, TransportError) else str(err)
+    if isinstance(err, TransportError) and err.protocol:
+        return StreamError(
+            f"HTTP protocol error in stage {stage!r}: {network_reason(reason, timeline)}",
+            stage=stage,
+            kind="protocol_error",
+        )
+    cls = ConnectError if stage in ("dns", "connect", "quic_handshake") else StreamError
+    return cls(
+        f"network error in stage {stage!r}: {network_reason(reason, timeline)}",
+        stage=stage,
+        kind="network_error",
+    )
 
 
 def timeout_error(options: RunOptions, stage: str) -> TraceTimeout:
-    """The error for a trace that --timeout cut short in ``stage`` (every transport)."""
+    """The error for a trace that --timeout cut short in ``stage``."""
     return TraceTimeout(
         f"timed out after {options.timeout:g} s in stage {stage!r}",
         stage=stage,
@@ -245,8 +363,11 @@ def timeout_error(options: RunOptions, stage: str) -> TraceTimeout:
 
 
 def record_error(timeline: Timeline, exc: PromptpathError) -> PromptpathError:
-    """Close the stages left open and put ``exc`` on the timeline; return it (every transport)."""
-    _close_open_stages(timeline)
+    """Close the stages left open and put ``exc`` on the timeline; return it."""
+    now = time.perf_counter_ns()
+    for stage in timeline.stages:
+        if stage.end_ns is None:
+            stage.end_ns, stage.ok = now, False
     timeline.error = ErrorInfo(
         stage=exc.stage, kind=exc.kind, message=exc.message, detail=exc.detail
     )
@@ -254,16 +375,18 @@ def record_error(timeline: Timeline, exc: PromptpathError) -> PromptpathError:
 
 
 def phase_of(timeline: Timeline, options: RunOptions) -> str:
-    """The stage a trace was in, from the milestones it reached."""
+    """The stage a trace was in, from the stage left open or the milestones it reached."""
     open_stage = timeline.current_stage
-    if open_stage in ("dns", "connect", "tls"):
+    if open_stage in _CONNECT_STAGES:
         return open_stage
     m = timeline.milestones
-    if not timeline.reused_connection and "connected" not in m and not timeline.stages:
-        return "dns"
-    if "dns_done" in m and "connected" not in m:
-        return "connect"
-    if options.target.scheme == "https" and "connected" in m and "tls_done" not in m:
+    quic = options.http == "3"
+    if not timeline.reused_connection and "connected" not in m:
+        if "dns_done" not in m:
+            return "dns"
+        return "quic_handshake" if quic else "connect"
+    https_over_tcp = options.target.scheme == "https" and not quic
+    if https_over_tcp and not timeline.reused_connection and "tls_done" not in m:
         return "tls"
     if "request_sent" not in m:
         return "request"
@@ -274,102 +397,10 @@ def phase_of(timeline: Timeline, options: RunOptions) -> str:
     return "stream"
 
 
-def _close_open_stages(timeline: Timeline) -> None:
-    now = time.perf_counter_ns()
-    for stage in timeline.stages:
-        if stage.end_ns is None:
-            stage.end_ns, stage.ok = now, False
-
-
-async def _exchange(
-    pool: httpcore.AsyncConnectionPool,
-    options: RunOptions,
-    prepared: PreparedRequest,
-    recorder: Recorder,
-) -> None:
-    timeline = recorder.timeline
-
-    async def on_trace(name: str, info: dict[str, Any]) -> None:
-        # Stamps come from the socket wrapper, not from now(): the trace callback runs
-        # after httpcore has parsed what the read brought.
-        tl = recorder.timeline
-        if name.endswith("send_request_body.complete"):
-            tl.mark("request_sent", recorder.last_write_ns or time.perf_counter_ns())
-        elif name.endswith("receive_response_headers.complete"):
-            tl.mark("ttfb", recorder.last_read_ns or time.perf_counter_ns())
-
-    host = options.target.host
-    if ":" in host:
-        host = f"[{host}]"
-    default_port = 443 if options.target.scheme == "https" else 80
-    authority = host if options.target.port == default_port else f"{host}:{options.target.port}"
-    request = httpcore.Request(
-        prepared.method,
-        options.target.url,
-        headers=[
-            ("host", authority),
-            ("content-length", str(len(prepared.body))),
-            *prepared.headers,
-        ],
-        content=prepared.body,
-        extensions={"trace": on_trace, "timeout": {"connect": options.timeout}},
-    )
-    response = await pool.handle_async_request(request)
-    try:
-        timeline.status = response.status
-        timeline.response_headers = [
-            (k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers
-        ]
-        version = response.extensions.get("http_version", b"HTTP/1.1")
-        timeline.http_version = version.decode() if isinstance(version, bytes) else str(version)
-        if options.target.scheme == "https" and timeline.tls is None:
-            timeline.reused_connection = True
-        await _consume(response, options, prepared, recorder)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await response.aclose()
-
-
-async def _read_limited(response: httpcore.Response, limit: int = SNIFF_LIMIT) -> bytes:
-    body = b""
-    try:
-        with anyio.fail_after(5):
-            async for chunk in response.aiter_stream():
-                body += chunk
-                if len(body) >= limit:
-                    break
-    except (TimeoutError, httpcore.ProtocolError, httpcore.NetworkError):
-        pass
-    return body[:limit]
-
-
-async def _consume(
-    response: httpcore.Response,
-    options: RunOptions,
-    prepared: PreparedRequest,
-    recorder: Recorder,
-) -> None:
-    timeline = recorder.timeline
-    if response.status >= 300:
-        raise status_error(timeline, options, await _read_limited(response))
-    if not is_event_stream(timeline):
-        raise not_a_stream_error(timeline, await _read_limited(response, 2048))
-    ingest = BodyIngest(timeline, options)
-    chunks = response.aiter_stream().__aiter__()
-    try:
-        while (data := await next_chunk(ingest, chunks)) is not None:
-            # The stamp of the socket read that brought these bytes, not of this moment.
-            ingest.feed(data, recorder.last_read_ns or time.perf_counter_ns(), recorder.read_index)
-    except (httpcore.ProtocolError, httpcore.NetworkError) as err:
-        failure = ingest.ended_abruptly(network_reason(err, timeline), time.perf_counter_ns())
-        if failure is not None:
-            raise failure from err
-        return
-    ingest.finish(recorder.last_read_ns or time.perf_counter_ns())
-
-
 __all__ = [
+    "AFTER_END_GRACE_S",
     "TraceResult",
+    "Tracer",
     "new_timeline",
     "phase_of",
     "record_error",

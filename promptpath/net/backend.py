@@ -1,9 +1,11 @@
-"""An httpcore network backend that times every step below HTTP.
+"""TCP and TLS for the HTTP/1.1 and HTTP/2 transport, timed below HTTP.
 
-httpcore hands ``connect_tcp`` a host name and lets anyio resolve it and race addresses,
-so DNS and TCP would blur into one number. This backend resolves on its own (timed),
-connects to each address in turn (each attempt recorded), times the TLS handshake, and
-wraps the raw socket so every read *below* TLS is stamped with ``perf_counter_ns``.
+``connect_tcp`` connects to each resolved address in turn (each attempt recorded; DNS is
+the tracer's stage, done before), ``TracedNetworkStream.start_tls`` times the handshake,
+and ``StampingStream`` wraps the raw socket so every read *below* TLS is stamped with
+``perf_counter_ns`` and the way the peer closed (FIN, RST, close_notify) is kept where it
+is seen. The result is an ``httpcore.AsyncNetworkStream``, so httpcore's own HTTP/1.1 and
+HTTP/2 connection classes run on it unchanged.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ import select
 import socket
 import ssl
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -27,28 +28,9 @@ from anyio.streams.tls import TLSAttribute, TLSStream
 from promptpath.errors import ConnectError, TLSError
 from promptpath.net import dns
 from promptpath.net.tlsinfo import describe_tls, tls_failure
+from promptpath.net.transport import ConnectSpec, Recorder, fmt_addr
 from promptpath.net.wrapped import WrappedStream
-from promptpath.options import RunOptions
-from promptpath.timeline import CloseKind, CloseRecord, ConnectAttempt, Read, Timeline
-
-
-@dataclass(slots=True)
-class Recorder:
-    """Where stamps go. Switched to a fresh Timeline for a warm (reused-connection) request."""
-
-    timeline: Timeline
-    last_read_ns: int | None = None
-    last_write_ns: int | None = None
-    connects: int = 0
-
-    @property
-    def read_index(self) -> int:
-        return len(self.timeline.reads) - 1
-
-    def closed(self, kind: CloseKind, t_ns: int) -> None:
-        """The peer ended the connection: the first word on how is the one kept."""
-        if self.timeline.close is None:
-            self.timeline.close = CloseRecord(kind=kind, t_ns=t_ns)
+from promptpath.timeline import ConnectAttempt
 
 
 class StampingStream(WrappedStream):
@@ -72,15 +54,12 @@ class StampingStream(WrappedStream):
             if isinstance(exc.__cause__, ConnectionResetError):
                 self._recorder.closed("rst", time.perf_counter_ns())
             raise
-        t_ns = time.perf_counter_ns()
-        self._recorder.last_read_ns = t_ns
-        self._recorder.timeline.reads.append(Read(t_ns, len(data)))
+        self._recorder.read(time.perf_counter_ns(), len(data))
         return data
 
     async def send(self, item: bytes) -> None:
         await self._inner.send(item)
-        self._recorder.last_write_ns = time.perf_counter_ns()
-        self._recorder.timeline.bytes_written += len(item)
+        self._recorder.wrote(time.perf_counter_ns(), len(item))
 
 
 @contextlib.contextmanager
@@ -128,21 +107,24 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         stream: anyio.abc.ByteStream,
         raw: StampingStream,
         recorder: Recorder,
-        options: RunOptions,
     ) -> None:
         self._stream = stream
-        self._raw = raw
+        self.raw = raw
         self._recorder = recorder
-        self._options = options
+
+    @property
+    def stream(self) -> anyio.abc.ByteStream:
+        """What HTTP reads and writes: TLS over the stamping stream, or that stream itself."""
+        return self._stream
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         with _map_exceptions(_READ_ERRORS), anyio.fail_after(timeout):
             try:
                 return await self._stream.receive(max_bytes)
             except anyio.EndOfStream:
-                if self._stream is not self._raw and self._raw.eof_ns is None:
+                if self._stream is not self.raw and self.raw.eof_ns is None:
                     # TLS ended with close_notify before any FIN reached us.
-                    self._recorder.closed("tls_close_notify", time.perf_counter_ns())
+                    self._recorder.closed("tls_close_notify")
                 return b""
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
@@ -159,32 +141,39 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         ssl_context: ssl.SSLContext,
         server_hostname: str | None = None,
         timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+        *,
+        alpn: tuple[str, ...] = (),
+    ) -> TracedNetworkStream:
+        """The TLS handshake over the stamping stream, as the ``tls`` stage.
+
+        ``alpn`` is set on ``ssl_context`` here (an SSLContext keeps no readable list of
+        what it offers): use a fresh context per connection."""
         timeline = self._recorder.timeline
+        if alpn:
+            ssl_context.set_alpn_protocols(list(alpn))
         sni = (
             None
             if server_hostname is None or dns.is_ip_literal(server_hostname)
             else server_hostname
         )
-        alpn_offered = tuple(_alpn_offered(ssl_context))
         stage = timeline.begin("tls", time.perf_counter_ns(), sni=sni)
         try:
             with anyio.fail_after(timeout):
                 tls = await TLSStream.wrap(
-                    self._raw,
+                    self.raw,
                     ssl_context=ssl_context,
                     hostname=server_hostname,
                     standard_compatible=False,
                 )
         except ssl.SSLError as exc:
             timeline.end("tls", time.perf_counter_ns(), ok=False)
-            await self._raw.aclose()
+            await self.raw.aclose()
             raise tls_failure(
                 exc, host=server_hostname or "", elapsed_ns=_since(stage.start_ns)
             ) from exc
         except (anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
             timeline.end("tls", time.perf_counter_ns(), ok=False)
-            await self._raw.aclose()
+            await self.raw.aclose()
             raise TLSError(
                 f"TLS: the peer closed the connection during the handshake with {server_hostname}"
                 " (not a TLS server on this port, or it rejected our ClientHello)",
@@ -198,10 +187,10 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         timeline.tls = describe_tls(
             ssl_object,
             sni=sni,
-            alpn_offered=alpn_offered,
+            alpn_offered=alpn,
             verified=None if ssl_context.verify_mode == ssl.CERT_NONE else True,
         )
-        return TracedNetworkStream(tls, self._raw, self._recorder, self._options)
+        return TracedNetworkStream(tls, self.raw, self._recorder)
 
     def get_extra_info(self, info: str) -> Any:
         if info == "ssl_object":
@@ -216,12 +205,6 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             sock = self._stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
             return _is_readable(sock)
         return None
-
-
-def _alpn_offered(ctx: ssl.SSLContext) -> list[str]:
-    # SSLContext keeps no readable ALPN list; the tracer stores what it asked httpcore for.
-    offered = getattr(ctx, "_promptpath_alpn", None)
-    return list(offered) if offered else []
 
 
 def _since(start_ns: int) -> int:
@@ -240,103 +223,65 @@ _CONNECT_KINDS = {
 }
 
 
-class TracingBackend(httpcore.AsyncNetworkBackend):
-    """Resolve (timed), connect to each address in turn (each attempt recorded)."""
-
-    def __init__(self, options: RunOptions, recorder: Recorder) -> None:
-        self._options = options
-        self._recorder = recorder
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        recorder = self._recorder
-        timeline = recorder.timeline
-        recorder.connects += 1
-        opts = self._options
-        answer = await dns.resolve_stage(
-            timeline,
-            host,
-            port,
-            family=opts.family,
-            override=opts.resolve_override(host, port),
-            resolver=opts.resolver,
-            timeout=min(opts.timeout, 10.0),
-        )
-
-        stage = timeline.begin("connect", time.perf_counter_ns())
-        failures: list[str] = []
-        last_kind = "refused"
-        addresses = answer.addresses
-        for n, (ip, fam) in enumerate(addresses):
-            start = time.perf_counter_ns()
-            # With more addresses to try, one that does not answer gets a bounded attempt
-            # (like happy eyeballs, but sequential so each attempt is timed on its own).
-            limit = ATTEMPT_TIMEOUT_S if n + 1 < len(addresses) else None
-            try:
-                with anyio.fail_after(limit):
-                    sock = await anyio.connect_tcp(ip, port)
-            except TimeoutError:
-                end = time.perf_counter_ns()
-                timeline.attempts.append(
-                    ConnectAttempt(
-                        ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error="timed out"
-                    )
-                )
-                failures.append(f"{_fmt_addr(ip, port)}: timed out after {limit:g} s")
-                last_kind = "timeout"
-                continue
-            except OSError as exc:
-                end = time.perf_counter_ns()
-                # anyio wraps the socket error ("All connection attempts failed"): use the cause.
-                cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
-                # asyncio's wrapper says "Connect call failed (...)"; the errno says why.
-                reason = os.strerror(cause.errno) if cause.errno else str(cause)
-                last_kind = _CONNECT_KINDS.get(cause.errno or 0, "connect_failed")
-                timeline.attempts.append(
-                    ConnectAttempt(
-                        ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error=reason
-                    )
-                )
-                failures.append(f"{_fmt_addr(ip, port)}: {reason}")
-                continue
+async def connect_tcp(spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStream:
+    """The ``connect`` stage: each resolved address in turn until one accepts (each attempt
+    recorded); the failed ones are listed apart from the stage, which is the handshake."""
+    timeline = recorder.timeline
+    recorder.connects += 1
+    host, port = spec.host, spec.port
+    stage = timeline.begin("connect", time.perf_counter_ns())
+    failures: list[str] = []
+    last_kind = "refused"
+    addresses = spec.addresses
+    for n, (ip, fam) in enumerate(addresses):
+        start = time.perf_counter_ns()
+        # With more addresses to try, one that does not answer gets a bounded attempt
+        # (like happy eyeballs, but sequential so each attempt is timed on its own).
+        limit = ATTEMPT_TIMEOUT_S if n + 1 < len(addresses) else None
+        try:
+            with anyio.fail_after(limit):
+                sock = await anyio.connect_tcp(ip, port)
+        except TimeoutError:
             end = time.perf_counter_ns()
             timeline.attempts.append(
-                ConnectAttempt(ip=ip, port=port, family=fam, start_ns=start, end_ns=end)
+                ConnectAttempt(
+                    ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error="timed out"
+                )
             )
-            # The stage is the successful handshake; failed attempts are listed on their own.
-            stage.start_ns, stage.end_ns = start, end
-            stage.detail["attempts"] = len(timeline.attempts)
-            timeline.mark("connected", end)
-            timeline.address = (ip, port)
-            timeline.family = fam
-            raw = StampingStream(sock, recorder)
-            return TracedNetworkStream(raw, raw, recorder, opts)
-        timeline.end("connect", time.perf_counter_ns(), ok=False)
-        raise ConnectError(
-            f"TCP connect to {host} port {port} failed: " + "; ".join(failures),
-            stage="connect",
-            kind=last_kind,
-            host=host,
-            port=port,
+            failures.append(f"{fmt_addr(ip, port)}: timed out after {limit:g} s")
+            last_kind = "timeout"
+            continue
+        except OSError as exc:
+            end = time.perf_counter_ns()
+            # anyio wraps the socket error ("All connection attempts failed"): use the cause.
+            cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+            # asyncio's wrapper says "Connect call failed (...)"; the errno says why.
+            reason = os.strerror(cause.errno) if cause.errno else str(cause)
+            last_kind = _CONNECT_KINDS.get(cause.errno or 0, "connect_failed")
+            timeline.attempts.append(
+                ConnectAttempt(
+                    ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error=reason
+                )
+            )
+            failures.append(f"{fmt_addr(ip, port)}: {reason}")
+            continue
+        end = time.perf_counter_ns()
+        timeline.attempts.append(
+            ConnectAttempt(ip=ip, port=port, family=fam, start_ns=start, end_ns=end)
         )
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise ConnectError("unix sockets are not traced", stage="connect", kind="unsupported")
-
-    async def sleep(self, seconds: float) -> None:
-        await anyio.sleep(seconds)
-
-
-def _fmt_addr(ip: str, port: int) -> str:
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+        # The stage is the successful handshake; failed attempts are listed on their own.
+        stage.start_ns, stage.end_ns = start, end
+        stage.detail["attempts"] = len(timeline.attempts)
+        timeline.mark("connected", end)
+        timeline.address = (ip, port)
+        timeline.family = fam
+        raw = StampingStream(sock, recorder)
+        return TracedNetworkStream(raw, raw, recorder)
+    timeline.end("connect", time.perf_counter_ns(), ok=False)
+    raise ConnectError(
+        f"TCP connect to {host} port {port} failed: " + "; ".join(failures),
+        stage="connect",
+        kind=last_kind,
+        host=host,
+        port=port,
+    )

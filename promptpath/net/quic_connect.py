@@ -1,10 +1,11 @@
-"""Reaching an HTTP/3 server: timed DNS, then a verified QUIC handshake, address by address.
+"""Reaching an HTTP/3 server: a verified QUIC handshake, address by address.
 
 aioquic's ``connect()`` resolves the name itself, keeps the first address only and binds
-an IPv6 socket, so we build the datagram endpoint ourselves: our own timed DNS stage, one
-UDP socket per resolved address (IPv4 or IPv6 to match), ``server_name`` for SNI. A
-handshake that fails is named from its cause (ICMP reject, version negotiation, TLS
-alert, silence); one that completes is checked by quic_verify before it is returned.
+an IPv6 socket, so we build the datagram endpoint ourselves: the tracer's own timed DNS
+stage (done before), one UDP socket per resolved address (IPv4 or IPv6 to match),
+``server_name`` for SNI. A handshake that fails is named from its cause (ICMP reject,
+version negotiation, TLS alert, silence); one that completes is checked by quic_verify
+before it is returned.
 
 No session ticket is offered to a traced connection, and nothing is written on a stream
 before the handshake has completed, so a request never travels as 0-RTT early data.
@@ -29,12 +30,11 @@ from promptpath.net.quic_protocol import (
     HandshakeFailed,
     QuicRecorder,
     QuicTracer,
-    Tickets,
     version_name,
 )
 from promptpath.net.quic_verify import ALERT_BAD_CERTIFICATE, CertVerifier, refusal
 from promptpath.net.tlsinfo import cert_info
-from promptpath.options import RunOptions
+from promptpath.net.transport import ConnectSpec, fmt_addr
 from promptpath.timeline import ConnectAttempt, TLSInfo
 
 #: Longest wait for a QUIC handshake on one address (bounded by --timeout as well).
@@ -61,55 +61,43 @@ def preload() -> None:
     import cryptography.x509  # noqa: F401
 
 
-def _configuration_for(options: RunOptions) -> Any:
+def _configuration_for(spec: ConnectSpec) -> Any:
     from aioquic.h3.connection import H3_ALPN
     from aioquic.quic.configuration import QuicConfiguration
 
     return QuicConfiguration(
         is_client=True,
         alpn_protocols=list(H3_ALPN),
-        server_name=options.target.host,  # aioquic sends no SNI for an IP literal
+        server_name=spec.host,  # aioquic sends no SNI for an IP literal
         # A paused stream must be cut by --timeout, not by our own idle timer.
-        idle_timeout=max(30.0, options.timeout + 5.0),
+        idle_timeout=max(30.0, _left(spec) + 5.0),
         verify_mode=ssl.CERT_NONE,  # CertVerifier checks, with a store loaded before t0
     )
 
 
-def _fmt_addr(ip: str, port: int) -> str:
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+def _left(spec: ConnectSpec) -> float:
+    """Seconds until the trace's deadline (a day when none was given)."""
+    return 86400.0 if spec.deadline is None else spec.deadline - time.monotonic()
 
 
 async def connect(
-    options: RunOptions,
-    recorder: QuicRecorder,
-    deadline: float,
-    verifier: CertVerifier | None,
+    spec: ConnectSpec, recorder: QuicRecorder, verifier: CertVerifier | None
 ) -> Session:
-    """Timed DNS, then a QUIC handshake to each address in turn until one completes."""
+    """A QUIC handshake to each resolved address in turn until one completes."""
     timeline = recorder.timeline
-    host, port = options.target.host, options.target.port
-    answer = await dns.resolve_stage(
-        timeline,
-        host,
-        port,
-        family=options.family,
-        override=options.resolve_override(host, port),
-        resolver=options.resolver,
-        timeout=min(options.timeout, 10.0),
-    )
-
+    host, port = spec.host, spec.port
     sni = None if dns.is_ip_literal(host) else host
     stage = timeline.begin("quic_handshake", time.perf_counter_ns(), sni=sni)
     last: PromptpathError | None = None
     # Stop a little before --timeout so a dead UDP path is reported as what it is (a
     # handshake timeout, exit 4) rather than as the generic trace timeout.
-    margin = min(0.25, options.timeout / 10)
-    for ip, fam in answer.addresses:
-        budget = min(HANDSHAKE_TIMEOUT_S, deadline - margin - time.monotonic())
+    margin = min(0.25, _left(spec) / 10)
+    for ip, fam in spec.addresses:
+        budget = min(HANDSHAKE_TIMEOUT_S, _left(spec) - margin)
         if budget <= 0:
             break
         try:
-            session = await handshake(options, recorder, ip, fam, budget, verifier=verifier)
+            session = await handshake(spec, recorder, ip, fam, budget, verifier=verifier)
         except ConnectError as exc:
             last = exc
             continue  # UDP to this address is dead: try the next one, as over TCP
@@ -123,7 +111,7 @@ async def connect(
     timeline.end("quic_handshake", time.perf_counter_ns(), ok=False)
     if last is None:
         last = ConnectError(
-            f"no time left for a QUIC handshake with {host} within --timeout {options.timeout:g} s",
+            f"no time left for a QUIC handshake with {host} within --timeout",
             stage="quic_handshake",
             kind="handshake_timeout",
             host=host,
@@ -133,25 +121,23 @@ async def connect(
 
 
 async def handshake(
-    options: RunOptions,
+    spec: ConnectSpec,
     recorder: QuicRecorder,
     ip: str,
     fam: dns.Family,
     budget: float,
     *,
     verifier: CertVerifier | None,
-    session_ticket: Any = None,
 ) -> Session:
     """One QUIC handshake with ``ip`` in ``budget`` seconds, stamped as a ConnectAttempt.
 
     Raises ConnectError or TLSError named from the cause when it does not complete, or
-    when ``verifier`` refuses the certificate. ``session_ticket`` is for handshake-only
-    resumption probes.
+    when ``verifier`` refuses the certificate.
     """
     from aioquic.quic.connection import QuicConnection
 
     timeline = recorder.timeline
-    port = options.target.port
+    port = spec.port
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET6 if fam == "ipv6" else socket.AF_INET, socket.SOCK_DGRAM)
     sock.setblocking(False)
@@ -165,27 +151,24 @@ async def handshake(
             ConnectAttempt(ip=ip, port=port, family=fam, start_ns=now, end_ns=now, error=str(exc))
         )
         raise ConnectError(
-            f"cannot send UDP to {_fmt_addr(ip, port)}: {exc.strerror or exc}",
+            f"cannot send UDP to {fmt_addr(ip, port)}: {exc.strerror or exc}",
             stage="quic_handshake",
             kind="network_unreachable",
-            host=options.target.host,
+            host=spec.host,
             port=port,
         ) from exc
     peer = sock.getpeername()
     # The attempt starts before the ClientHello is built, as the TCP tls stage does: its
     # key shares are the client's real cost, and --compare-http must time both alike.
     start = time.perf_counter_ns()
-    config = _configuration_for(options)
-    # Only handshake-only resumption probes pass a ticket, and they open no stream, so
-    # nothing can travel as 0-RTT data.
-    config.session_ticket = session_ticket
-    tickets = Tickets()
-    quic = QuicConnection(configuration=config, session_ticket_handler=tickets.add)
+    config = _configuration_for(spec)
+    # No session ticket is offered and none is kept: a request must never be able to
+    # travel as replayable 0-RTT data.
+    quic = QuicConnection(configuration=config)
     recorder.first_sent_ns = None
     _transport, protocol = await loop.create_datagram_endpoint(
         lambda: QuicTracer(quic, recorder), sock=sock
     )
-    protocol.tickets = tickets
     protocol.start(peer)
     first_sent_ns = recorder.first_sent_ns or time.perf_counter_ns()
     failure: str | None = None
@@ -198,7 +181,7 @@ async def handshake(
     if scope.cancelled_caught or failure is not None:
         protocol.handshake.cancel()  # nobody waits for it any more
         protocol.close()
-        error = _handshake_error(options, protocol, recorder, ip, budget, failure)
+        error = _handshake_error(spec, protocol, recorder, ip, budget, failure)
         timeline.attempts.append(
             ConnectAttempt(
                 ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error=error.message
@@ -213,7 +196,7 @@ async def handshake(
     timeline.stages[-1].detail["client_hello_ms"] = round((first_sent_ns - start) / 1e6, 3)
     timeline.address = (ip, port)
     timeline.family = fam
-    timeline.tls = tls = _tls_info(quic, event, options)
+    timeline.tls = tls = _tls_info(quic, event, spec, verified=verifier is not None)
     peer_cert = getattr(quic.tls, "_peer_certificate", None)
     if verifier is not None and peer_cert is not None:  # a resumed session shows none
         problem = verifier.check(peer_cert, list(getattr(quic.tls, "_peer_certificate_chain", [])))
@@ -222,7 +205,7 @@ async def handshake(
             tls.verified, tls.verify_error = False, reason
             protocol.close(_CRYPTO_ERROR + ALERT_BAD_CERTIFICATE, reason)
             timeline.attempts[-1] = dataclasses.replace(timeline.attempts[-1], error=reason)
-            raise refusal(options, ip, kind, reason)
+            raise refusal(spec.host, ip, kind, reason)
     # Only now is the connection usable: a refused certificate must not leave milestones
     # behind ("last milestone tls_done" for a handshake we rejected).
     timeline.mark("connected", end)
@@ -230,7 +213,7 @@ async def handshake(
     return Session(protocol=protocol, recorder=recorder)
 
 
-def _tls_info(quic: Any, event: Any, options: RunOptions) -> TLSInfo:
+def _tls_info(quic: Any, event: Any, spec: ConnectSpec, *, verified: bool) -> TLSInfo:
     """What the QUIC handshake's TLS 1.3 negotiated (aioquic's tls.Context, read defensively)."""
     tls = getattr(quic, "tls", None)
     suite = getattr(getattr(tls, "key_schedule", None), "cipher_suite", None)
@@ -240,21 +223,20 @@ def _tls_info(quic: Any, event: Any, options: RunOptions) -> TLSInfo:
         from cryptography.hazmat.primitives.serialization import Encoding
 
         der = cert.public_bytes(Encoding.DER)
-    host = options.target.host
     return TLSInfo(
-        sni=None if dns.is_ip_literal(host) else host,
+        sni=spec.sni,
         alpn_offered=("h3",),
         alpn=event.alpn_protocol,
         version="TLSv1.3",  # QUIC carries TLS 1.3 only (RFC 9001)
         cipher=None if suite is None else f"TLS_{suite.name}",
         resumed=bool(event.session_resumed),
-        verified=None if options.insecure else True,
+        verified=True if verified else None,
         cert=cert_info(der),
     )
 
 
 def _handshake_error(
-    options: RunOptions,
+    spec: ConnectSpec,
     protocol: QuicTracer,
     recorder: QuicRecorder,
     ip: str,
@@ -262,9 +244,9 @@ def _handshake_error(
     failure: str | None,
 ) -> PromptpathError:
     """Why a handshake did not complete, named from what the socket and the peer said."""
-    host, port = options.target.host, options.target.port
+    host, port = spec.host, spec.port
     stats = recorder.stats
-    where = _fmt_addr(ip, port)
+    where = fmt_addr(ip, port)
     common: dict[str, object] = {
         "host": host,
         "port": port,

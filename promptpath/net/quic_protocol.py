@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from promptpath.timeline import QuicStats, Read, Timeline
+from promptpath.net.transport import Recorder
+from promptpath.timeline import QuicStats, Timeline
 
 #: Wire version numbers we can name.
 QUIC_VERSIONS = {0x00000001: "QUICv1", 0x6B3343CF: "QUICv2"}
@@ -44,25 +45,23 @@ class Arrival:
 
 
 @dataclass(slots=True)
-class QuicRecorder:
-    """Where stamps go: switched to a fresh Timeline for a warm request."""
+class QuicRecorder(Recorder):
+    """A Recorder that also counts datagrams (per timeline) and when the first one left."""
 
-    timeline: Timeline
     stats: QuicStats = field(default_factory=QuicStats)
-    last_read_ns: int | None = None
-    last_write_ns: int | None = None
     first_sent_ns: int | None = None
 
     def __post_init__(self) -> None:
         self.reset_stats()
 
     def reset_stats(self) -> None:
+        """Count afresh into the current timeline (a warm request has its own counts)."""
         self.stats = QuicStats(version=self.stats.version)
         self.timeline.quic = self.stats
 
-    @property
-    def read_index(self) -> int:
-        return len(self.timeline.reads) - 1
+    def switch(self, timeline: Timeline) -> None:
+        self.timeline = timeline
+        self.reset_stats()
 
 
 class QuicTracer(asyncio.DatagramProtocol):
@@ -86,7 +85,6 @@ class QuicTracer(asyncio.DatagramProtocol):
         self.terminated: Any = None  # aioquic ConnectionTerminated
         self.socket_error: OSError | None = None
         self.server_versions: tuple[int, ...] | None = None  # from a Version Negotiation
-        self.tickets = Tickets()
 
     # -- asyncio side ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -95,8 +93,7 @@ class QuicTracer(asyncio.DatagramProtocol):
     def datagram_received(self, data: bytes, addr: Any) -> None:
         t_ns = time.perf_counter_ns()  # first thing: the stamp is the arrival
         rec = self._rec
-        rec.last_read_ns = t_ns
-        rec.timeline.reads.append(Read(t_ns, len(data)))
+        read_index = rec.read(t_ns, len(data))
         rec.stats.datagrams_in += 1
         rec.stats.bytes_in += len(data)
         if len(data) >= 5 and data[0] & 0x80:  # long header: the version is on the wire
@@ -107,7 +104,7 @@ class QuicTracer(asyncio.DatagramProtocol):
                 rec.stats.version = version_name(version)
         try:
             self._quic.receive_datagram(data, addr, now=self._loop.time())
-            self._process(t_ns, rec.read_index)
+            self._process(t_ns, read_index)
             self.transmit()
         except Exception as exc:  # a bug below us must end the trace, not hang it
             self._fail(f"internal QUIC error: {exc!r}")
@@ -136,10 +133,9 @@ class QuicTracer(asyncio.DatagramProtocol):
             if rec.first_sent_ns is None:
                 rec.first_sent_ns = time.perf_counter_ns()
             transport.sendto(data)  # a connected socket: the address is implied
-            rec.last_write_ns = time.perf_counter_ns()
+            rec.wrote(time.perf_counter_ns(), len(data))
             rec.stats.datagrams_out += 1
             rec.stats.bytes_out += len(data)
-            rec.timeline.bytes_written += len(data)
         for sid, tl in list(self._unsent.items()):
             if _fully_sent(self._quic, sid):
                 tl.mark("request_sent", rec.last_write_ns or time.perf_counter_ns())
@@ -181,9 +177,11 @@ class QuicTracer(asyncio.DatagramProtocol):
                     self.handshake.set_result(event)
             elif isinstance(event, ConnectionTerminated):
                 self.terminated = event
+                self._rec.closed("quic_close", t_ns, code=event.error_code)
                 reason = event.reason_phrase or "no reason given"
                 self._fail(f"QUIC connection closed (error 0x{event.error_code:x}: {reason})")
             elif isinstance(event, StreamReset) and event.stream_id in self._streams:
+                self._rec.closed("stream_reset", t_ns, code=event.error_code)
                 self._streams[event.stream_id].put_nowait(
                     Arrival(
                         t_ns=t_ns,
@@ -250,18 +248,6 @@ class QuicTracer(asyncio.DatagramProtocol):
 
 class HandshakeFailed(Exception):
     """The connection died before the handshake completed; the message says how."""
-
-
-class Tickets:
-    """TLS session tickets the server sent (kept only to time a resumed handshake)."""
-
-    def __init__(self) -> None:
-        self.items: list[Any] = []
-        self.arrived = asyncio.Event()
-
-    def add(self, ticket: Any) -> None:
-        self.items.append(ticket)
-        self.arrived.set()
 
 
 def _vn_versions(data: bytes) -> tuple[int, ...]:

@@ -14,7 +14,6 @@ from typing import Any
 from promptpath.errors import TLSError
 from promptpath.net import dns
 from promptpath.net.tlsinfo import _VERIFY_KINDS, cert_info
-from promptpath.options import RunOptions
 
 _CERT_HINTS = {
     "cert_expired": "the server's certificate has expired",
@@ -39,13 +38,13 @@ class CertVerifier:
     the certificate the moment the handshake completes, before any request byte leaves.
     """
 
-    def __init__(self, options: RunOptions) -> None:
+    def __init__(self, host: str, cacert: str | None = None) -> None:
         from OpenSSL import crypto
 
-        self.host = options.target.host
+        self.host = host
         self._store = crypto.X509Store()
-        if options.cacert:
-            self._store.load_locations(options.cacert)
+        if cacert:
+            self._store.load_locations(cacert)
         else:  # the system store, as the TCP path uses
             paths = ssl.get_default_verify_paths()
             if paths.cafile or paths.capath:
@@ -89,13 +88,13 @@ class CertVerifier:
         return None
 
 
-def refusal(options: RunOptions, ip: str, kind: str, reason: str) -> TLSError:
+def refusal(host: str, ip: str, kind: str, reason: str) -> TLSError:
     """The error for a certificate ``CertVerifier.check`` refused, with what to do about it."""
     hint = _CERT_HINTS.get(kind, "certificate verification failed")
     return TLSError(
-        f"TLS (QUIC): {hint.format(host=options.target.host)} ({reason})",
+        f"TLS (QUIC): {hint.format(host=host)} ({reason})",
         stage="quic_handshake",
         kind=kind,
-        host=options.target.host,
+        host=host,
         ip=ip,
     )

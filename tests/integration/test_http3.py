@@ -540,15 +540,6 @@ def test_an_h2_run_never_imports_aioquic(server: RefServer) -> None:
     assert out.stdout.strip() == "[]"
 
 
-async def test_resumption_probe_reports_a_server_without_tickets(server: RefServer) -> None:
-    from promptpath.net.quic import measure_resumption
-
-    got = await measure_resumption(_options(server.port, ca=server.ca))
-    assert got["error"] is None and got["full_ms"] is not None and got["full_ms"] > 0
-    # hypercorn's QUIC server issues no session tickets: nothing to resume
-    assert got["ticket"] is False and got["resumed_ms"] is None
-
-
 def _ipv6_loopback() -> bool:
     try:
         with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:

@@ -1,0 +1,196 @@
+"""HTTP/1.1 and HTTP/2 over TCP: httpcore's connection classes on our stamped streams.
+
+The connection is opened here, stage by stage (``backend.connect_tcp``, then
+``start_tls`` with the ALPN offer), and only then handed to httpcore's
+``AsyncHTTP11Connection`` or ``AsyncHTTP2Connection`` (public API), chosen by what ALPN
+selected. No pool sits in between: a pool would open connections when and how it
+likes, and a CONNECT tunnel (a hop before the origin's TLS) could not be put in the
+middle. httpcore's exceptions are translated here, at the boundary, into
+``TransportError``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import httpcore
+
+from promptpath.net.backend import TracedNetworkStream, connect_tcp
+from promptpath.net.transport import (
+    Body,
+    BodyPiece,
+    ConnectSpec,
+    Recorder,
+    ResponseHead,
+    TransportError,
+    WireRequest,
+)
+from promptpath.timeline import Timeline
+
+_FAILURES = (
+    httpcore.ProtocolError,
+    httpcore.NetworkError,
+    httpcore.TimeoutException,
+    httpcore.ConnectionNotAvailable,
+    OSError,
+)
+
+
+class TCPTransport:
+    """Opens TCP (+TLS) connections and speaks HTTP/1.1 or HTTP/2 on them.
+
+    ``h2c``: HTTP/2 with prior knowledge on a cleartext connection (there is no ALPN on
+    cleartext to negotiate it).
+    """
+
+    kind = "tcp"
+
+    def __init__(self, *, h2c: bool = False) -> None:
+        self._h2c = h2c
+
+    @staticmethod
+    def recorder(timeline: Timeline) -> Recorder:
+        return Recorder(timeline)
+
+    async def open_stream(self, spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStream:
+        """The ``connect`` and (for https) ``tls`` stages: a stamped byte stream."""
+        stream = await connect_tcp(spec, recorder)
+        if spec.scheme == "https":
+            assert spec.ssl_context is not None, "an https spec carries its SSL context"
+            stream = await stream.start_tls(spec.ssl_context, spec.host, alpn=spec.alpn)
+        return stream
+
+    async def connect(self, spec: ConnectSpec, recorder: Recorder) -> TCPConnection:
+        stream = await self.open_stream(spec, recorder)
+        return TCPConnection(stream, spec, recorder, h2c=self._h2c)
+
+
+class TCPConnection:
+    """One HTTP/1.1 or HTTP/2 connection; each request's milestones go to the recorder's
+    current timeline (a warm request switches it)."""
+
+    def __init__(
+        self, stream: TracedNetworkStream, spec: ConnectSpec, recorder: Recorder, *, h2c: bool
+    ) -> None:
+        self.stream = stream
+        self._spec = spec
+        self._recorder = recorder
+        origin = httpcore.Origin(spec.scheme.encode(), spec.host.encode(), spec.port)
+        alpn = stream.get_extra_info("ssl_object")
+        selected = alpn.selected_alpn_protocol() if alpn is not None else None
+        self.http2 = selected == "h2" or (spec.scheme == "http" and h2c)
+        self._conn: httpcore.AsyncHTTP11Connection | httpcore.AsyncHTTP2Connection
+        if self.http2:
+            self._conn = httpcore.AsyncHTTP2Connection(origin=origin, stream=stream)
+        else:
+            self._conn = httpcore.AsyncHTTP11Connection(origin=origin, stream=stream)
+
+    @property
+    def reusable(self) -> bool:
+        conn = self._conn
+        return conn.is_available() and not conn.is_closed() and not conn.has_expired()
+
+    async def request(self, request: WireRequest) -> tuple[ResponseHead, Body]:
+        recorder = self._recorder
+
+        async def on_trace(name: str, info: dict[str, Any]) -> None:
+            # Stamps come from the socket wrapper, not from now(): the trace callback runs
+            # after httpcore has parsed what the read brought.
+            tl = recorder.timeline
+            if name.endswith("send_request_body.complete"):
+                tl.mark("request_sent", recorder.last_write_ns or time.perf_counter_ns())
+            elif name.endswith("receive_response_headers.complete"):
+                tl.mark("ttfb", recorder.last_read_ns or time.perf_counter_ns())
+
+        spec = self._spec
+        url = httpcore.URL(
+            scheme=spec.scheme.encode(),
+            host=spec.host.encode(),
+            port=spec.port,
+            target=request.path.encode(),
+        )
+        core_request = httpcore.Request(
+            request.method,
+            url,
+            headers=[
+                ("host", spec.authority),
+                ("content-length", str(len(request.body))),
+                *request.headers,
+            ],
+            content=request.body,
+            extensions={"trace": on_trace},
+        )
+        try:
+            response = await self._conn.handle_async_request(core_request)
+        except _FAILURES as err:
+            raise _translate(err) from err
+        version = response.extensions.get("http_version", b"HTTP/1.1")
+        head = ResponseHead(
+            status=response.status,
+            headers=tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers),
+            http_version=version.decode() if isinstance(version, bytes) else str(version),
+            t_ns=recorder.timeline.milestones.get("ttfb") or time.perf_counter_ns(),
+        )
+        return head, _Body(response, recorder)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._conn.aclose()
+
+
+class _Body:
+    """The response body, piece by piece, each with the stamp of the read that carried it."""
+
+    def __init__(self, response: httpcore.Response, recorder: Recorder) -> None:
+        self._response = response
+        self._chunks = response.aiter_stream().__aiter__()
+        self._recorder = recorder
+        self._done = False
+
+    def __aiter__(self) -> _Body:
+        return self
+
+    async def __anext__(self) -> BodyPiece:
+        if self._done:
+            raise StopAsyncIteration
+        recorder = self._recorder
+        try:
+            data = await self._chunks.__anext__()
+        except StopAsyncIteration:
+            # The read that carried the end (the last chunk, or EOF) is the body's end.
+            self._done = True
+            t_ns = recorder.last_read_ns or time.perf_counter_ns()
+            return BodyPiece(data=b"", t_ns=t_ns, read_index=recorder.read_index, end=True)
+        except _FAILURES as err:
+            raise _translate(err) from err
+        # The stamp of the socket read that brought these bytes, not of this moment.
+        t_ns = recorder.last_read_ns or time.perf_counter_ns()
+        return BodyPiece(data=data, t_ns=t_ns, read_index=recorder.read_index)
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self._response.aclose()
+
+
+def _translate(err: BaseException) -> TransportError:
+    return TransportError(network_reason(err), protocol=isinstance(err, httpcore.ProtocolError))
+
+
+def network_reason(err: BaseException) -> str:
+    """httpcore's own text is often empty: the errno's words from the cause chain."""
+    import os
+
+    text = str(err).strip()
+    cause: BaseException | None = err.__cause__ or err.__context__
+    while not text and cause is not None:
+        if isinstance(cause, OSError) and cause.errno:
+            text = os.strerror(cause.errno)
+        else:
+            text = str(cause).strip()
+        cause = cause.__cause__ or cause.__context__
+    return text or type(err).__name__
+
+
+__all__ = ["TCPConnection", "TCPTransport", "network_reason"]

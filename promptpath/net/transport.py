@@ -1,0 +1,187 @@
+"""The transport seam: what the tracer asks of every path to a server, and nothing more.
+
+In the spirit of httpcore's Pool → Connection → Backend narrowing, one orchestrator
+(``promptpath.trace``) drives every protocol through two small interfaces::
+
+    Transport.connect(spec, recorder) -> Connection        TCP (+TLS) or QUIC, stages stamped
+    Connection.request(request) -> (ResponseHead, AsyncIterator[BodyPiece])
+    Connection.reusable / Connection.aclose()
+
+A transport only stamps and pumps: it appends the stages it runs (connect, tls,
+quic_handshake), every socket read and the close it saw to ``recorder.timeline``, and
+hands each piece of the body over with the stamp of the read that carried it. It never
+sees ``RunOptions``: no key, prompt or probe option reaches the socket layer except as
+the request bytes themselves. Deciding what the response means (status, stream, verdicts)
+is the orchestrator's job.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from promptpath.net.dns import is_ip_literal
+from promptpath.timeline import CloseKind, CloseRecord, Family, Read, Timeline
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectSpec:
+    """Everything a transport needs to open one connection, and nothing else."""
+
+    host: str  # the origin's name as in the URL: SNI (unless an IP literal), :authority
+    port: int
+    scheme: Literal["http", "https"]
+    addresses: tuple[tuple[str, Family], ...]  # resolved, in the order to try them
+    alpn: tuple[str, ...] = ()  # protocols to offer, in order of preference
+    ssl_context: ssl.SSLContext | None = None  # TCP+TLS only (QUIC verifies on its own)
+    deadline: float | None = None  # time.monotonic() by which the whole trace must end
+
+    @property
+    def sni(self) -> str | None:
+        return None if is_ip_literal(self.host) else self.host
+
+    @property
+    def authority(self) -> str:
+        """``host[:port]`` as the Host header / :authority carries it (port when not default)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        default = 443 if self.scheme == "https" else 80
+        return host if self.port == default else f"{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WireRequest:
+    """The request as it goes on the wire (headers already final, body already encoded)."""
+
+    method: str
+    path: str  # path plus query
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseHead:
+    """A final (non-1xx) response head, stamped with the read that completed it."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...]
+    http_version: str  # "HTTP/1.1", "HTTP/2", "HTTP/3"
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BodyPiece:
+    """Response-body bytes with the stamp of the socket read (or datagram) that carried them.
+
+    The last piece of a body that ended cleanly has ``end`` set (and usually no data): its
+    stamp is the read that carried the end (the last chunk, the stream's FIN)."""
+
+    data: bytes
+    t_ns: int
+    read_index: int  # index into Timeline.reads, -1 when unknown
+    end: bool = False
+
+
+class Body(Protocol):
+    """A response body as stamped pieces; ``aclose`` frees it whether or not it was read."""
+
+    def __aiter__(self) -> AsyncIterator[BodyPiece]: ...
+
+    async def __anext__(self) -> BodyPiece: ...
+
+    async def aclose(self) -> None: ...
+
+
+class TransportError(Exception):
+    """The connection failed after it was established (reset, EOF, protocol violation).
+
+    ``reason`` is in words a network engineer reads; ``protocol`` tells an HTTP framing
+    error from a network one. Errors while connecting are PromptpathErrors already
+    (ConnectError, TLSError): the transport knows which stage it was in.
+    """
+
+    def __init__(self, reason: str, *, protocol: bool = False) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.protocol = protocol
+
+
+class Connection(Protocol):
+    """One established connection to the server."""
+
+    async def request(self, request: WireRequest) -> tuple[ResponseHead, Body]: ...
+
+    @property
+    def reusable(self) -> bool:
+        """Whether another request may go on this connection now."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class Transport(Protocol):
+    """Opens connections of one kind (TCP with HTTP/1.1 or HTTP/2, QUIC with HTTP/3)."""
+
+    #: The protocol name a report uses for this path ("tcp", "quic").
+    kind: str
+
+    def recorder(self, timeline: Timeline) -> Recorder:
+        """A recorder of the kind this transport stamps into."""
+        ...
+
+    async def connect(self, spec: ConnectSpec, recorder: Recorder) -> Connection: ...
+
+
+@dataclass(slots=True)
+class Recorder:
+    """Where a transport's stamps go. Switched to a fresh Timeline for a warm request."""
+
+    timeline: Timeline
+    last_read_ns: int | None = None
+    last_write_ns: int | None = None
+    connects: int = 0  # connections opened through this recorder
+
+    @property
+    def read_index(self) -> int:
+        return len(self.timeline.reads) - 1
+
+    def read(self, t_ns: int, nbytes: int) -> int:
+        """One socket read (or datagram) returned at ``t_ns``; its index in the timeline."""
+        self.last_read_ns = t_ns
+        self.timeline.reads.append(Read(t_ns, nbytes))
+        return len(self.timeline.reads) - 1
+
+    def wrote(self, t_ns: int, nbytes: int) -> None:
+        self.last_write_ns = t_ns
+        self.timeline.bytes_written += nbytes
+
+    def switch(self, timeline: Timeline) -> None:
+        """Stamp into ``timeline`` from now on (a warm request on the same connection)."""
+        self.timeline = timeline
+
+    def closed(self, kind: CloseKind, t_ns: int | None = None, code: int | None = None) -> None:
+        """The peer ended the connection (or the stream): the first word on how is kept."""
+        if self.timeline.close is None:
+            stamp = time.perf_counter_ns() if t_ns is None else t_ns
+            self.timeline.close = CloseRecord(kind=kind, t_ns=stamp, code=code)
+
+
+def fmt_addr(ip: str, port: int) -> str:
+    """``ip:port``, with an IPv6 address in brackets."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+__all__ = [
+    "Body",
+    "BodyPiece",
+    "ConnectSpec",
+    "Connection",
+    "Recorder",
+    "ResponseHead",
+    "Transport",
+    "TransportError",
+    "WireRequest",
+    "fmt_addr",
+]
