@@ -112,19 +112,14 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         self.raw = raw
         self._recorder = recorder
 
-    @property
-    def stream(self) -> anyio.abc.ByteStream:
-        """What HTTP reads and writes: TLS over the stamping stream, or that stream itself."""
-        return self._stream
-
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         with _map_exceptions(_READ_ERRORS), anyio.fail_after(timeout):
             try:
                 return await self._stream.receive(max_bytes)
             except anyio.EndOfStream:
                 if self._stream is not self.raw and self.raw.eof_ns is None:
-                    # TLS ended with close_notify before any FIN reached us.
-                    self._recorder.closed("tls_close_notify")
+                    # TLS ended with close_notify (in the last read) before any FIN.
+                    self._recorder.closed("tls_close_notify", self._recorder.last_read_ns)
                 return b""
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:

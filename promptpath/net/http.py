@@ -88,6 +88,11 @@ class TCPConnection:
             self._conn = httpcore.AsyncHTTP11Connection(origin=origin, stream=stream)
 
     @property
+    def closed_by_http(self) -> bool:
+        """HTTP ended the connection (``Connection: close``, HTTP/1.0): it takes no more."""
+        return self._conn.is_closed()
+
+    @property
     def reusable(self) -> bool:
         conn = self._conn
         return conn.is_available() and not conn.is_closed() and not conn.has_expired()

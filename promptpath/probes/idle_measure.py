@@ -21,7 +21,9 @@ SOCKET_RESOLUTION_S = 0.05  # stamps at the socket, timers in the hops: ±50 ms
 
 CloseKind = Literal["fin", "rst", "close_notify"]
 ReuseOutcome = Literal["ok", "reset", "closed", "timeout", "error"]
-Outcome = Literal["survived", "gateway_status", "fin", "rst", "clean_end", "h2_reset", "stalled"]
+Outcome = Literal[
+    "survived", "gateway_status", "fin", "rst", "clean_end", "h2_reset", "h3_reset", "stalled"
+]
 Method = Literal["server_send_time", "request_plan"]
 
 
@@ -114,7 +116,7 @@ def measure_pause(
     cut_ns: int | None = None
     if outcome == "gateway_status":
         cut_ns = m.get("ttfb")
-    elif outcome in ("fin", "rst", "clean_end", "h2_reset"):
+    elif outcome in ("fin", "rst", "clean_end", "h2_reset", "h3_reset"):
         cut_ns = timeline.closed_ns
     if cut_ns is None:
         return base

@@ -12,10 +12,8 @@ Two measurements run side by side, each on its own connection:
 from __future__ import annotations
 
 import dataclasses
-import errno
 
 import anyio
-import httpcore
 
 from promptpath.errors import HTTPStatusError, StreamError, TraceTimeout
 from promptpath.findings import Finding
@@ -24,6 +22,7 @@ from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.hophints import hops_named
 from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
 from promptpath.probes.idle_verdict import judge
+from promptpath.timeline import CloseRecord
 
 DEFAULT_IDLE_MAX_S = 120.0
 #: Tokens before the pause, and after it (so a survivor ends with its terminal marker).
@@ -78,9 +77,12 @@ def pause_options(options: RunOptions, pause_s: float, keepalive_s: float) -> Ru
 
 
 def outcome_of(
-    exc: BaseException | None, stream_end: str | None, http_version: str | None
+    exc: BaseException | None,
+    stream_end: str | None,
+    http_version: str | None,
+    close: CloseRecord | None,
 ) -> tuple[Outcome | None, str | None]:
-    """How a paused stream ended, from the tracer's error and its cause."""
+    """How a paused stream ended: the tracer's error, and the close the transport saw."""
     if exc is None:
         return ("survived", None) if stream_end == "marker" else ("clean_end", None)
     if isinstance(exc, HTTPStatusError):
@@ -91,14 +93,15 @@ def outcome_of(
     if isinstance(exc, TraceTimeout):
         return "stalled", None
     if isinstance(exc, StreamError) and exc.kind == "truncated":
-        cause = exc.__cause__
-        if cause is None:
+        if exc.__cause__ is None:  # the body ended cleanly, without the terminal marker
             return "clean_end", None
-        if isinstance(cause, httpcore.RemoteProtocolError):
-            return ("fin" if (http_version or "").startswith("HTTP/1") else "h2_reset"), None
-        if isinstance(cause, httpcore.ReadError):
-            reset = "reset" in str(cause).lower() or str(errno.ECONNRESET) in str(cause)
-            return ("rst" if reset else "fin"), None
+        version = http_version or ""
+        if close is not None and close.kind == "rst":
+            return "rst", None
+        if version == "HTTP/3":
+            return "h3_reset", None
+        if version.startswith("HTTP/2"):
+            return "h2_reset", None
         return "fin", None
     message = getattr(exc, "message", str(exc))
     return None, message
@@ -124,7 +127,7 @@ class IdleTimeoutProbe(Probe):
         )
 
     async def run(self, ctx: ProbeContext) -> Finding:
-        from promptpath.net.idle import watch_idle
+        from promptpath.probes.idle_watch import watch_idle
 
         options = ctx.options
         cap = idle_max(options)
@@ -197,7 +200,7 @@ class IdleTimeoutProbe(Probe):
             result = await trace(opts)
             tg.cancel_scope.cancel()
         tl = result.timeline
-        outcome, error = outcome_of(result.exc, tl.stream_end, tl.http_version)
+        outcome, error = outcome_of(result.exc, tl.stream_end, tl.http_version, tl.close)
         run = measure_pause(
             tl,
             outcome=outcome,

@@ -40,6 +40,7 @@ _CUT_WORDS: dict[str, str] = {
     "rst": "RST mid-body",
     "clean_end": "a clean end of body without the terminal marker",
     "h2_reset": "the HTTP/2 stream or connection closed mid-body",
+    "h3_reset": "the HTTP/3 stream was reset or the QUIC connection closed mid-body",
     "stalled": "nothing: the stream stalled and never ended",
 }
 

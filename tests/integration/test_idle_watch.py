@@ -19,9 +19,9 @@ from typing import Literal
 import anyio
 import pytest
 
-from promptpath.net.idle import watch_idle
 from promptpath.options import RunOptions, parse_target
 from promptpath.probes.idle_measure import IdleWatch
+from promptpath.probes.idle_watch import watch_idle
 from tests.helpers.refserver import reference_server
 
 Mode = Literal["fin", "rst", "blackhole", "alive", "close_header"]

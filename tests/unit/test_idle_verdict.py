@@ -7,15 +7,15 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-import httpcore
 import pytest
 
 from promptpath.errors import HTTPStatusError, StreamError, TraceTimeout
 from promptpath.findings import Verdict
+from promptpath.net.transport import TransportError
 from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
 from promptpath.probes.idle_timeout import keepalive_interval, outcome_of
 from promptpath.probes.idle_verdict import judge
-from promptpath.timeline import StreamEvent, Timeline
+from promptpath.timeline import CloseKind, CloseRecord, StreamEvent, Timeline
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -311,32 +311,46 @@ def _truncated(cause: BaseException | None) -> StreamError:
     return exc
 
 
+def _closed(kind: CloseKind) -> CloseRecord:
+    return CloseRecord(kind=kind, t_ns=1)
+
+
+_BROKEN = TransportError("peer closed connection without sending complete message body")
+
+
 @pytest.mark.parametrize(
-    ("exc", "version", "expected"),
+    ("exc", "version", "close", "expected"),
     [
-        (None, "HTTP/1.1", "survived"),
-        (_truncated(httpcore.RemoteProtocolError("peer closed")), "HTTP/1.1", "fin"),
-        (_truncated(httpcore.RemoteProtocolError("stream reset")), "HTTP/2", "h2_reset"),
-        (_truncated(httpcore.ReadError("[Errno 104] Connection reset by peer")), "HTTP/1.1", "rst"),
-        (_truncated(None), "HTTP/1.1", "clean_end"),
-        (TraceTimeout("timed out", stage="stream", kind="timeout"), "HTTP/1.1", "stalled"),
+        (None, "HTTP/1.1", None, "survived"),
+        (_truncated(_BROKEN), "HTTP/1.1", _closed("fin"), "fin"),
+        (_truncated(_BROKEN), "HTTP/1.1", _closed("tls_close_notify"), "fin"),
+        (_truncated(_BROKEN), "HTTP/2", _closed("fin"), "h2_reset"),
+        (_truncated(_BROKEN), "HTTP/2", None, "h2_reset"),
+        (_truncated(_BROKEN), "HTTP/1.1", _closed("rst"), "rst"),
+        (_truncated(_BROKEN), "HTTP/2", _closed("rst"), "rst"),
+        (_truncated(_BROKEN), "HTTP/3", _closed("stream_reset"), "h3_reset"),
+        (_truncated(_BROKEN), "HTTP/3", _closed("quic_close"), "h3_reset"),
+        (_truncated(None), "HTTP/1.1", None, "clean_end"),
+        (TraceTimeout("timed out", stage="stream", kind="timeout"), "HTTP/1.1", None, "stalled"),
         (
             HTTPStatusError("HTTP 504", stage="response", kind="http_504", status=504),
             "HTTP/1.1",
+            None,
             "gateway_status",
         ),
     ],
 )
-def test_outcomes_from_the_tracers_errors(
-    exc: BaseException | None, version: str, expected: str
+def test_outcomes_from_the_tracers_errors_and_the_close_seen_at_the_socket(
+    exc: BaseException | None, version: str, close: CloseRecord | None, expected: str
 ) -> None:
-    outcome, error = outcome_of(exc, "marker" if exc is None else "truncated", version)
+    stream_end = "marker" if exc is None else "truncated"
+    outcome, error = outcome_of(exc, stream_end, version, close)
     assert outcome == expected and error is None
 
 
 def test_other_http_errors_are_not_cuts() -> None:
     exc = HTTPStatusError("HTTP 401 — bad key", stage="response", kind="http_401", status=401)
-    assert outcome_of(exc, None, "HTTP/1.1") == (None, "HTTP 401 — bad key")
+    assert outcome_of(exc, None, "HTTP/1.1", None) == (None, "HTTP 401 — bad key")
 
 
 def test_the_socket_watch_needs_the_observations_not_the_verdict() -> None:
