@@ -18,16 +18,11 @@ from __future__ import annotations
 
 import os
 import stat
-import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from promptpath.errors import UsageError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 #: Profile keys and the types they must have.
 PROFILE_KEYS: dict[str, type | tuple[type, ...]] = {

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 
-class Verdict(str, Enum):
+class Verdict(str, Enum):  # noqa: UP042 - StrEnum changes str(member)
     PASS = "pass"
     WARN = "warn"
     FAIL = "fail"

@@ -176,7 +176,7 @@ class Querier:
                 retry, tcp = await self._send(query, server)
                 response = retry or response
             return done(response, tcp=tcp)
-        except (dns.exception.Timeout, asyncio.TimeoutError, TimeoutError):
+        except (dns.exception.Timeout, TimeoutError):
             return done(None, error="timeout", detail=f"no answer from {where} (timeout)")
         except ConnectionRefusedError:
             return done(None, error="network", detail=f"{where} refused (port unreachable)")

@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 
 from promptpath.errors import ConnectError, PromptpathError, TLSError
-from promptpath.net import dns
+from promptpath.net import aioquic_internals, dns
 from promptpath.net.quic_protocol import (
     HandshakeFailed,
     QuicRecorder,
@@ -197,9 +197,9 @@ async def handshake(
     timeline.address = (ip, port)
     timeline.family = fam
     timeline.tls = tls = _tls_info(quic, event, spec, verified=verifier is not None)
-    peer_cert = getattr(quic.tls, "_peer_certificate", None)
+    peer_cert = aioquic_internals.peer_certificate(quic)
     if verifier is not None and peer_cert is not None:  # a resumed session shows none
-        problem = verifier.check(peer_cert, list(getattr(quic.tls, "_peer_certificate_chain", [])))
+        problem = verifier.check(peer_cert, aioquic_internals.peer_certificate_chain(quic))
         if problem is not None:
             kind, reason = problem
             tls.verified, tls.verify_error = False, reason
@@ -214,10 +214,9 @@ async def handshake(
 
 
 def _tls_info(quic: Any, event: Any, spec: ConnectSpec, *, verified: bool) -> TLSInfo:
-    """What the QUIC handshake's TLS 1.3 negotiated (aioquic's tls.Context, read defensively)."""
-    tls = getattr(quic, "tls", None)
-    suite = getattr(getattr(tls, "key_schedule", None), "cipher_suite", None)
-    cert = getattr(tls, "_peer_certificate", None)
+    """What the QUIC handshake's TLS 1.3 negotiated (aioquic's tls.Context, via the adapter)."""
+    suite = aioquic_internals.cipher_suite_name(quic)
+    cert = aioquic_internals.peer_certificate(quic)
     der: bytes | None = None
     if cert is not None:
         from cryptography.hazmat.primitives.serialization import Encoding
@@ -228,7 +227,7 @@ def _tls_info(quic: Any, event: Any, spec: ConnectSpec, *, verified: bool) -> TL
         alpn_offered=("h3",),
         alpn=event.alpn_protocol,
         version="TLSv1.3",  # QUIC carries TLS 1.3 only (RFC 9001)
-        cipher=None if suite is None else f"TLS_{suite.name}",
+        cipher=None if suite is None else f"TLS_{suite}",
         resumed=bool(event.session_resumed),
         verified=True if verified else None,
         cert=cert_info(der),

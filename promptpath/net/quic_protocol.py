@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from promptpath.net import aioquic_internals
 from promptpath.net.transport import Recorder
 from promptpath.timeline import QuicStats, Timeline
 
@@ -137,7 +138,7 @@ class QuicTracer(asyncio.DatagramProtocol):
             rec.stats.datagrams_out += 1
             rec.stats.bytes_out += len(data)
         for sid, tl in list(self._unsent.items()):
-            if _fully_sent(self._quic, sid):
+            if aioquic_internals.stream_fully_sent(self._quic, sid):
                 tl.mark("request_sent", rec.last_write_ns or time.perf_counter_ns())
                 del self._unsent[sid]
         timer_at = self._quic.get_timer()
@@ -259,19 +260,3 @@ def _vn_versions(data: bytes) -> tuple[int, ...]:
     except IndexError:
         return ()
     return tuple(int.from_bytes(data[i : i + 4], "big") for i in range(pos, len(data) - 3, 4))
-
-
-def _fully_sent(quic: Any, stream_id: int) -> bool:
-    """Whether every byte (and the FIN) of a stream has left at least once.
-
-    aioquic exposes no public accessor; read the sender's pending ranges defensively.
-    """
-    stream = getattr(quic, "_streams", {}).get(stream_id)
-    sender = getattr(stream, "sender", None)
-    if sender is None:
-        return True
-    try:
-        pending = len(getattr(sender, "_pending", ()))  # a RangeSet: len(), not bool()
-    except TypeError:
-        return True
-    return pending == 0 and not getattr(sender, "_pending_eof", False)

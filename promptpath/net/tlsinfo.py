@@ -38,7 +38,7 @@ def cert_info(der: bytes | None, *, now: dt.datetime | None = None) -> CertInfo 
     except x509.ExtensionNotFound:
         sans = ()
     not_after = cert.not_valid_after_utc
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     # Whole days, truncated toward zero: a certificate that expired 23 h ago is 0 days
     # past, not -1 (timedelta.days floors negatives).
     days_left = int((not_after - now).total_seconds() / 86400)

@@ -173,7 +173,7 @@ async def _system(host: str, port: int, *, family: int) -> Lookup:
         return await asyncio.wait_for(
             system_lookup(host, port, family=family), timeout=2 * QUERY_TIMEOUT_S
         )
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return Lookup(
             source="system",
             server="system",

@@ -13,7 +13,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, MutableMapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from promptpath.server.behaviour import Behaviour, BehaviourError, from_headers
@@ -197,7 +197,7 @@ class ReferenceApp:
             await self._error(send, record, dialect_cls, behaviour.status, request_id=request_id)
             return
 
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         info = RequestInfo(
             id=secrets.token_hex(12),
             created_unix=int(now.timestamp()),

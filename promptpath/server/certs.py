@@ -9,7 +9,7 @@ import ipaddress
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 DEFAULT_HOSTNAMES: tuple[str, ...] = ("localhost", "127.0.0.1", "::1")
@@ -44,7 +44,7 @@ def make_self_signed(
 
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name(

@@ -91,7 +91,7 @@ def test_self_signed_ca_and_leaf_cover_loopback_names(tmp_path: Path) -> None:
         ipaddress.ip_address("127.0.0.1"),
         ipaddress.ip_address("::1"),
     }
-    left = leaf.not_valid_after_utc - dt.datetime.now(dt.timezone.utc)
+    left = leaf.not_valid_after_utc - dt.datetime.now(dt.UTC)
     assert dt.timedelta(days=29) < left <= dt.timedelta(days=30)
     assert stat.S_IMODE(paths.key.stat().st_mode) == 0o600
 
@@ -100,7 +100,7 @@ def test_self_signed_ca_and_leaf_cover_loopback_names(tmp_path: Path) -> None:
 def test_self_signed_can_make_an_expired_leaf(tmp_path: Path, kwargs: dict[str, object]) -> None:
     paths = make_self_signed(tmp_path, **kwargs)  # type: ignore[arg-type]
     leaf = x509.load_pem_x509_certificate(paths.cert.read_bytes())
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     assert leaf.not_valid_before_utc < leaf.not_valid_after_utc < now
 
 

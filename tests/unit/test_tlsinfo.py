@@ -12,7 +12,7 @@ from cryptography.x509.oid import NameOID
 
 from promptpath.net.tlsinfo import cert_info
 
-NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
 
 def der(not_after: dt.datetime) -> bytes:
