@@ -108,36 +108,26 @@ def test_sparkline_degenerate_inputs() -> None:
 
 
 @pytest.mark.parametrize(
-    ("values", "q", "expected"),
+    ("values", "p50", "p90", "p99"),
     [
-        ([1, 2, 3, 4], 50, 2.0),  # ceil(0.5 * 4) = rank 2
-        ([1, 2, 3, 4], 51, 3.0),
-        ([20] * 30 + [10_000], 99, 10_000.0),  # a lone pause is the p99 of 31 gaps, not 7027
-        ([20] * 30 + [10_000], 90, 20.0),
-        ([3, 1, 2], 0, 1.0),
-        ([3, 1, 2], 100, 3.0),
+        ([1, 2, 3, 4], 2.0, 4.0, 4.0),  # p50: ceil(0.5 * 4) = rank 2, not 2.5
+        ([20] * 30 + [10_000], 20.0, 20.0, 10_000.0),  # a lone pause is the p99, not 7027
+        ([3, 1, 2], 2.0, 3.0, 3.0),
     ],
 )
-def test_nearest_rank_reports_observed_values(
-    values: list[float], q: float, expected: float
+def test_summary_percentiles_are_observed_values(
+    values: list[float], p50: float, p90: float, p99: float
 ) -> None:
-    from promptpath.stats import nearest_rank
-
-    assert nearest_rank(values, q) == expected
-    assert expected in values
+    s = summarize(values)
+    assert s is not None and (s.p50, s.p90, s.p99) == (p50, p90, p99)
 
 
 @NO_DEADLINE
-@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=50), st.floats(0, 100))
-def test_nearest_rank_matches_numpy_inverted_cdf(values: list[float], q: float) -> None:
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=50))
+def test_summary_percentiles_match_numpy_inverted_cdf(values: list[float]) -> None:
     np = pytest.importorskip("numpy")
-    from promptpath.stats import nearest_rank
-
-    expected = float(np.percentile(values, q, method="inverted_cdf"))
-    assert nearest_rank(values, q) == pytest.approx(expected, abs=1e-6)
-
-
-def test_summary_percentiles_are_observed_gaps() -> None:
-    gaps = [20.0] * 30 + [10_000.0]
-    s = summarize(gaps)
-    assert s is not None and s.p99 == 10_000.0 and s.p50 == 20.0
+    s = summarize(values)
+    assert s is not None
+    for q, got in ((50, s.p50), (90, s.p90), (95, s.p95), (99, s.p99)):
+        expected = float(np.percentile(values, q, method="inverted_cdf"))
+        assert got == pytest.approx(expected, abs=1e-6)
