@@ -1,4 +1,7 @@
-"""Metrics from a Timeline, exactly as DESIGN.md defines them. Pure: no clock, no I/O."""
+"""Metrics from a Timeline, as README.md "What the numbers mean" defines them.
+
+Pure: no clock, no I/O.
+"""
 
 from __future__ import annotations
 

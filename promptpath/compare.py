@@ -25,6 +25,8 @@ from promptpath.stats import percentile
 from promptpath.timeline import ErrorInfo, Timeline
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from promptpath.options import RunOptions
     from promptpath.trace import TraceResult
 
@@ -358,10 +360,12 @@ def pair_options(options: RunOptions) -> tuple[RunOptions, RunOptions]:
     return replace(options, http="2"), replace(options, http="3")
 
 
-async def trace_pair(options: RunOptions) -> list[TraceResult]:
+async def trace_pair(
+    options: RunOptions, *, on_start: Callable[[TraceResult], None] | None = None
+) -> list[TraceResult]:
     """Trace over HTTP/2, then over HTTP/3, each on a fresh connection (one after the
-    other: run together they would share the CPU and the path)."""
+    other: run together they would share the CPU and the path). ``on_start`` gets each
+    result as soon as it exists, as ``trace`` gives it."""
     from promptpath.trace import trace
 
-    h2_opts, h3_opts = pair_options(options)
-    return [await trace(h2_opts), await trace(h3_opts)]
+    return [await trace(opts, on_start=on_start) for opts in pair_options(options)]

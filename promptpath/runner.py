@@ -366,15 +366,13 @@ def _mark_interrupted(result: TraceResult, options: RunOptions) -> None:
 
 def _compare(options: RunOptions, *, json_out: bool, console: Console) -> int:
     """--compare-http: the same prompt over HTTP/2 and HTTP/3, fresh connections each."""
-    from promptpath.compare import pair_options
+    from promptpath.compare import trace_pair
     from promptpath.report.compare import compare_json, render_compare
-    from promptpath.trace import trace
 
     started: list[TraceResult] = []
 
     async def both() -> list[TraceResult]:
-        # One after the other: run together they would share the CPU and the path.
-        return [await trace(opts, on_start=started.append) for opts in pair_options(options)]
+        return await trace_pair(options, on_start=started.append)
 
     try:
         results = anyio.run(both)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from promptpath.net.dnsmsg import parse_server
+
 #: RFC 7838 §3.1: an alternative without ``ma`` is fresh for 24 hours.
 DEFAULT_MAX_AGE = 86400
 
@@ -265,17 +267,6 @@ def record_from_rdata(rdata: Any, ttl: int | None = None) -> HTTPSRecord:
     )
 
 
-def _server(spec: str) -> tuple[str, int]:
-    """``ADDR``, ``ADDR:PORT`` or ``[V6]:PORT`` of a resolver."""
-    if spec.startswith("["):
-        addr, _, rest = spec[1:].partition("]")
-        return addr, int(rest[1:]) if rest.startswith(":") else 53
-    if spec.count(":") == 1:
-        addr, _, port = spec.partition(":")
-        return addr, int(port)
-    return spec, 53
-
-
 async def https_record(
     host: str,
     *,
@@ -285,8 +276,9 @@ async def https_record(
 ) -> tuple[HTTPSRecord, ...]:
     """The origin's HTTPS records, lowest priority first; () when it has none.
 
-    ``resolver`` is ``ADDR[:PORT]`` of a server to ask instead of the system's. DNS
-    trouble (timeout, SERVFAIL, refused) raises ``LookupError`` with what happened.
+    ``resolver`` is ``ADDR[:PORT]`` of a server to ask instead of the system's (a
+    malformed one raises ``UsageError``, as ``--resolver`` does). DNS trouble (timeout,
+    SERVFAIL, refused) raises ``LookupError`` with what happened.
     """
     import dns.asyncresolver
     import dns.exception
@@ -297,7 +289,7 @@ async def https_record(
     except dns.exception.DNSException as exc:  # no /etc/resolv.conf, no nameserver
         raise LookupError(f"no resolver to ask for HTTPS records: {exc}") from exc
     if resolver is not None:
-        addr, dport = _server(resolver)
+        addr, dport = parse_server(resolver)
         res.nameservers = [addr]
         res.port = dport
     res.lifetime = timeout

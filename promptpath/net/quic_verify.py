@@ -13,16 +13,7 @@ from typing import Any
 
 from promptpath.errors import TLSError
 from promptpath.net import dns
-from promptpath.net.tlsinfo import _VERIFY_KINDS, cert_info
-
-_CERT_HINTS = {
-    "cert_expired": "the server's certificate has expired",
-    "cert_not_yet_valid": "the server's certificate is not valid yet",
-    "hostname_mismatch": "the certificate is not valid for {host!r}",
-    "ip_mismatch": "the certificate is not valid for {host!r}",
-    "unknown_ca": "the certificate chain does not lead to a trusted CA (--cacert FILE)",
-    "self_signed": "the certificate is self-signed (--cacert FILE to trust it)",
-}
+from promptpath.net.tlsinfo import VERIFY_KINDS, cert_hint, cert_info
 
 #: TLS alert bad_certificate (RFC 8446 §6.2), sent as a QUIC CRYPTO_ERROR when we refuse.
 ALERT_BAD_CERTIFICATE = 42
@@ -73,7 +64,7 @@ class CertVerifier:
             context.verify_certificate()
         except crypto.X509StoreContextError as exc:
             code = exc.errors[0] if exc.errors else 0
-            return _VERIFY_KINDS.get(code, "cert_verify_failed"), str(exc)
+            return VERIFY_KINDS.get(code, "cert_verify_failed"), str(exc)
         is_ip = dns.is_ip_literal(self.host)
         try:
             if is_ip:
@@ -90,9 +81,8 @@ class CertVerifier:
 
 def refusal(host: str, ip: str, kind: str, reason: str) -> TLSError:
     """The error for a certificate ``CertVerifier.check`` refused, with what to do about it."""
-    hint = _CERT_HINTS.get(kind, "certificate verification failed")
     return TLSError(
-        f"TLS (QUIC): {hint.format(host=host)} ({reason})",
+        f"TLS (QUIC): {cert_hint(kind, host)} ({reason})",
         stage="quic_handshake",
         kind=kind,
         host=host,

@@ -8,8 +8,8 @@ import ssl
 from promptpath.errors import TLSError
 from promptpath.timeline import CertInfo, TLSInfo
 
-# OpenSSL X509_V_ERR_* codes we name.
-_VERIFY_KINDS = {
+#: OpenSSL X509_V_ERR_* codes we name (the HTTP/3 path's verifier reports the same codes).
+VERIFY_KINDS = {
     9: "cert_not_yet_valid",
     10: "cert_expired",
     18: "self_signed",
@@ -20,6 +20,21 @@ _VERIFY_KINDS = {
     62: "hostname_mismatch",
     64: "ip_mismatch",
 }
+
+#: What each refused-certificate kind means, and what to do; ``{host!r}`` is filled in.
+_CERT_HINTS = {
+    "cert_expired": "the server's certificate has expired",
+    "cert_not_yet_valid": "the server's certificate is not valid yet",
+    "hostname_mismatch": "the certificate is not valid for {host!r}",
+    "ip_mismatch": "the certificate is not valid for {host!r}",
+    "unknown_ca": "the certificate chain does not lead to a trusted CA (--cacert FILE)",
+    "self_signed": "the certificate is self-signed (--cacert FILE to trust it)",
+}
+
+
+def cert_hint(kind: str, host: str) -> str:
+    """A refused certificate of ``kind`` for ``host``, in words (TCP and QUIC alike)."""
+    return _CERT_HINTS.get(kind, "certificate verification failed").format(host=host)
 
 
 def cert_info(der: bytes | None, *, now: dt.datetime | None = None) -> CertInfo | None:
@@ -83,17 +98,10 @@ def tls_failure(exc: ssl.SSLError, *, host: str, elapsed_ns: int) -> TLSError:
     """Translate an ssl error into a one-line TLSError naming what is wrong."""
     if isinstance(exc, ssl.SSLCertVerificationError):
         code = exc.verify_code
-        kind = _VERIFY_KINDS.get(code, "cert_verify_failed")
+        kind = VERIFY_KINDS.get(code, "cert_verify_failed")
         reason = exc.verify_message or exc.reason or str(exc)
-        hint = {
-            "cert_expired": "the server's certificate has expired",
-            "hostname_mismatch": f"the certificate is not valid for {host!r}",
-            "ip_mismatch": f"the certificate is not valid for {host!r}",
-            "unknown_ca": "the certificate chain does not lead to a trusted CA (--cacert FILE)",
-            "self_signed": "the certificate is self-signed (--cacert FILE to trust it)",
-        }.get(kind, "certificate verification failed")
         return TLSError(
-            f"TLS: {hint} ({reason})",
+            f"TLS: {cert_hint(kind, host)} ({reason})",
             stage="tls",
             kind=kind,
             host=host,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from promptpath.findings import Finding
@@ -44,7 +44,6 @@ class ProbeContext:
     options: RunOptions
     result: TraceResult | None  # the main traced request; may carry an error
     progress: Callable[[str], None] = _no_progress
-    extra: dict[str, object] = field(default_factory=dict)
 
 
 class Probe(ABC):

@@ -13,6 +13,7 @@ from promptpath.findings import Finding, Verdict
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.buffering_verdict import PROBE, judge
+from promptpath.probes.canary import canary_headers, is_canary
 
 COUNT_PROMPT = "Count from 1 to 200, one number per line."
 #: Canary stream: slow enough that a 4 KiB buffer takes ~0.6 s to fill (events are
@@ -23,25 +24,6 @@ CANARY_RATE = 20.0
 CANARY_MARGIN_S = 15.0
 
 
-def is_canary(options: RunOptions) -> bool:
-    return bool(options.probe_options.get("canary", False))
-
-
-def canary_headers() -> tuple[tuple[str, str], ...]:
-    """Controls for ``promptpath serve``: a paced stream and nothing else that could
-    interfere (server-side defaults for pauses or batching are switched off)."""
-    return (
-        ("x-promptpath-tokens", str(CANARY_TOKENS)),
-        ("x-promptpath-rate", f"{CANARY_RATE:g}"),
-        ("x-promptpath-ttft-ms", "0"),
-        ("x-promptpath-batch", "1"),
-        ("x-promptpath-pause-after", "off"),
-        ("x-promptpath-keepalive-s", "0"),
-        ("x-promptpath-truncate-after", "off"),
-        ("x-promptpath-error-after", "off"),
-    )
-
-
 def probe_options(options: RunOptions) -> RunOptions:
     """The probe's own request: a long stream, never a warm second request."""
     if is_canary(options):
@@ -49,7 +31,7 @@ def probe_options(options: RunOptions) -> RunOptions:
             options,
             prompt=COUNT_PROMPT,
             max_tokens=CANARY_TOKENS,
-            headers=options.headers + canary_headers(),
+            headers=options.headers + canary_headers(tokens=CANARY_TOKENS, rate=CANARY_RATE),
             warm=False,
             timeout=min(options.timeout, CANARY_TOKENS / CANARY_RATE + CANARY_MARGIN_S),
         )

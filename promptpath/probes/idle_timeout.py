@@ -19,6 +19,7 @@ from promptpath.errors import HTTPStatusError, StreamError, TraceTimeout
 from promptpath.findings import Finding
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
+from promptpath.probes.canary import canary_headers, is_canary
 from promptpath.probes.hophints import hops_named
 from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
 from promptpath.probes.idle_verdict import judge
@@ -43,10 +44,6 @@ def idle_max(options: RunOptions) -> float:
     return float(value) if isinstance(value, (int, float)) and value > 0 else DEFAULT_IDLE_MAX_S
 
 
-def is_canary(options: RunOptions) -> bool:
-    return bool(options.probe_options.get("canary", False))
-
-
 def keepalive_interval(threshold_s: float | None) -> float:
     """SSE comments well inside the measured threshold: a third of it, 0.2-10 s."""
     if threshold_s is None or threshold_s <= 0:
@@ -55,16 +52,12 @@ def keepalive_interval(threshold_s: float | None) -> float:
 
 
 def pause_options(options: RunOptions, pause_s: float, keepalive_s: float) -> RunOptions:
-    controls = (
-        ("x-promptpath-tokens", str(PAUSE_TOKENS)),
-        ("x-promptpath-rate", f"{PAUSE_RATE:g}"),
-        ("x-promptpath-ttft-ms", "0"),
-        ("x-promptpath-batch", "1"),
-        ("x-promptpath-pause-after", str(PAUSE_AFTER)),
-        ("x-promptpath-pause-s", f"{pause_s:g}"),
-        ("x-promptpath-keepalive-s", f"{keepalive_s:g}"),
-        ("x-promptpath-truncate-after", "off"),
-        ("x-promptpath-error-after", "off"),
+    controls = canary_headers(
+        tokens=PAUSE_TOKENS,
+        rate=PAUSE_RATE,
+        pause_after=PAUSE_AFTER,
+        pause_s=pause_s,
+        keepalive_s=keepalive_s,
     )
     return dataclasses.replace(
         options,

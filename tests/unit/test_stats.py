@@ -1,18 +1,13 @@
-"""Pure statistics: percentiles, summaries, intervals, bursts, sparkline, histogram."""
+"""Pure statistics: percentiles, summaries, intervals, sparkline."""
 
 from __future__ import annotations
-
-from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from promptpath.stats import (
-    Burst,
     Summary,
-    find_bursts,
-    histogram,
     intervals_ms,
     percentile,
     sparkline,
@@ -88,54 +83,6 @@ def test_intervals_ms() -> None:
     assert intervals_ms([]) == []
 
 
-# -- bursts ----------------------------------------------------------------------------
-def test_smooth_stream_is_one_burst_per_read() -> None:
-    stamps = [0, 50 * MS, 100 * MS]
-    bursts = find_bursts(stamps, [10, 10, 10], silence_ns=20 * MS)
-    assert [(b.start_ns, b.nreads) for b in bursts] == [(0, 1), (50 * MS, 1), (100 * MS, 1)]
-
-
-def test_buffered_stream_groups_reads_separated_by_less_than_silence() -> None:
-    stamps = [0, 1 * MS, 2 * MS, 900 * MS, 901 * MS]
-    sizes = [100, 200, 300, 400, 500]
-    events = [0, 1 * MS, 1 * MS, 2 * MS, 500 * MS, 901 * MS]
-    bursts = find_bursts(stamps, sizes, silence_ns=10 * MS, events_ns=events)
-    assert bursts == [
-        Burst(start_ns=0, end_ns=2 * MS, nbytes=600, nreads=3, nevents=4),
-        Burst(start_ns=900 * MS, end_ns=901 * MS, nbytes=900, nreads=2, nevents=1),
-    ]
-    assert bursts[0].duration_ns == 2 * MS
-
-
-def test_gap_equal_to_silence_splits_bursts() -> None:
-    bursts = find_bursts([0, 10], [1, 1], silence_ns=10)
-    assert len(bursts) == 2
-
-
-def test_bursts_of_nothing_and_bad_arguments() -> None:
-    assert find_bursts([], [], silence_ns=1) == []
-    with pytest.raises(ValueError):
-        find_bursts([1, 2], [1], silence_ns=1)
-    with pytest.raises(ValueError):
-        find_bursts([1], [1], silence_ns=0)
-
-
-@NO_DEADLINE
-@given(
-    st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**5)), max_size=60),
-    st.integers(1, 10**8),
-)
-def test_bursts_partition_all_reads(reads: list[tuple[int, int]], silence: int) -> None:
-    stamps = [t for t, _ in reads]
-    sizes = [n for _, n in reads]
-    bursts = find_bursts(stamps, sizes, silence_ns=silence, events_ns=stamps)
-    assert sum(b.nreads for b in bursts) == len(reads)
-    assert sum(b.nbytes for b in bursts) == sum(sizes)
-    assert sum(b.nevents for b in bursts) == len(reads)
-    for a, b in pairwise(bursts):
-        assert b.start_ns - a.end_ns >= silence
-
-
 # -- sparkline -------------------------------------------------------------------------
 def test_sparkline_one_char_per_value_up_to_width() -> None:
     assert sparkline([0, 7], 10) == "▁█"
@@ -160,68 +107,27 @@ def test_sparkline_degenerate_inputs() -> None:
     assert sparkline([5, 5], 2) == "██"
 
 
-# -- histogram -------------------------------------------------------------------------
-def test_histogram_counts_with_last_bin_closed() -> None:
-    assert histogram([0, 1, 2, 3, 4], 2) == [(0.0, 2.0, 2), (2.0, 4.0, 3)]
-
-
-def test_histogram_of_equal_values_widens_range() -> None:
-    assert histogram([3, 3], 1) == [(2.5, 3.5, 2)]
-
-
-def test_histogram_empty_and_bad_bins() -> None:
-    assert histogram([], 4) == []
-    with pytest.raises(ValueError):
-        histogram([1.0], 0)
-
-
-def test_histogram_of_a_subnormal_range_does_not_divide_by_zero() -> None:
-    assert sum(c for _, _, c in histogram([0.0, 5e-324], 2)) == 2
-
-
-# numpy refuses ranges too narrow to split, so draw values from a coarse grid.
-@NO_DEADLINE
-@given(
-    st.lists(st.integers(-(10**6), 10**6).map(lambda i: i / 7), min_size=1, max_size=80),
-    st.integers(1, 20),
-)
-def test_histogram_matches_numpy(values: list[float], bins: int) -> None:
-    np = pytest.importorskip("numpy")
-    counts, _ = np.histogram(values, bins=bins)
-    assert [c for _, _, c in histogram(values, bins)] == counts.tolist()
-
-
 @pytest.mark.parametrize(
-    ("values", "q", "expected"),
+    ("values", "p50", "p90", "p99"),
     [
-        ([1, 2, 3, 4], 50, 2.0),  # ceil(0.5 * 4) = rank 2
-        ([1, 2, 3, 4], 51, 3.0),
-        ([20] * 30 + [10_000], 99, 10_000.0),  # a lone pause is the p99 of 31 gaps, not 7027
-        ([20] * 30 + [10_000], 90, 20.0),
-        ([3, 1, 2], 0, 1.0),
-        ([3, 1, 2], 100, 3.0),
+        ([1, 2, 3, 4], 2.0, 4.0, 4.0),  # p50: ceil(0.5 * 4) = rank 2, not 2.5
+        ([20] * 30 + [10_000], 20.0, 20.0, 10_000.0),  # a lone pause is the p99, not 7027
+        ([3, 1, 2], 2.0, 3.0, 3.0),
     ],
 )
-def test_nearest_rank_reports_observed_values(
-    values: list[float], q: float, expected: float
+def test_summary_percentiles_are_observed_values(
+    values: list[float], p50: float, p90: float, p99: float
 ) -> None:
-    from promptpath.stats import nearest_rank
-
-    assert nearest_rank(values, q) == expected
-    assert expected in values
+    s = summarize(values)
+    assert s is not None and (s.p50, s.p90, s.p99) == (p50, p90, p99)
 
 
 @NO_DEADLINE
-@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=50), st.floats(0, 100))
-def test_nearest_rank_matches_numpy_inverted_cdf(values: list[float], q: float) -> None:
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=50))
+def test_summary_percentiles_match_numpy_inverted_cdf(values: list[float]) -> None:
     np = pytest.importorskip("numpy")
-    from promptpath.stats import nearest_rank
-
-    expected = float(np.percentile(values, q, method="inverted_cdf"))
-    assert nearest_rank(values, q) == pytest.approx(expected, abs=1e-6)
-
-
-def test_summary_percentiles_are_observed_gaps() -> None:
-    gaps = [20.0] * 30 + [10_000.0]
-    s = summarize(gaps)
-    assert s is not None and s.p99 == 10_000.0 and s.p50 == 20.0
+    s = summarize(values)
+    assert s is not None
+    for q, got in ((50, s.p50), (90, s.p90), (95, s.p95), (99, s.p99)):
+        expected = float(np.percentile(values, q, method="inverted_cdf"))
+        assert got == pytest.approx(expected, abs=1e-6)
