@@ -8,8 +8,8 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from promptpath.errors import UsageError
+from promptpath.streams.dialects import Provider as Provider  # re-exported: a RunOptions field type
 
-Provider = Literal["openai", "responses", "anthropic", "ollama"]
 HTTPChoice = Literal["1.1", "2", "3", "auto"]
 
 DEFAULT_PROMPT = "Why does my BGP session keep flapping?"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from promptpath.errors import UsageError
-from promptpath.net.dns import Family
+from promptpath.timeline import Family
 
 if TYPE_CHECKING:
     import dns.message

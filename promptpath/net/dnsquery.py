@@ -19,7 +19,6 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol
 
 from promptpath.errors import DNSError
-from promptpath.net.dns import DNSAnswer, resolve_system
 from promptpath.net.dnsmsg import (
     Lookup,
     Reply,
@@ -33,6 +32,8 @@ from promptpath.net.dnsmsg import (
     rdtypes_for,
     read_reply,
 )
+from promptpath.net.getaddrinfo import resolve_system
+from promptpath.timeline import DNSAnswer
 
 if TYPE_CHECKING:
     import dns.message

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from promptpath.options import Provider
-from promptpath.streams.dialects import Frame, MalformedEvent, decoder_for
+from promptpath.streams.dialects import Frame, MalformedEvent, Provider, decoder_for
 from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge
 from promptpath.streams.ndjson import NDJSONDecoder
 from promptpath.streams.sse import SSEDecoder

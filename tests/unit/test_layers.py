@@ -1,0 +1,145 @@
+"""The architecture, checked: which layer may import which, and no import cycles.
+
+Imports inside functions count too (a lazy import is still a dependency). The rules:
+the socket layer (``net``) and the stream decoders (``streams``) import only themselves
+and the pure data everyone shares; the pure core reads no socket, clock or reporter;
+reporters never reach into the socket layer; and no two modules import each other,
+directly or around a loop.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "promptpath"
+
+#: Modules every layer may use: plain data and the error tree.
+SHARED = ("promptpath.timeline", "promptpath.errors", "promptpath.exitcodes")
+
+#: layer prefix -> prefixes it may import (besides itself and SHARED)
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "promptpath.net": (),
+    "promptpath.streams": (),
+    "promptpath.timeline": (),
+    "promptpath.stats": (),
+    "promptpath.analysis": ("promptpath.stats",),
+    "promptpath.ingest": ("promptpath.streams", "promptpath.options"),
+}
+#: layer prefix -> prefixes it must never import
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "promptpath.report": ("promptpath.net",),
+    "promptpath.probes": ("promptpath.report", "promptpath.cli"),
+}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> Iterator[str]:
+    """Every promptpath module ``path`` imports, at the top or inside a function."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if not node.module.startswith("promptpath"):
+                continue
+            yield node.module
+            for alias in node.names:  # "from promptpath.net import dns" imports a module
+                candidate = f"{node.module}.{alias.name}"
+                if (PACKAGE.parent / (candidate.replace(".", "/") + ".py")).exists():
+                    yield candidate
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("promptpath"))
+
+
+def _graph() -> dict[str, set[str]]:
+    return {
+        _module_name(path): set(_imports(path)) - {"promptpath"}
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def _within(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
+GRAPH = _graph()
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_lower_layers_import_only_what_lies_below_them(layer: str) -> None:
+    allowed = (layer, *SHARED, *ALLOWED[layer])
+    wrong = sorted(
+        f"{module} imports {dep}"
+        for module, deps in GRAPH.items()
+        if _within(module, layer)
+        for dep in deps
+        if not any(_within(dep, ok) for ok in allowed)
+    )
+    assert not wrong, f"{layer} reaches above itself:\n" + "\n".join(wrong)
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_layers_keep_out_of_what_they_must_not_touch(layer: str) -> None:
+    wrong = sorted(
+        f"{module} imports {dep}"
+        for module, deps in GRAPH.items()
+        if _within(module, layer)
+        for dep in deps
+        if any(_within(dep, banned) for banned in FORBIDDEN[layer])
+    )
+    assert not wrong, "\n".join(wrong)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for dep in graph.get(node, ()):
+            if dep not in graph:
+                continue
+            if dep not in index:
+                visit(dep)
+                low[node] = min(low[node], low[dep])
+            elif dep in on_stack:
+                low[node] = min(low[node], index[dep])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_among_the_packages_modules() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    # The check above must be able to fail.
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
