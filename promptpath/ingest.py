@@ -12,8 +12,8 @@ import zlib
 from typing import Any
 
 from promptpath.errors import HTTPStatusError, StreamError
-from promptpath.options import RunOptions
 from promptpath.streams.decoder import StreamDecoder
+from promptpath.streams.dialects import Provider
 from promptpath.timeline import BodyChunk, StreamEvent, Timeline
 
 #: Bytes of an error or non-stream body we read to explain it (never more).
@@ -61,13 +61,13 @@ def error_message(body: bytes) -> str:
     return snippet(text)
 
 
-def status_error(timeline: Timeline, options: RunOptions, body: bytes) -> HTTPStatusError:
+def status_error(timeline: Timeline, body: bytes, *, key_env: str | None) -> HTTPStatusError:
     """A one-line error for a 3xx/4xx/5xx answer, with Retry-After and what to check."""
     status = timeline.status or 0
     retry_after = timeline.header("retry-after")
     hint = STATUS_HINTS.get(status, "")
     if status == 401:
-        hint = hint.format(env=options.api_key_env or "the Authorization header")
+        hint = hint.format(env=key_env or "the Authorization header")
     parts = [f"HTTP {status}", error_message(body) or "(empty body)"]
     if retry_after:
         parts.append(f"Retry-After: {retry_after}")
@@ -129,9 +129,9 @@ def note(timeline: Timeline, new: list[StreamEvent]) -> None:
 class BodyIngest:
     """Feeds stamped body bytes to the decoder and the Timeline; judges the ending."""
 
-    def __init__(self, timeline: Timeline, options: RunOptions) -> None:
+    def __init__(self, timeline: Timeline, provider: Provider) -> None:
         self.timeline = timeline
-        self.decoder = StreamDecoder(options.provider)
+        self.decoder = StreamDecoder(provider)
         self._inflate: Any = None
         encoding = (timeline.header("content-encoding") or "identity").strip().lower()
         if encoding != "identity":

@@ -266,10 +266,11 @@ async def _trace(
 async def consume(head: ResponseHead, body: Body, timeline: Timeline, options: RunOptions) -> None:
     """Judge the response and feed its body to the decoder, piece by piece (every transport)."""
     if head.status >= 300:
-        raise status_error(timeline, options, await read_limited(body))
+        body_text = await read_limited(body)
+        raise status_error(timeline, body_text, key_env=options.api_key_env)
     if not is_event_stream(timeline):
         raise not_a_stream_error(timeline, await read_limited(body, 2048))
-    ingest = BodyIngest(timeline, options)
+    ingest = BodyIngest(timeline, options.provider)
     last_ns = head.t_ns
     try:
         while (piece := await next_piece(ingest, body)) is not None:

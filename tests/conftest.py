@@ -46,3 +46,14 @@ def require_binary(name: str) -> str:
     if lab_required():
         pytest.fail(f"PROMPTPATH_REQUIRE_LAB=1 but {reason}")
     pytest.skip(reason)
+
+
+#: Test layers by folder: ``-m "unit or integration"`` is the quick subset (no lab).
+_LAYERS = ("unit", "integration", "lab")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        layer = next((name for name in _LAYERS if f"/tests/{name}/" in str(item.path)), None)
+        if layer is not None:
+            item.add_marker(getattr(pytest.mark, layer))

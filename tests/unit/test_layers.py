@@ -27,7 +27,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.timeline": (),
     "promptpath.stats": (),
     "promptpath.analysis": ("promptpath.stats",),
-    "promptpath.ingest": ("promptpath.streams", "promptpath.options"),
+    "promptpath.ingest": ("promptpath.streams",),
 }
 #: layer prefix -> prefixes it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
