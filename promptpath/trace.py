@@ -12,13 +12,14 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import httpcore
 
 from promptpath.errors import (
     ConnectError,
+    ErrorStage,
     PromptpathError,
     StreamError,
     TraceTimeout,
@@ -234,7 +235,7 @@ def network_reason(err: BaseException, timeline: Timeline) -> str:
     return "; ".join(parts) or type(err).__name__
 
 
-def timeout_error(options: RunOptions, stage: str) -> TraceTimeout:
+def timeout_error(options: RunOptions, stage: ErrorStage) -> TraceTimeout:
     """The error for a trace that --timeout cut short in ``stage`` (every transport)."""
     return TraceTimeout(
         f"timed out after {options.timeout:g} s in stage {stage!r}",
@@ -253,11 +254,11 @@ def record_error(timeline: Timeline, exc: PromptpathError) -> PromptpathError:
     return exc
 
 
-def phase_of(timeline: Timeline, options: RunOptions) -> str:
+def phase_of(timeline: Timeline, options: RunOptions) -> ErrorStage:
     """The stage a trace was in, from the milestones it reached."""
     open_stage = timeline.current_stage
     if open_stage in ("dns", "connect", "tls"):
-        return open_stage
+        return cast(ErrorStage, open_stage)  # timeline stage names are plain str
     m = timeline.milestones
     if not timeline.reused_connection and "connected" not in m and not timeline.stages:
         return "dns"

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from promptpath.errors import DNSError, PromptpathError
+from promptpath.errors import DNSError, ErrorKind, PromptpathError
 
 if TYPE_CHECKING:
     from promptpath.options import RunOptions
@@ -57,7 +57,7 @@ async def resolve_system(host: str, port: int, *, family: int = 0) -> DNSAnswer:
         infos = await loop.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         end = time.perf_counter_ns()
-        kinds: dict[int, str] = {
+        kinds: dict[int, ErrorKind] = {
             int(socket.EAI_NONAME): "nxdomain",
             int(socket.EAI_AGAIN): "servfail_or_timeout",
         }

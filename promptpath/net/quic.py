@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
 from promptpath.errors import (
     ConnectError,
+    ErrorStage,
     PromptpathError,
     StreamError,
     UsageError,
@@ -162,10 +163,10 @@ async def _consume(
 # -- the trace ---------------------------------------------------------------------------
 
 
-def _stage_of(timeline: Timeline, options: RunOptions) -> str:
+def _stage_of(timeline: Timeline, options: RunOptions) -> ErrorStage:
     open_stage = timeline.current_stage
     if open_stage in ("dns", "quic_handshake"):
-        return open_stage
+        return cast(ErrorStage, open_stage)  # timeline stage names are plain str
     if "connected" not in timeline.milestones and not timeline.reused_connection:
         return "quic_handshake" if "dns_done" in timeline.milestones else "dns"
     return phase_of(timeline, options)
