@@ -248,9 +248,7 @@ def timeout_error(options: RunOptions, stage: ErrorStage) -> TraceTimeout:
 def record_error(timeline: Timeline, exc: PromptpathError) -> PromptpathError:
     """Close the stages left open and put ``exc`` on the timeline; return it (every transport)."""
     _close_open_stages(timeline)
-    timeline.error = ErrorInfo(
-        stage=exc.stage, kind=exc.kind, message=exc.message, detail=exc.detail
-    )
+    timeline.error = ErrorInfo.from_error(exc)
     return exc
 
 
