@@ -12,11 +12,92 @@
 
 Foreign exceptions (OSError, ssl.SSLError, httpcore.*) are translated only at the
 transport boundary, with ``raise ... from exc``.
+
+``stage`` and ``kind`` are closed sets: ``report/schema.json`` enumerates the same values
+(``$defs/error_stage``, ``error_kind``, ``usage_kind``) and a unit test holds the three
+(these Literals, the schema, every literal in the code) together. A new kind goes here and
+into the schema in the same commit.
 """
 
 from __future__ import annotations
 
+from typing import Literal, NewType
+
 from promptpath.exitcodes import ExitCode
+
+#: Where a failure happened: the stages of one trip, in order (README, "Exit codes").
+ErrorStage = Literal[
+    "config",
+    "dns",
+    "connect",
+    "tls",
+    "quic_handshake",
+    "request",
+    "wait",  # request sent, no response headers yet
+    "response",  # status or content type refused before the stream
+    "first_token",
+    "stream",
+]
+
+#: What is wrong with the options, the config file or the target (always stage ``config``).
+UsageKind = Literal["usage", "bad_option", "bad_target", "bad_config"]
+
+#: What went wrong, machine-readable. Grouped by the stage that mostly produces it; a few
+#: (``refused``, ``timeout``, ``network_error``) occur in more than one.
+ErrorKind = Literal[
+    UsageKind,
+    # dns: getaddrinfo codes and a resolver's answer status
+    "nxdomain",
+    "nodata",
+    "no_address",
+    "servfail",
+    "servfail_or_timeout",
+    "malformed",
+    "network",
+    "resolve_failed",
+    # connect (TCP errno) and quic_handshake
+    "refused",
+    "host_unreachable",
+    "network_unreachable",
+    "address_not_available",
+    "connect_failed",
+    "unsupported",
+    "handshake_timeout",
+    "version_negotiation",
+    # tls, and the certificate checks of quic_handshake
+    "handshake_failed",
+    "handshake_closed",
+    "cert_expired",
+    "cert_not_yet_valid",
+    "self_signed",
+    "unknown_ca",
+    "hostname_mismatch",
+    "ip_mismatch",
+    "cert_verify_failed",
+    # response and stream
+    "not_event_stream",
+    "no_response",
+    "unsupported_encoding",
+    "bad_encoding",
+    "malformed_event",
+    "error_event",
+    "truncated",
+    "protocol_error",
+    "network_error",
+    # any stage
+    "timeout",
+    "interrupted",
+]
+
+#: ``http_<status>`` for a response refused by its status: one kind per status code would
+#: be a thousand-member Literal, so it is a type of its own that only ``http_status_kind``
+#: makes (the schema: a pattern next to the ``error_kind`` enum).
+HTTPStatusKind = NewType("HTTPStatusKind", str)
+
+
+def http_status_kind(status: int) -> HTTPStatusKind:
+    """The kind of an error answer with ``status``, e.g. ``http_429``."""
+    return HTTPStatusKind(f"http_{status}")
 
 
 class PromptpathError(Exception):
@@ -24,7 +105,14 @@ class PromptpathError(Exception):
 
     exit_code: ExitCode = ExitCode.USAGE
 
-    def __init__(self, message: str, *, stage: str, kind: str, **detail: object) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        stage: ErrorStage,
+        kind: ErrorKind | HTTPStatusKind,
+        **detail: object,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.stage = stage
@@ -38,7 +126,7 @@ class PromptpathError(Exception):
 class UsageError(PromptpathError):
     exit_code = ExitCode.USAGE
 
-    def __init__(self, message: str, *, kind: str = "usage", **detail: object) -> None:
+    def __init__(self, message: str, *, kind: UsageKind = "usage", **detail: object) -> None:
         super().__init__(message, stage="config", kind=kind, **detail)
 
 

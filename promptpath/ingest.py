@@ -11,7 +11,7 @@ import json
 import zlib
 from typing import Any
 
-from promptpath.errors import HTTPStatusError, StreamError
+from promptpath.errors import HTTPStatusError, StreamError, http_status_kind
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.streams.dialects import Provider
 from promptpath.timeline import BodyChunk, StreamEvent, Timeline
@@ -82,7 +82,7 @@ def status_error(timeline: Timeline, body: bytes, *, key_env: str | None) -> HTT
     return HTTPStatusError(
         " — ".join(parts),
         stage="response",
-        kind=f"http_{status}",
+        kind=http_status_kind(status),
         status=status,
         retry_after=retry_after,
     )

@@ -7,7 +7,10 @@ reporters turn them into milliseconds from ``t0_ns``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from promptpath.errors import ErrorKind, ErrorStage, HTTPStatusKind, PromptpathError
 
 EventKind = Literal["content", "meta", "end", "error", "comment"]
 Family = Literal["ipv4", "ipv6"]
@@ -169,10 +172,17 @@ class CloseRecord:
 
 @dataclass(slots=True, kw_only=True)
 class ErrorInfo:
-    stage: str
-    kind: str
+    """The error that ended a trace, as data (what reporters and the JSON show)."""
+
+    stage: ErrorStage
+    kind: ErrorKind | HTTPStatusKind
     message: str
     detail: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_error(cls, exc: PromptpathError) -> ErrorInfo:
+        # Its own detail dict: an edit to the record must not reach back into the exception.
+        return cls(stage=exc.stage, kind=exc.kind, message=exc.message, detail=dict(exc.detail))
 
 
 @dataclass(slots=True, kw_only=True)

@@ -15,12 +15,13 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import anyio
 
 from promptpath.errors import (
     ConnectError,
+    ErrorStage,
     PromptpathError,
     StreamError,
     TraceTimeout,
@@ -353,7 +354,7 @@ def transport_error(
     )
 
 
-def timeout_error(options: RunOptions, stage: str) -> TraceTimeout:
+def timeout_error(options: RunOptions, stage: ErrorStage) -> TraceTimeout:
     """The error for a trace that --timeout cut short in ``stage``."""
     return TraceTimeout(
         f"timed out after {options.timeout:g} s in stage {stage!r}",
@@ -369,17 +370,15 @@ def record_error(timeline: Timeline, exc: PromptpathError) -> PromptpathError:
     for stage in timeline.stages:
         if stage.end_ns is None:
             stage.end_ns, stage.ok = now, False
-    timeline.error = ErrorInfo(
-        stage=exc.stage, kind=exc.kind, message=exc.message, detail=exc.detail
-    )
+    timeline.error = ErrorInfo.from_error(exc)
     return exc
 
 
-def phase_of(timeline: Timeline, options: RunOptions) -> str:
+def phase_of(timeline: Timeline, options: RunOptions) -> ErrorStage:
     """The stage a trace was in, from the stage left open or the milestones it reached."""
     open_stage = timeline.current_stage
     if open_stage in _CONNECT_STAGES:
-        return open_stage
+        return cast(ErrorStage, open_stage)  # timeline stage names are plain str
     m = timeline.milestones
     quic = options.http == "3"
     if not timeline.reused_connection and "connected" not in m:

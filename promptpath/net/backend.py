@@ -25,7 +25,7 @@ import anyio.abc
 import httpcore
 from anyio.streams.tls import TLSAttribute, TLSStream
 
-from promptpath.errors import ConnectError, TLSError
+from promptpath.errors import ConnectError, ErrorKind, TLSError
 from promptpath.net import dns
 from promptpath.net.tlsinfo import describe_tls, tls_failure
 from promptpath.net.transport import ConnectSpec, Recorder, fmt_addr
@@ -209,7 +209,7 @@ def _since(start_ns: int) -> int:
 #: Per-address connect budget when another address is left to try.
 ATTEMPT_TIMEOUT_S = 3.0
 
-_CONNECT_KINDS = {
+_CONNECT_KINDS: dict[int, ErrorKind] = {
     errno.ECONNREFUSED: "refused",
     errno.EHOSTUNREACH: "host_unreachable",
     errno.ENETUNREACH: "network_unreachable",
@@ -226,7 +226,7 @@ async def connect_tcp(spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStr
     host, port = spec.host, spec.port
     stage = timeline.begin("connect", time.perf_counter_ns())
     failures: list[str] = []
-    last_kind = "refused"
+    last_kind: ErrorKind = "refused"
     addresses = spec.addresses
     for n, (ip, fam) in enumerate(addresses):
         start = time.perf_counter_ns()

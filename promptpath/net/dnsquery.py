@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol
 
-from promptpath.errors import DNSError
+from promptpath.errors import DNSError, ErrorKind
 from promptpath.net.dnsmsg import (
     Lookup,
     Reply,
@@ -285,7 +285,7 @@ async def system_lookup(host: str, port: int, *, family: int) -> Lookup:
     )
 
 
-_ERROR_KINDS = {
+_ERROR_KINDS: dict[str, ErrorKind] = {
     "nxdomain": "nxdomain",
     "nodata": "no_address",
     "cname": "no_address",

@@ -6,7 +6,7 @@ import asyncio
 import socket
 import time
 
-from promptpath.errors import DNSError
+from promptpath.errors import DNSError, ErrorKind
 from promptpath.timeline import DNSAnswer, Family
 
 
@@ -18,7 +18,7 @@ async def resolve_system(host: str, port: int, *, family: int = 0) -> DNSAnswer:
         infos = await loop.getaddrinfo(host, port, family=family, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
         end = time.perf_counter_ns()
-        kinds: dict[int, str] = {
+        kinds: dict[int, ErrorKind] = {
             int(socket.EAI_NONAME): "nxdomain",
             int(socket.EAI_AGAIN): "servfail_or_timeout",
         }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from promptpath.errors import TLSError
+from promptpath.errors import ErrorKind, TLSError
 from promptpath.net import dns
 from promptpath.net.tlsinfo import VERIFY_KINDS, cert_hint, cert_info
 
@@ -45,7 +45,7 @@ class CertVerifier:
 
                 self._store.load_locations(certifi.where())
 
-    def check(self, cert: Any, chain: list[Any]) -> tuple[str, str] | None:
+    def check(self, cert: Any, chain: list[Any]) -> tuple[ErrorKind, str] | None:
         """``(kind, reason)`` of what is wrong with a cryptography certificate, or None."""
         import service_identity
         from cryptography.hazmat.primitives.serialization import Encoding
@@ -74,12 +74,12 @@ class CertVerifier:
         except (service_identity.VerificationError, service_identity.CertificateError) as exc:
             info = cert_info(cert.public_bytes(Encoding.DER))
             names = ", ".join(info.sans) if info is not None and info.sans else str(exc)
-            kind = "ip_mismatch" if is_ip else "hostname_mismatch"
+            kind: ErrorKind = "ip_mismatch" if is_ip else "hostname_mismatch"
             return kind, f"{self.host!r} is not among the certificate's names: {names}"
         return None
 
 
-def refusal(host: str, ip: str, kind: str, reason: str) -> TLSError:
+def refusal(host: str, ip: str, kind: ErrorKind, reason: str) -> TLSError:
     """The error for a certificate ``CertVerifier.check`` refused, with what to do about it."""
     return TLSError(
         f"TLS (QUIC): {cert_hint(kind, host)} ({reason})",

@@ -5,11 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import ssl
 
-from promptpath.errors import TLSError
+from promptpath.errors import ErrorKind, TLSError
 from promptpath.timeline import CertInfo, TLSInfo
 
 #: OpenSSL X509_V_ERR_* codes we name (the HTTP/3 path's verifier reports the same codes).
-VERIFY_KINDS = {
+VERIFY_KINDS: dict[int, ErrorKind] = {
     9: "cert_not_yet_valid",
     10: "cert_expired",
     18: "self_signed",
