@@ -5,18 +5,47 @@ Nothing here measures or formats by itself.
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import socket
 import sys
-from typing import Annotated
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from promptpath import __version__
+from promptpath.environment import Environment
 from promptpath.errors import PromptpathError
 from promptpath.exitcodes import ExitCode
 
+
+def _show_help(ctx: typer.Context, _param: Any, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        Environment.of(ctx.obj).stdout.write(ctx.get_help() + "\n")
+        ctx.exit()
+
+
+class _HelpToEnvironment:
+    """click prints --help on sys.stdout itself: send it to the Environment's stdout."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.callback = _show_help
+        return option
+
+
+class _Group(_HelpToEnvironment, TyperGroup):
+    pass
+
+
+class _Command(_HelpToEnvironment, TyperCommand):
+    pass
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
@@ -26,9 +55,9 @@ app = typer.Typer(
 )
 
 
-def _version(value: bool) -> None:
+def _version(ctx: typer.Context, value: bool) -> None:
     if value:
-        print(f"promptpath {__version__}")
+        print(f"promptpath {__version__}", file=Environment.of(ctx.obj).stdout)
         raise typer.Exit(0)
 
 
@@ -145,8 +174,9 @@ def _family(ipv4: bool, ipv6: bool) -> int:
     return socket.AF_INET if ipv4 and not ipv6 else socket.AF_INET6 if ipv6 and not ipv4 else 0
 
 
-@app.command()
+@app.command(cls=_Command)
 def run(
+    ctx: typer.Context,
     target: Target,
     provider: ProviderOpt = None,
     model: ModelOpt = None,
@@ -206,11 +236,13 @@ def run(
         both_families=ipv4 and ipv6,
         probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
     )
-    raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on))
+    env = Environment.of(ctx.obj)
+    raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on, env=env))
 
 
-@app.command()
+@app.command(cls=_Command)
 def probe(
+    ctx: typer.Context,
     target: Target,
     names: Annotated[
         list[str] | None,
@@ -246,8 +278,9 @@ def probe(
     run(**options, probe=names or ["all"])
 
 
-@app.command()
+@app.command(cls=_Command)
 def demo(
+    ctx: typer.Context,
     http: Annotated[str, typer.Option("--http", help="HTTP version: 1.1, 2 or 3.")] = "2",
     provider: Annotated[
         str,
@@ -260,56 +293,67 @@ def demo(
     _no_trio()
     from promptpath.demo import run_demo
 
-    raise typer.Exit(run_demo(http=http, provider=provider, json_out=json_out, warm=warm))
+    env = Environment.of(ctx.obj)
+    raise typer.Exit(run_demo(http=http, provider=provider, json_out=json_out, warm=warm, env=env))
 
 
 def _register_serve() -> None:
     from promptpath.server.command import serve
 
-    app.command("serve", help="Run the reference endpoint (a streaming API you control).")(serve)
+    app.command(
+        "serve", cls=_Command, help="Run the reference endpoint (a streaming API you control)."
+    )(serve)
 
 
 _register_serve()
 
 
-def main() -> None:
-    """Console-script entry point: exit codes are the contract, tracebacks never reach users."""
+def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:
+    """The command line, as an exit code: the contract; tracebacks never reach users.
+
+    The console script passes nothing (the real process); tests pass an Environment of
+    StringIO streams and a dict, and ``argv`` without the program name."""
+    if env is None:
+        env = Environment.from_process()
+    if argv is not None:
+        env = dataclasses.replace(env, argv=tuple(argv))
     try:
         # Not standalone: click would print usage errors without JSON and turn Ctrl-C into
-        # "Aborted!" with exit 1.
-        code = app(standalone_mode=False)
+        # "Aborted!" with exit 1. The Environment rides on the click context (ctx.obj).
+        code = app(args=list(env.argv), prog_name="promptpath", standalone_mode=False, obj=env)
     except KeyboardInterrupt:
-        print("promptpath: interrupted", file=sys.stderr)
-        sys.exit(ExitCode.INTERRUPTED)
+        print("promptpath: interrupted", file=env.stderr)
+        return int(ExitCode.INTERRUPTED)
     except PromptpathError as exc:  # errors raised before a reporter took over
-        print(f"promptpath: {exc.message}", file=sys.stderr)
-        sys.exit(exc.exit_code)
+        print(f"promptpath: {exc.message}", file=env.stderr)
+        return int(exc.exit_code)
     except Exception as exc:
-        _click_or_bug(exc)
-    sys.exit(code if isinstance(code, int) else 0)
+        return _click_or_bug(exc, env)
+    return code if isinstance(code, int) else 0
 
 
-def _click_or_bug(exc: Exception) -> None:
+def _click_or_bug(exc: Exception, env: Environment) -> int:
     # Typer ships its own copy of click, so its exceptions are recognised by shape.
     if type(exc).__name__ == "Abort":
-        print("promptpath: interrupted", file=sys.stderr)
-        sys.exit(ExitCode.INTERRUPTED)
+        print("promptpath: interrupted", file=env.stderr)
+        return int(ExitCode.INTERRUPTED)
     show = getattr(exc, "show", None)
-    if callable(show) and isinstance(getattr(exc, "exit_code", None), int):
-        show()
-        if "--json" in sys.argv[1:] and exc.exit_code == ExitCode.USAGE:  # type: ignore[attr-defined]
+    exit_code = getattr(exc, "exit_code", None)
+    if callable(show) and isinstance(exit_code, int):
+        show(file=env.stderr)
+        if "--json" in env.argv and exit_code == ExitCode.USAGE:
             from promptpath.errors import UsageError
             from promptpath.runner import usage_json
 
             message = getattr(exc, "format_message", lambda: str(exc))()
-            print(usage_json(UsageError(str(message))))
-        sys.exit(exc.exit_code)  # type: ignore[attr-defined]
-    if os.environ.get("PROMPTPATH_DEBUG"):
+            print(usage_json(UsageError(str(message))), file=env.stdout)
+        return exit_code
+    if env.debug:
         raise exc
     # A bug of ours: one line, a distinct code, no traceback.
-    print(f"promptpath: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-    print("promptpath: set PROMPTPATH_DEBUG=1 for the traceback", file=sys.stderr)
-    sys.exit(ExitCode.INTERNAL)
+    print(f"promptpath: internal error: {type(exc).__name__}: {exc}", file=env.stderr)
+    print("promptpath: set PROMPTPATH_DEBUG=1 for the traceback", file=env.stderr)
+    return int(ExitCode.INTERNAL)
 
 
 __all__ = ["app", "main"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import tempfile
 
+from promptpath.environment import Environment
 from promptpath.runner import RunArgs, execute
 
 #: Paths per dialect on the reference endpoint.
@@ -25,7 +26,7 @@ DEMO_RATE = 40.0
 DEMO_TOKENS = 48
 
 
-def run_demo(*, http: str, provider: str, json_out: bool, warm: bool) -> int:
+def run_demo(*, http: str, provider: str, json_out: bool, warm: bool, env: Environment) -> int:
     from promptpath.server.behaviour import Behaviour
     from promptpath.server.runner import ServerConfig, start_in_thread
 
@@ -36,6 +37,7 @@ def run_demo(*, http: str, provider: str, json_out: bool, warm: bool) -> int:
         return usage_failure(
             UsageError(f"--provider must be one of {', '.join(DEMO_PATHS)}, got {provider!r}"),
             json_out,
+            env,
         )
     with tempfile.TemporaryDirectory(prefix="promptpath-demo-") as tmp:
         config = ServerConfig(
@@ -58,7 +60,7 @@ def run_demo(*, http: str, provider: str, json_out: bool, warm: bool) -> int:
                 timeout=30.0,
                 warm=warm,
             )
-            return execute(args, json_out=json_out, fail_on="fail")
+            return execute(args, json_out=json_out, fail_on="fail", env=env)
 
 
 def _warm_up(port: int, cafile: str) -> None:

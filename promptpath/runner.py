@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 import os
-import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TextIO
 
 import anyio
 from rich.console import Console
 
+from promptpath.environment import Environment
 from promptpath.errors import PromptpathError, UsageError
 from promptpath.exitcodes import ExitCode
 from promptpath.findings import Verdict
@@ -61,9 +61,7 @@ class RunArgs:
     compare_http: bool = False
 
 
-def apply_profile(
-    args: RunArgs, env: dict[str, str] | os._Environ[str]
-) -> tuple[RunArgs, str | None]:
+def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str | None]:
     """TARGET names a profile: fill what the command line left at its default."""
     import dataclasses
 
@@ -105,7 +103,7 @@ def check_cacert(path: str) -> None:
         raise UsageError(f"--cacert {path}: not a PEM certificate bundle ({exc})") from exc
 
 
-def build_options(args: RunArgs, environ: dict[str, str] | None = None) -> RunOptions:
+def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> RunOptions:
     """Validate CLI values into RunOptions; every problem is a UsageError (exit 2)."""
     env = os.environ if environ is None else environ
     profile_key: str | None = None
@@ -195,14 +193,23 @@ def exit_code_for(result: TraceResult, fail_on: str) -> ExitCode:
     return ExitCode.OK
 
 
-def report_console(json_out: bool, stdout: TextIO | None = None) -> Console:
+def report_console(json_out: bool, env: Environment) -> Console:
     """Terminal report on stdout only when it is a terminal and JSON is not asked for.
 
     Into a file or a CI log nothing is wrapped: the verdict stays one greppable line."""
-    out = stdout or sys.stdout
-    to_stdout = not json_out and out.isatty()
-    file = out if to_stdout else sys.stderr
-    return Console(file=file, highlight=False, soft_wrap=not file.isatty())
+    to_stdout = not json_out and env.stdout_isatty
+    file, isatty = (env.stdout, True) if to_stdout else (env.stderr, env.stderr_isatty)
+    colour = env.colour(isatty)
+    return Console(
+        file=file,
+        # The Environment decides, not the file object (a test's StringIO) nor os.environ.
+        force_terminal=isatty or colour,
+        color_system="auto" if colour else None,  # None: no escape codes, bold included
+        highlight=False,
+        soft_wrap=not isatty,
+        # rich's own hook for its tests: COLUMNS, TERM and COLORTERM come from env.environ.
+        _environ=env.environ,
+    )
 
 
 def scrub(text: str, secrets: list[str]) -> str:
@@ -241,12 +248,17 @@ def scrub_result(result: TraceResult) -> None:
 
 
 def emit(
-    result: TraceResult, *, json_out: bool, fail_on: str, console: Console | None = None
+    result: TraceResult,
+    *,
+    json_out: bool,
+    fail_on: str,
+    env: Environment,
+    console: Console | None = None,
 ) -> int:
     from promptpath.report import terminal
 
     code = exit_code_for(result, fail_on)
-    console = console or report_console(json_out)
+    console = console or report_console(json_out, env)
     scrub_result(result)
     terminal.render(console, result)
     if json_out:
@@ -259,8 +271,8 @@ def emit(
         # finding's evidence) is replaced in the serialised text, escaped form included.
         for secret in _secrets(result.options):
             text = text.replace(json.dumps(secret)[1:-1], "[redacted]")
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
+        env.stdout.write(text + "\n")
+        env.stdout.flush()
     return int(code)
 
 
@@ -278,31 +290,31 @@ def usage_json(exc: PromptpathError) -> str:
     )
 
 
-def usage_failure(exc: PromptpathError, json_out: bool) -> int:
+def usage_failure(exc: PromptpathError, json_out: bool, env: Environment) -> int:
     """A problem found before any packet was sent: one line, and JSON if asked for."""
-    print(f"promptpath: {exc.message}", file=sys.stderr)
+    print(f"promptpath: {exc.message}", file=env.stderr)
     if json_out:
-        print(usage_json(exc))
+        print(usage_json(exc), file=env.stdout)
     return int(exc.exit_code)
 
 
-def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
+def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) -> int:
     if fail_on not in ("warn", "fail"):
         return usage_failure(
-            UsageError(f"--fail-on must be warn or fail, got {fail_on!r}"), json_out
+            UsageError(f"--fail-on must be warn or fail, got {fail_on!r}"), json_out, env
         )
     try:
-        options = build_options(args)
+        options = build_options(args, env.environ)
     except PromptpathError as exc:
-        return usage_failure(exc, json_out)
+        return usage_failure(exc, json_out, env)
     from promptpath.probes.runner import run_probes, select
     from promptpath.trace import trace
 
-    console = report_console(json_out)
+    console = report_console(json_out, env)
     try:
         probes = select(args.probes) if args.probes else []
     except PromptpathError as exc:
-        return usage_failure(exc, json_out)
+        return usage_failure(exc, json_out, env)
 
     def progress(message: str) -> None:
         console.print(f"[dim]… {message}[/dim]")
@@ -321,13 +333,15 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
             return usage_failure(
                 UsageError(f"--compare-http chooses the protocols itself; drop {', '.join(clash)}"),
                 json_out,
+                env,
             )
         if options.target.scheme != "https":
             return usage_failure(
                 UsageError("--compare-http needs an https:// target (HTTP/3 is TLS only)"),
                 json_out,
+                env,
             )
-        return _compare(options, json_out=json_out, console=console)
+        return _compare(options, json_out=json_out, console=console, env=env)
 
     started: list[TraceResult] = []
 
@@ -346,13 +360,13 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str) -> int:
     try:
         result = anyio.run(main)
     except KeyboardInterrupt:
-        print("promptpath: interrupted", file=sys.stderr)
+        print("promptpath: interrupted", file=env.stderr)
         if not started:
             return int(ExitCode.INTERRUPTED)
         # Report what was measured up to Ctrl-C: a CI job still gets its JSON.
         result = started[0]
         _mark_interrupted(result, options)
-    return emit(result, json_out=json_out, fail_on=fail_on, console=console)
+    return emit(result, json_out=json_out, fail_on=fail_on, env=env, console=console)
 
 
 def _mark_interrupted(result: TraceResult, options: RunOptions) -> None:
@@ -364,7 +378,7 @@ def _mark_interrupted(result: TraceResult, options: RunOptions) -> None:
     result.exc = record_error(result.timeline, error)
 
 
-def _compare(options: RunOptions, *, json_out: bool, console: Console) -> int:
+def _compare(options: RunOptions, *, json_out: bool, console: Console, env: Environment) -> int:
     """--compare-http: the same prompt over HTTP/2 and HTTP/3, fresh connections each."""
     from promptpath.compare import trace_pair
     from promptpath.report.compare import compare_json, render_compare
@@ -377,19 +391,19 @@ def _compare(options: RunOptions, *, json_out: bool, console: Console) -> int:
     try:
         results = anyio.run(both)
     except KeyboardInterrupt:
-        print("promptpath: interrupted", file=sys.stderr)
+        print("promptpath: interrupted", file=env.stderr)
         if not started:
             return int(ExitCode.INTERRUPTED)
         _mark_interrupted(started[-1], options)
         if len(started) == 1:  # still on HTTP/2: report it as the run it is
-            return emit(started[0], json_out=json_out, fail_on="fail", console=console)
+            return emit(started[0], json_out=json_out, fail_on="fail", env=env, console=console)
         results = started
     codes = [int(exit_code_for(r, "fail")) for r in results]
     render_compare(console, results)
     if json_out:
         from promptpath.report.json import dumps
 
-        sys.stdout.write(dumps(compare_json(results, exit_codes=codes)) + "\n")
-        sys.stdout.flush()
+        env.stdout.write(dumps(compare_json(results, exit_codes=codes)) + "\n")
+        env.stdout.flush()
     # HTTP/2's failure first (the path every client has), then HTTP/3's.
     return next((c for c in codes if c != 0), 0)

@@ -7,12 +7,12 @@ and cryptography load only when the server starts.
 
 from __future__ import annotations
 
-import os
-import sys
+import json
 from typing import Annotated
 
 import typer
 
+from promptpath.environment import Environment
 from promptpath.exitcodes import ExitCode
 from promptpath.server.behaviour import Behaviour, BehaviourError, parse_control
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
@@ -34,6 +34,7 @@ def build_behaviour(flags: dict[str, object]) -> Behaviour:
 
 
 def serve(
+    ctx: typer.Context,
     host: Annotated[
         str, typer.Option(help="Address to listen on.", rich_help_panel=_L)
     ] = "127.0.0.1",
@@ -147,6 +148,7 @@ def serve(
     Ollama) whose timing and failures you control."""
     from promptpath.server.runner import ServerConfig, ServerSetupError, serve_forever
 
+    env = Environment.of(ctx.obj)
     try:
         behaviour = build_behaviour(
             {
@@ -170,7 +172,7 @@ def serve(
 
     api_key = None
     if api_key_env is not None:
-        api_key = os.environ.get(api_key_env)
+        api_key = env.environ.get(api_key_env)
         if not api_key:
             raise typer.BadParameter(
                 f"environment variable {api_key_env} is not set", param_hint="--api-key-env"
@@ -188,10 +190,15 @@ def serve(
         api_key=api_key,
         verbose=verbose,
     )
+
+    def announce(info: dict[str, object]) -> None:
+        env.stdout.write(json.dumps(info) + "\n")
+        env.stdout.flush()
+
     try:
-        serve_forever(config)
+        serve_forever(config, announce=announce)
     except ServerSetupError as exc:
-        sys.stderr.write(f"promptpath serve: {exc}\n")
+        env.stderr.write(f"promptpath serve: {exc}\n")
         raise typer.Exit(int(ExitCode.USAGE)) from None
     except KeyboardInterrupt:
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
 import logging
 import signal
 import socket
@@ -233,17 +232,9 @@ async def _serve(
     await serve(app, hc, shutdown_trigger=shutdown.wait, mode="asgi")  # type: ignore[arg-type]
 
 
-def serve_forever(
-    config: ServerConfig, *, announce: Callable[[dict[str, object]], None] | None = None
-) -> None:
-    """Run in the foreground until SIGINT/SIGTERM. Prints the listening line on stdout."""
+def serve_forever(config: ServerConfig, *, announce: Callable[[dict[str, object]], None]) -> None:
+    """Run in the foreground until SIGINT/SIGTERM; ``announce`` gets the listening line."""
     prepared = _prepare(config)
-
-    def print_listening(info: dict[str, object]) -> None:
-        sys.stdout.write(json.dumps(info) + "\n")
-        sys.stdout.flush()
-
-    say = announce or print_listening
 
     async def main() -> None:
         shutdown = asyncio.Event()
@@ -253,7 +244,7 @@ def serve_forever(
         app = ReferenceApp(
             config.behaviour,
             api_key=config.api_key,
-            on_startup=lambda: say(prepared.listening()),
+            on_startup=lambda: announce(prepared.listening()),
         )
         await _serve(config, prepared, app, shutdown)
 

@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,16 +86,18 @@ def reference_server(
     tls: bool = True,
     http3: bool = False,
     extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
     tmp_path: Path,
 ) -> Iterator[RefServer]:
-    """Run ``python -m promptpath.server --port 0 ...`` on 127.0.0.1 until the block ends."""
+    """Run ``python -m promptpath.server --port 0 ...`` on 127.0.0.1 until the block ends;
+    ``env`` adds variables to the server's environment (e.g. the key it demands)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     args = [sys.executable, "-m", "promptpath.server", "--host", "127.0.0.1", "--port", "0"]
     if tls:
         args += ["--self-signed", str(tmp_path / "certs")]
     args.append("--http3" if http3 else "--no-http3")
     args += list(extra_args)
-    env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
+    server_env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP} | dict(env or {})
     stderr_path = tmp_path / f"refserver-{time.monotonic_ns()}.stderr"
     with stderr_path.open("w") as stderr:
         process = subprocess.Popen(
@@ -104,7 +106,7 @@ def reference_server(
             stderr=stderr,
             stdin=subprocess.DEVNULL,
             text=True,
-            env=env,
+            env=server_env,
         )
     try:
         try:

@@ -1,20 +1,26 @@
-"""The real CLI in-process: options, exit codes, --json against the schema, secrets."""
+"""The real CLI in-process: options, exit codes, --json against the schema, secrets.
+
+``main(argv, env=Environment(...))`` with StringIO streams and a dict environment; a few
+tests at the end run the installed entry point in a subprocess.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
-from typer.testing import CliRunner
 
-from promptpath.cli import app
 from promptpath.exitcodes import ExitCode
 from promptpath.timeline import MILESTONES
+from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.refserver import RefServer, reference_server
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
@@ -30,38 +36,39 @@ def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
 @pytest.fixture(scope="module")
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
     """A reference endpoint that demands the key (so a 200 proves we sent it)."""
-    import os
-
-    os.environ["PP_TEST_SERVER_KEY"] = SECRET
-    try:
-        with reference_server(
-            tls=True,
-            tmp_path=tmp_path_factory.mktemp("keyed"),
-            extra_args=["--api-key-env", "PP_TEST_SERVER_KEY"],
-        ) as server:
-            yield server
-    finally:
-        del os.environ["PP_TEST_SERVER_KEY"]
+    with reference_server(
+        tls=True,
+        tmp_path=tmp_path_factory.mktemp("keyed"),
+        extra_args=["--api-key-env", "PP_TEST_SERVER_KEY"],
+        env={"PP_TEST_SERVER_KEY": SECRET},
+    ) as server:
+        yield server
 
 
-def invoke(*args: str, env: dict[str, str] | None = None) -> Any:
-    return CliRunner().invoke(app, list(args), env=env)
+def invoke(*args: str, env: Mapping[str, str] | None = None) -> CliResult:
+    return run_cli(*args, environ=env)
 
 
 def url(server: RefServer, path: str = "/v1/chat/completions") -> str:
     return f"https://localhost:{server.port}{path}"
 
 
-def run_json(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+def run_json(*args: str, env: Mapping[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
     res = invoke("run", *args, "--json", env=env)
     body = json.loads(res.stdout)
     jsonschema.validate(body, SCHEMA)
     return res.exit_code, body, res.stderr
 
 
-def test_version_is_fast_to_answer() -> None:
+def test_version_goes_to_the_environments_stdout() -> None:
     res = invoke("--version")
-    assert res.exit_code == 0 and res.stdout.startswith("promptpath ")
+    assert res.exit_code == 0 and res.stdout.startswith("promptpath ") and res.stderr == ""
+
+
+def test_help_goes_to_the_environments_stdout() -> None:
+    res = invoke("run", "--help")
+    assert res.exit_code == 0 and res.stderr == ""
+    assert res.stdout.startswith("Usage: promptpath run ") and "--compare-http" in res.stdout
 
 
 def test_json_output_validates_against_the_schema(ref: RefServer) -> None:
@@ -149,11 +156,24 @@ def test_timeout_exit_code(ref: RefServer) -> None:
 )
 def test_usage_errors_exit_2_without_traceback(args: list[str]) -> None:
     res = invoke(*args)
-    assert res.exit_code == ExitCode.USAGE, res.output
-    assert "Traceback" not in res.output
+    assert res.exit_code == ExitCode.USAGE, res.stderr
+    assert res.stdout == "" and "Traceback" not in res.stderr
+    # One message on stderr: ours ("promptpath: ...") or click's ("Error: ...").
+    assert "promptpath: " in res.stderr or "Error: " in res.stderr
+
+
+def test_click_usage_error_with_json_gives_json_on_stdout() -> None:
+    res = invoke("run", "https://h/v1/messages", "--json", "--bogus")
+    assert res.exit_code == ExitCode.USAGE
+    body = json.loads(res.stdout)
+    jsonschema.validate(body, SCHEMA)
+    assert body["exit_code"] == 2 and "--bogus" in body["error"]["message"]
+    assert "--bogus" in res.stderr
 
 
 def test_api_key_is_sent_to_the_target_but_never_shown(keyed: RefServer) -> None:
+    # The key comes from the Environment's environ: the process has none (conftest).
+    assert "OPENAI_API_KEY" not in os.environ
     env = {"OPENAI_API_KEY": SECRET}
     code, body, stderr = run_json(url(keyed), "--cacert", str(keyed.ca), "-v", env=env)
     assert code == 0, body["error"]  # the server demands the key: it was sent
@@ -179,7 +199,7 @@ def test_api_key_from_a_named_env_var_for_anthropic(keyed: RefServer) -> None:
 
 def test_demo_runs_offline() -> None:
     res = invoke("demo", "--json")
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 0, res.stderr
     body = json.loads(res.stdout)
     jsonschema.validate(body, SCHEMA)
     assert body["http_version"] == "HTTP/2" and body["tls"]["verified"] is True
@@ -229,7 +249,7 @@ def test_http3_run_records_quic_in_json(ref_h3: RefServer) -> None:
 
 def test_compare_http_gives_two_results_and_differences(ref_h3: RefServer) -> None:
     res = invoke("run", url(ref_h3), "--cacert", str(ref_h3.ca), "--compare-http", "--json")
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 0, res.stderr
     body = json.loads(res.stdout)
     assert body["schema"] == "promptpath.compare/1"
     assert [r["http_version"] for r in body["results"]] == ["HTTP/2", "HTTP/3"]
@@ -252,7 +272,7 @@ def test_probe_command_runs_the_named_probe_and_reports_its_finding(ref: RefServ
     res = invoke(
         "probe", url(ref), "buffering", "--cacert", str(ref.ca), "--max-tokens", "8", "--json"
     )
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 0, res.stderr
     body = json.loads(res.stdout)
     jsonschema.validate(body, SCHEMA)
     [finding] = body["findings"]
@@ -271,7 +291,7 @@ def test_usage_error_json_validates_too() -> None:
 @pytest.mark.parametrize("extra", [["--warm"], ["--probe", "buffering"], ["--http", "1.1"]])
 def test_compare_http_refuses_options_it_would_ignore(extra: list[str]) -> None:
     res = invoke("run", "https://localhost:1/v1/messages", "--compare-http", *extra)
-    assert res.exit_code == ExitCode.USAGE and "--compare-http" in res.output
+    assert res.exit_code == ExitCode.USAGE and "--compare-http" in res.stderr
 
 
 def test_probe_takes_the_same_trace_options_as_run(ref: RefServer) -> None:
@@ -288,7 +308,7 @@ def test_probe_takes_the_same_trace_options_as_run(ref: RefServer) -> None:
         "--warm",
         "--json",
     )
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 0, res.stderr
     assert json.loads(res.stdout)["warm"]["reused_connection"] is True
 
 
@@ -314,3 +334,40 @@ def test_warm_waterfalls_side_by_side_when_there_is_room(
     assert bool(both) is together
     assert max(len(line) for line in lines if "█" in line) <= width
     assert any(line.startswith("setup tax:") for line in lines)
+
+
+@pytest.mark.parametrize(("environ", "coloured"), [({}, True), ({"NO_COLOR": "1"}, False)])
+def test_report_on_a_terminal_is_coloured_unless_no_color(
+    ref: RefServer, environ: dict[str, str], coloured: bool
+) -> None:
+    res = run_cli("run", url(ref), "--cacert", str(ref.ca), environ=environ, stdout_isatty=True)
+    assert res.exit_code == 0, res.stderr
+    assert "OK: first token after" in res.stdout and res.stderr == ""
+    assert ("\x1b[" in res.stdout) is coloured
+
+
+def test_report_into_a_pipe_has_no_escape_codes(ref: RefServer) -> None:
+    res = run_cli("run", url(ref), "--cacert", str(ref.ca))
+    assert res.exit_code == 0 and res.stdout == ""
+    assert "OK: first token after" in res.stderr and "\x1b" not in res.stderr
+
+
+# -- the installed entry point, in a subprocess ---------------------------------------------
+ENTRY_POINTS = {
+    "module": [sys.executable, "-m", "promptpath"],
+    "script": [str(Path(sys.executable).parent / "promptpath")],
+}
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=str)
+def test_entry_point_prints_the_version_and_returns_main_s_exit_code(entry: str) -> None:
+    command = ENTRY_POINTS[entry]
+    if not Path(command[0]).exists():
+        pytest.skip(f"{command[0]} is not installed (pip install -e .)")
+    version = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=30)
+    assert version.returncode == 0 and version.stdout.startswith("promptpath ")
+    usage = subprocess.run(
+        [*command, "run", "ftp://x/y"], capture_output=True, text=True, timeout=30
+    )
+    assert usage.returncode == ExitCode.USAGE and usage.stdout == ""
+    assert usage.stderr.startswith("promptpath: target must be an http:// or https:// URL")

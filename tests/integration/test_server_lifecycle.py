@@ -18,13 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 from cryptography import x509
-from typer.testing import CliRunner
 
-from promptpath.cli import app as cli_app
 from promptpath.exitcodes import ExitCode
 from promptpath.server.behaviour import Behaviour
 from promptpath.server.certs import make_self_signed
 from promptpath.server.runner import ServerConfig, ServerSetupError, start_in_thread
+from tests.helpers.cli import run_cli
 from tests.helpers.refserver import RefServer, collect
 from tests.integration.conftest import StartRefServer
 
@@ -162,16 +161,18 @@ def busy_port() -> Iterator[int]:
         yield holder.getsockname()[1]
 
 
-def serve_cli(busy_port: int, *args: str) -> tuple[int, str, str]:
+def serve_cli(
+    busy_port: int, *args: str, environ: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     """``promptpath serve ARGS`` in-process: exit code, stdout, stderr.
 
     ``--port`` defaults to a port in use, so an option that wrongly passes validation
     fails fast here instead of serving forever.
     """
     argv = ["serve", "--no-http3", "--port", str(busy_port), *args]
-    res = CliRunner().invoke(cli_app, argv)
-    if not isinstance(res.exception, SystemExit | None):
-        raise res.exception  # an escaped exception is what main() turns into exit 70
+    # PROMPTPATH_DEBUG: an escaped exception (exit 70 for users) fails the test with its
+    # traceback.
+    res = run_cli(*argv, environ={"PROMPTPATH_DEBUG": "1", **(environ or {})})
     return res.exit_code, res.stdout, res.stderr
 
 
@@ -231,6 +232,16 @@ def test_serve_setup_failure_is_one_line_and_exit_2(
     assert stdout == ""
     assert stderr.count("\n") == 1 and stderr.startswith("promptpath serve: "), stderr
     assert re.search(expected, stderr), stderr
+
+
+def test_serve_takes_the_key_from_the_cli_environment(busy_port: int) -> None:
+    code, _, stderr = serve_cli(busy_port, "--api-key-env", "PP_SERVE_KEY")
+    assert code == ExitCode.USAGE and "PP_SERVE_KEY is not set" in stderr
+    # With the key in the Environment it gets past that check, to the busy port.
+    code, _, stderr = serve_cli(
+        busy_port, "--api-key-env", "PP_SERVE_KEY", environ={"PP_SERVE_KEY": "sk-k"}
+    )
+    assert code == ExitCode.USAGE and stderr.startswith("promptpath serve: cannot listen")
 
 
 @pytest.mark.parametrize(

@@ -95,9 +95,7 @@ async def test_refused_says_refused() -> None:
 def test_a_key_echoed_in_an_error_body_is_never_shown() -> None:
     import json as _json
 
-    from typer.testing import CliRunner
-
-    from promptpath.cli import app
+    from tests.helpers.cli import run_cli
 
     secret = "sk-echoed-SECRET-123456"
     body = _json.dumps({"error": {"message": f"Incorrect API key provided: {secret}"}}).encode()
@@ -106,17 +104,14 @@ def test_a_key_echoed_in_an_error_body_is_never_shown() -> None:
         b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
     )
     with raw_server(response, ending="fin") as port:
-        res = CliRunner().invoke(
-            app,
-            [
-                "run",
-                f"http://127.0.0.1:{port}/v1/chat/completions?key={secret}",
-                "--json",
-                "-v",
-                "-H",
-                f"X-Goog-Api-Key: {secret}",
-            ],
-            env={"OPENAI_API_KEY": secret},
+        res = run_cli(
+            "run",
+            f"http://127.0.0.1:{port}/v1/chat/completions?key={secret}",
+            "--json",
+            "-v",
+            "-H",
+            f"X-Goog-Api-Key: {secret}",
+            environ={"OPENAI_API_KEY": secret},
         )
     assert res.exit_code == 6
     assert secret not in res.stdout and secret not in res.stderr

@@ -15,13 +15,12 @@ from typing import Any
 import anyio
 import jsonschema
 import pytest
-from typer.testing import CliRunner
 
-from promptpath.cli import app
 from promptpath.findings import Finding, Verdict
 from promptpath.options import RunOptions, parse_target
 from promptpath.probes.runner import run_probes, select
 from tests.helpers import proxylab
+from tests.helpers.cli import run_cli
 from tests.helpers.refserver import RefServer, reference_server
 
 pytestmark = pytest.mark.lab
@@ -207,9 +206,7 @@ def test_content_length_on_a_short_event_stream_warns_and_says_the_server_stoppe
 def test_cli_reports_the_finding_in_json_and_fails_on_it(ref: RefServer, tmp_path: Path) -> None:
     with proxylab.nginx(ref.port, tmp_path, location="proxy_buffering on;") as px:
         args = ["run", px.url + CHAT, "--model", "m", "--http", "1.1", "--max-tokens", "8"]
-        res: Any = CliRunner().invoke(
-            app, [*args, "--probe", "buffering", "--canary", "--json", "--fail-on", "fail"]
-        )
+        res = run_cli(*args, "--probe", "buffering", "--canary", "--json", "--fail-on", "fail")
     body = json.loads(res.stdout)
     jsonschema.validate(body, SCHEMA)
     (finding,) = [f for f in body["findings"] if f["probe"] == "buffering"]
