@@ -375,7 +375,7 @@ def _mark_interrupted(result: TraceResult, options: RunOptions) -> None:
 
     stage = phase_of(result.timeline, options)
     error = Interrupted(f"interrupted in stage {stage!r}", stage=stage, kind="interrupted")
-    result.exc = record_error(result.timeline, error)
+    record_error(result.timeline, error)
 
 
 def _compare(options: RunOptions, *, json_out: bool, console: Console, env: Environment) -> int:

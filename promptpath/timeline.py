@@ -178,11 +178,15 @@ class ErrorInfo:
     kind: ErrorKind | HTTPStatusKind
     message: str
     detail: dict[str, object] = field(default_factory=dict)
+    #: The exception itself (its class is the exit code, its cause the evidence); not data.
+    exc: PromptpathError | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_error(cls, exc: PromptpathError) -> ErrorInfo:
         # Its own detail dict: an edit to the record must not reach back into the exception.
-        return cls(stage=exc.stage, kind=exc.kind, message=exc.message, detail=dict(exc.detail))
+        return cls(
+            stage=exc.stage, kind=exc.kind, message=exc.message, detail=dict(exc.detail), exc=exc
+        )
 
 
 @dataclass(slots=True, kw_only=True)

@@ -66,10 +66,15 @@ class TraceResult:
 
     options: RunOptions
     timeline: Timeline
-    exc: PromptpathError | None = None
     warm: TraceResult | None = None
     findings: list[Finding] = field(default_factory=list)
     h3: dict[str, Any] | None = None  # HTTP/3 discovery (Alt-Svc, HTTPS RR), TCP runs only
+
+    @property
+    def exc(self) -> PromptpathError | None:
+        """The error that ended the trace: kept in one place, ``timeline.error``."""
+        error = self.timeline.error
+        return None if error is None else error.exc
 
     @property
     def ok(self) -> bool:
@@ -218,7 +223,8 @@ async def trace(
         exc = UsageError(
             "HTTP/3 needs an https:// target (QUIC always runs TLS)", kind="bad_option"
         )
-        return TraceResult(options=options, timeline=timeline, exc=record_error(timeline, exc))
+        record_error(timeline, exc)
+        return TraceResult(options=options, timeline=timeline)
     if options.resolver is not None:
         from promptpath.net.dnsquery import load_dnspython
 
@@ -250,10 +256,10 @@ async def _trace(
     if on_start is not None:
         on_start(result)
     try:
-        result.exc = await tracer.request(timeline)
+        await tracer.request(timeline)
         if options.warm and result.exc is None:
             warm = TraceResult(options=options, timeline=new_timeline())
-            warm.exc = await tracer.request(warm.timeline)
+            await tracer.request(warm.timeline)
             result.warm = warm
     finally:
         await tracer.aclose()

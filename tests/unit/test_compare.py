@@ -235,14 +235,10 @@ def test_terminal_names_a_failed_side() -> None:
     failed.stages.append(
         Stage(name="quic_handshake", start_ns=T0 + MS, end_ns=T0 + 900 * MS, ok=False)
     )
-    failed.error = ErrorInfo(
-        stage="quic_handshake", kind="handshake_timeout", message="UDP blocked"
+    failed.error = ErrorInfo.from_error(
+        ConnectError("UDP blocked", stage="quic_handshake", kind="handshake_timeout")
     )
-    results[1] = TraceResult(
-        options=results[1].options,
-        timeline=failed,
-        exc=ConnectError("UDP blocked", stage="quic_handshake", kind="handshake_timeout"),
-    )
+    results[1] = TraceResult(options=results[1].options, timeline=failed)
     out = io.StringIO()
     render_compare(Console(file=out, width=100, no_color=True), results)
     assert "FAILED in quic_handshake: UDP blocked" in out.getvalue()
@@ -263,7 +259,9 @@ def test_compare_json_has_two_runs_and_the_differences() -> None:
 
 def test_compare_json_exit_codes_follow_each_run() -> None:
     results = _results()
-    results[1].exc = ConnectError("UDP blocked", stage="quic_handshake", kind="handshake_timeout")
+    results[1].timeline.error = ErrorInfo.from_error(
+        ConnectError("UDP blocked", stage="quic_handshake", kind="handshake_timeout")
+    )
     body = compare_json(results)
     assert [r["exit_code"] for r in body["results"]] == [0, 4]
     assert body["ok"] is False
