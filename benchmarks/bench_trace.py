@@ -30,10 +30,10 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from promptpath.analysis import compute  # noqa: E402
-from promptpath.runner import RunArgs, build_options  # noqa: E402
-from promptpath.stats import percentile  # noqa: E402
-from promptpath.trace import trace  # noqa: E402
+from promptpath.commands import RunArgs, build_options  # noqa: E402
+from promptpath.core.analysis import compute  # noqa: E402
+from promptpath.core.stats import percentile  # noqa: E402
+from promptpath.tracer.orchestrator import trace  # noqa: E402
 
 INJECTED_TTFT_MS = 200.0
 RATE = 50.0  # tokens/s → 20 ms cadence

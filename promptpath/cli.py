@@ -15,9 +15,9 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from promptpath import __version__
+from promptpath.core.errors import PromptpathError
+from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
-from promptpath.errors import PromptpathError
-from promptpath.exitcodes import ExitCode
 
 
 def _show_help(ctx: typer.Context, _param: Any, value: bool) -> None:
@@ -165,7 +165,7 @@ VerboseOpt = Annotated[
 def _no_trio() -> None:
     """httpcore imports trio when it is installed (~90 ms measured) only to support it; the
     CLI runs on asyncio, so it tells Python there is no trio before httpcore loads. Library
-    users who import promptpath.trace directly are untouched."""
+    users who import promptpath.tracer.orchestrator directly are untouched."""
     if "trio" not in sys.modules and "httpcore" not in sys.modules:
         sys.modules["trio"] = None  # type: ignore[assignment]
 
@@ -211,7 +211,7 @@ def run(
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
     _no_trio()
-    from promptpath.runner import RunArgs, execute
+    from promptpath.commands import RunArgs, execute
 
     args = RunArgs(
         target=target,
@@ -342,8 +342,8 @@ def _click_or_bug(exc: Exception, env: Environment) -> int:
     if callable(show) and isinstance(exit_code, int):
         show(file=env.stderr)
         if "--json" in env.argv and exit_code == ExitCode.USAGE:
-            from promptpath.errors import UsageError
-            from promptpath.runner import usage_json
+            from promptpath.commands import usage_json
+            from promptpath.core.errors import UsageError
 
             message = getattr(exc, "format_message", lambda: str(exc))()
             print(usage_json(UsageError(str(message))), file=env.stdout)

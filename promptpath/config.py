@@ -22,7 +22,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from promptpath.errors import UsageError
+from promptpath.core.errors import UsageError
 
 #: Profile keys and the types they must have.
 PROFILE_KEYS: dict[str, type | tuple[type, ...]] = {

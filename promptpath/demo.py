@@ -9,8 +9,8 @@ from __future__ import annotations
 import socket
 import tempfile
 
+from promptpath.commands import RunArgs, execute
 from promptpath.environment import Environment
-from promptpath.runner import RunArgs, execute
 
 #: Paths per dialect on the reference endpoint.
 DEMO_PATHS = {
@@ -28,11 +28,11 @@ DEMO_TOKENS = 48
 
 def run_demo(*, http: str, provider: str, json_out: bool, warm: bool, env: Environment) -> int:
     from promptpath.server.behaviour import Behaviour
-    from promptpath.server.runner import ServerConfig, start_in_thread
+    from promptpath.server.hosting import ServerConfig, start_in_thread
 
     if provider not in DEMO_PATHS:
-        from promptpath.errors import UsageError
-        from promptpath.runner import usage_failure
+        from promptpath.commands import usage_failure
+        from promptpath.core.errors import UsageError
 
         return usage_failure(
             UsageError(f"--provider must be one of {', '.join(DEMO_PATHS)}, got {provider!r}"),

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-from promptpath.errors import UsageError
+from promptpath.core.errors import UsageError
 from promptpath.streams.dialects import Provider as Provider  # re-exported: a RunOptions field type
 
 HTTPChoice = Literal["1.1", "2", "3", "auto"]

@@ -25,12 +25,12 @@ import anyio.abc
 import httpcore
 from anyio.streams.tls import TLSAttribute, TLSStream
 
-from promptpath.errors import ConnectError, ErrorKind, TLSError
+from promptpath.core.errors import ConnectError, ErrorKind, TLSError
+from promptpath.core.timeline import ConnectAttempt
 from promptpath.net import dns
 from promptpath.net.tlsinfo import describe_tls, tls_failure
 from promptpath.net.transport import ConnectSpec, Recorder, fmt_addr
 from promptpath.net.wrapped import WrappedStream
-from promptpath.timeline import ConnectAttempt
 
 
 class StampingStream(WrappedStream):

@@ -6,9 +6,9 @@ import ipaddress
 import socket
 import time
 
-from promptpath.errors import DNSError, PromptpathError
+from promptpath.core.errors import DNSError, PromptpathError
+from promptpath.core.timeline import DNSAnswer, DNSFailure, Family, Timeline
 from promptpath.net.getaddrinfo import resolve_system
-from promptpath.timeline import DNSAnswer, DNSFailure, Family, Timeline
 
 __all__ = ["DNSAnswer", "Family", "family_of", "is_ip_literal", "resolve", "resolve_stage"]
 

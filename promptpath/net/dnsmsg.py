@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from promptpath.errors import UsageError
-from promptpath.timeline import Family
+from promptpath.core.errors import UsageError
+from promptpath.core.timeline import Family
 
 if TYPE_CHECKING:
     import dns.message

@@ -18,7 +18,8 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol
 
-from promptpath.errors import DNSError, ErrorKind
+from promptpath.core.errors import DNSError, ErrorKind
+from promptpath.core.timeline import DNSAnswer
 from promptpath.net.dnsmsg import (
     Lookup,
     Reply,
@@ -33,7 +34,6 @@ from promptpath.net.dnsmsg import (
     read_reply,
 )
 from promptpath.net.getaddrinfo import resolve_system
-from promptpath.timeline import DNSAnswer
 
 if TYPE_CHECKING:
     import dns.message

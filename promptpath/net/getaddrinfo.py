@@ -6,8 +6,8 @@ import asyncio
 import socket
 import time
 
-from promptpath.errors import DNSError, ErrorKind
-from promptpath.timeline import DNSAnswer, Family
+from promptpath.core.errors import DNSError, ErrorKind
+from promptpath.core.timeline import DNSAnswer, Family
 
 
 async def resolve_system(host: str, port: int, *, family: int = 0) -> DNSAnswer:

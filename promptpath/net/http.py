@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import httpcore
 
+from promptpath.core.timeline import Timeline
 from promptpath.net.backend import TracedNetworkStream, connect_tcp
 from promptpath.net.transport import (
     Body,
@@ -27,7 +28,6 @@ from promptpath.net.transport import (
     TransportError,
     WireRequest,
 )
-from promptpath.timeline import Timeline
 
 _FAILURES = (
     httpcore.ProtocolError,

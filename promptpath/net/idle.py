@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import anyio
 import httpcore
 
+from promptpath.core.timeline import CloseKind
 from promptpath.net.backend import TracedNetworkStream
 from promptpath.net.transport import Recorder
-from promptpath.timeline import CloseKind
 
 #: Bytes of idle-time data kept (an HTTP 408 status line, say).
 IDLE_DATA_KEEP = 200

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator
 
+from promptpath.core.timeline import Timeline
 from promptpath.net.quic_connect import Session, connect, preload
 from promptpath.net.quic_protocol import Arrival, QuicRecorder
 from promptpath.net.quic_verify import CertVerifier
@@ -29,7 +30,6 @@ from promptpath.net.transport import (
     TransportError,
     WireRequest,
 )
-from promptpath.timeline import Timeline
 
 #: Request headers that are connection-specific and forbidden in HTTP/3 (RFC 9114 §4.2).
 _FORBIDDEN = frozenset(

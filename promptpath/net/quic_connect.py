@@ -24,7 +24,8 @@ from typing import Any
 
 import anyio
 
-from promptpath.errors import ConnectError, PromptpathError, TLSError
+from promptpath.core.errors import ConnectError, PromptpathError, TLSError
+from promptpath.core.timeline import ConnectAttempt, TLSInfo
 from promptpath.net import aioquic_internals, dns
 from promptpath.net.quic_protocol import (
     HandshakeFailed,
@@ -35,7 +36,6 @@ from promptpath.net.quic_protocol import (
 from promptpath.net.quic_verify import ALERT_BAD_CERTIFICATE, CertVerifier, refusal
 from promptpath.net.tlsinfo import cert_info
 from promptpath.net.transport import ConnectSpec, fmt_addr
-from promptpath.timeline import ConnectAttempt, TLSInfo
 
 #: Longest wait for a QUIC handshake on one address (bounded by --timeout as well).
 HANDSHAKE_TIMEOUT_S = 5.0

@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from promptpath.core.timeline import QuicStats, Timeline
 from promptpath.net import aioquic_internals
 from promptpath.net.transport import Recorder
-from promptpath.timeline import QuicStats, Timeline
 
 #: Wire version numbers we can name.
 QUIC_VERSIONS = {0x00000001: "QUICv1", 0x6B3343CF: "QUICv2"}

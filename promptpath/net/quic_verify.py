@@ -11,7 +11,7 @@ from __future__ import annotations
 import ssl
 from typing import Any
 
-from promptpath.errors import ErrorKind, TLSError
+from promptpath.core.errors import ErrorKind, TLSError
 from promptpath.net import dns
 from promptpath.net.tlsinfo import VERIFY_KINDS, cert_hint, cert_info
 

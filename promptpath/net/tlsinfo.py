@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import ssl
 
-from promptpath.errors import ErrorKind, TLSError
-from promptpath.timeline import CertInfo, TLSInfo
+from promptpath.core.errors import ErrorKind, TLSError
+from promptpath.core.timeline import CertInfo, TLSInfo
 
 #: OpenSSL X509_V_ERR_* codes we name (the HTTP/3 path's verifier reports the same codes).
 VERIFY_KINDS: dict[int, ErrorKind] = {

@@ -1,7 +1,7 @@
 """The transport seam: what the tracer asks of every path to a server, and nothing more.
 
 In the spirit of httpcore's Pool → Connection → Backend narrowing, one orchestrator
-(``promptpath.trace``) drives every protocol through two small interfaces::
+(``promptpath.tracer.orchestrator``) drives every protocol through two small interfaces::
 
     Transport.connect(spec, recorder) -> Connection        TCP (+TLS) or QUIC, stages stamped
     Connection.request(request) -> (ResponseHead, AsyncIterator[BodyPiece])
@@ -23,8 +23,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from promptpath.core.timeline import CloseKind, CloseRecord, Family, Read, Timeline
 from promptpath.net.dns import is_ip_literal
-from promptpath.timeline import CloseKind, CloseRecord, Family, Read, Timeline
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

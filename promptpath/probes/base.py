@@ -7,11 +7,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from promptpath.findings import Finding
+from promptpath.core.findings import Finding
 
 if TYPE_CHECKING:
     from promptpath.options import RunOptions
-    from promptpath.trace import TraceResult
+    from promptpath.tracer.orchestrator import TraceResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

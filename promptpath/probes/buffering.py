@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from promptpath.findings import Finding, Verdict
+from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.buffering_verdict import PROBE, judge
@@ -48,7 +48,7 @@ class BufferingProbe(Probe):
         return Cost(requests=1, tokens=opts.max_tokens, seconds=opts.timeout)
 
     async def run(self, ctx: ProbeContext) -> Finding:
-        from promptpath.trace import trace
+        from promptpath.tracer.orchestrator import trace
 
         opts = probe_options(ctx.options)
         canary = is_canary(ctx.options)

@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from promptpath.findings import Finding, Verdict
+from promptpath.core.findings import Finding, Verdict
+from promptpath.core.stats import percentile
+from promptpath.core.timeline import StreamEvent, Timeline
 from promptpath.probes.delivery import (
     MIN_EVENTS,
     MIN_JUDGE_NS,
@@ -26,8 +28,6 @@ from promptpath.probes.delivery import (
     delivery,
 )
 from promptpath.probes.hophints import header_hints, hops_named
-from promptpath.stats import percentile
-from promptpath.timeline import StreamEvent, Timeline
 
 PROBE = "buffering"
 FAIL_SILENCE_MS = 500.0  # bursts this far apart are what users call "arrives in blocks"

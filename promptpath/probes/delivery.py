@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from promptpath.timeline import Timeline
+from promptpath.core.timeline import Timeline
 
 Pattern = Literal["streamed", "bursts", "whole"]
 

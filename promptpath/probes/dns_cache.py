@@ -13,8 +13,8 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, ClassVar
 
-from promptpath.errors import UsageError
-from promptpath.findings import Finding
+from promptpath.core.errors import UsageError
+from promptpath.core.findings import Finding
 from promptpath.net.dns import is_ip_literal
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.dns_signals import MIN_COUNTDOWN_S

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from promptpath.findings import Finding, Verdict
+from promptpath.core.findings import Finding, Verdict
 from promptpath.net.dnsmsg import EDE_NAMES, Lookup, ede_text
 from promptpath.probes.dns_signals import (
     DEFINITIVE,

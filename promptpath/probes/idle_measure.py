@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from promptpath.timeline import Timeline
+from promptpath.core.timeline import Timeline
 
 CLOCK_SLACK_NS = 50_000_000  # lags below -50 ms: server and client clocks disagree
 SOCKET_RESOLUTION_S = 0.05  # stamps at the socket, timers in the hops: ±50 ms

@@ -15,15 +15,15 @@ import dataclasses
 
 import anyio
 
-from promptpath.errors import HTTPStatusError, StreamError, TraceTimeout
-from promptpath.findings import Finding
+from promptpath.core.errors import HTTPStatusError, StreamError, TraceTimeout
+from promptpath.core.findings import Finding
+from promptpath.core.timeline import CloseRecord
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.canary import canary_headers, is_canary
 from promptpath.probes.hophints import hops_named
 from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
 from promptpath.probes.idle_verdict import judge
-from promptpath.timeline import CloseRecord
 
 DEFAULT_IDLE_MAX_S = 120.0
 #: Tokens before the pause, and after it (so a survivor ends with its terminal marker).
@@ -176,7 +176,7 @@ class IdleTimeoutProbe(Probe):
     async def _pause(
         ctx: ProbeContext, pause_s: float, keepalive_s: float, label: str
     ) -> tuple[PauseRun, list[str]]:
-        from promptpath.trace import trace
+        from promptpath.tracer.orchestrator import trace
 
         opts = pause_options(ctx.options, pause_s, keepalive_s)
         async with anyio.create_task_group() as tg:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from promptpath.findings import Finding, Verdict
+from promptpath.core.findings import Finding, Verdict
 from promptpath.probes.idle_measure import SOCKET_RESOLUTION_S, IdleWatch, PauseRun
 
 PROBE = "idle-timeout"

@@ -13,14 +13,14 @@ import dataclasses
 import time
 from collections.abc import Callable
 
-from promptpath.errors import PromptpathError, TraceTimeout
+from promptpath.core.errors import PromptpathError, TraceTimeout
+from promptpath.core.timeline import Timeline
 from promptpath.net.http import TCPConnection, TCPTransport
 from promptpath.net.idle import IdleEnd, watch_closed
 from promptpath.net.transport import fmt_addr
 from promptpath.options import RunOptions
 from promptpath.probes.idle_measure import CloseKind, IdleWatch, ReuseOutcome
-from promptpath.timeline import Timeline
-from promptpath.trace import Tracer, new_timeline
+from promptpath.tracer.orchestrator import Tracer, new_timeline
 
 #: How often the watch reports that the connection is still open.
 PROGRESS_EVERY_S = 10.0

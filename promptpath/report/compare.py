@@ -14,16 +14,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from promptpath.compare import (
+from promptpath.core.compare import (
     SAMPLES_PER_PROTOCOL,
     Difference,
     differences,
     differences_json,
     summary,
 )
+from promptpath.core.timeline import Timeline
 from promptpath.report.terminal import STAGE_STYLE, bar, stage_spans
-from promptpath.timeline import Timeline
-from promptpath.trace import TraceResult
+from promptpath.tracer.orchestrator import TraceResult
 
 COMPARE_SCHEMA = "promptpath.compare/1"
 

@@ -6,12 +6,12 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from promptpath.analysis import Metrics, compute
+from promptpath.core.analysis import Metrics, compute
+from promptpath.core.stats import Summary
+from promptpath.core.timeline import DNSAnswer, Timeline
 from promptpath.options import display_url
-from promptpath.providers import SECRET_HEADERS
-from promptpath.stats import Summary
-from promptpath.timeline import DNSAnswer, Timeline
-from promptpath.trace import TraceResult
+from promptpath.tracer.orchestrator import TraceResult
+from promptpath.tracer.request import SECRET_HEADERS
 
 SCHEMA_VERSION = "promptpath.run/1"
 

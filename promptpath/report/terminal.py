@@ -6,12 +6,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from promptpath.analysis import Metrics, compute, derived_bounds, headline
-from promptpath.findings import Verdict
+from promptpath.core.analysis import Metrics, compute, derived_bounds, headline
+from promptpath.core.findings import Verdict
+from promptpath.core.stats import sparkline
+from promptpath.core.timeline import Timeline
 from promptpath.options import display_url
-from promptpath.stats import sparkline
-from promptpath.timeline import Timeline
-from promptpath.trace import TraceResult
+from promptpath.tracer.orchestrator import TraceResult
 
 #: Waterfall rows: (label, stage key, start milestone or None for the stage's own start).
 _ROWS = (
@@ -209,7 +209,7 @@ def render_timeline(
 
 def render_headers(console: Console, result: TraceResult) -> None:
     """--verbose: what we sent and what came back; credentials always redacted."""
-    from promptpath.providers import prepare, redact_headers
+    from promptpath.tracer.request import prepare, redact_headers
 
     sent = prepare(result.options)
     for name, value in redact_headers(sent.headers):
@@ -266,7 +266,7 @@ def render(console: Console, result: TraceResult) -> None:
                 f" (Δ {cold_ttft - warm_ttft:.1f} ms)"
             )
     if result.h3 is not None:
-        from promptpath.h3discovery import describe_h3
+        from promptpath.tracer.h3discovery import describe_h3
 
         console.print(Text("h3     " + describe_h3(result.h3)))
     for f in result.findings:

@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
+from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
-from promptpath.exitcodes import ExitCode
 from promptpath.server.behaviour import Behaviour, BehaviourError, parse_control
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
 
@@ -146,7 +146,7 @@ def serve(
 ) -> None:
     """Run the reference endpoint: a streaming AI API (OpenAI, Responses, Anthropic,
     Ollama) whose timing and failures you control."""
-    from promptpath.server.runner import ServerConfig, ServerSetupError, serve_forever
+    from promptpath.server.hosting import ServerConfig, ServerSetupError, serve_forever
 
     env = Environment.of(ctx.obj)
     try:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import cast
 
+from promptpath.core.timeline import StreamEvent
 from promptpath.streams.dialects import Frame, MalformedEvent, Provider, decoder_for
 from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge
 from promptpath.streams.ndjson import NDJSONDecoder
 from promptpath.streams.sse import SSEDecoder
-from promptpath.timeline import StreamEvent
 
 __all__ = ["StreamDecoder"]
 

@@ -17,10 +17,10 @@ import re
 from dataclasses import replace
 from typing import Literal, Protocol
 
-from promptpath.errors import StreamError
+from promptpath.core.errors import StreamError
+from promptpath.core.timeline import ContentType, EventKind, StreamEvent, Usage
 from promptpath.streams.ndjson import NDJSONLine
 from promptpath.streams.sse import SSEMessage
-from promptpath.timeline import ContentType, EventKind, StreamEvent, Usage
 
 #: The stream dialects we decode, named for the API that speaks them.
 Provider = Literal["openai", "responses", "anthropic", "ollama"]

@@ -18,8 +18,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from promptpath.exitcodes import ExitCode
-from promptpath.timeline import MILESTONES
+from promptpath.core.exitcodes import ExitCode
+from promptpath.core.timeline import MILESTONES
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.refserver import RefServer, reference_server
 
@@ -212,9 +212,9 @@ def test_narrow_terminal_keeps_the_waterfall_inside_its_width(ref: RefServer) ->
     import anyio
     from rich.console import Console
 
+    from promptpath.commands import RunArgs, build_options
     from promptpath.report import terminal
-    from promptpath.runner import RunArgs, build_options
-    from promptpath.trace import trace
+    from promptpath.tracer.orchestrator import trace
 
     opts = build_options(RunArgs(target=url(ref), cacert=ref.ca), environ={})
     result = anyio.run(trace, opts)
@@ -321,9 +321,9 @@ def test_warm_waterfalls_side_by_side_when_there_is_room(
     import anyio
     from rich.console import Console
 
+    from promptpath.commands import RunArgs, build_options
     from promptpath.report import terminal
-    from promptpath.runner import RunArgs, build_options
-    from promptpath.trace import trace
+    from promptpath.tracer.orchestrator import trace
 
     opts = build_options(RunArgs(target=url(ref), cacert=ref.ca, warm=True), environ={})
     result = anyio.run(trace, opts)

@@ -18,9 +18,9 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 
-from promptpath.compare import trace_pair
 from promptpath.options import RunOptions, parse_target
 from promptpath.report.compare import compare_json
+from promptpath.tracer import trace_pair
 from tests.helpers.refserver import RefServer, reference_server
 
 CHAT = "/v1/chat/completions"

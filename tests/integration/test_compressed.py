@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from promptpath.analysis import compute
-from promptpath.runner import RunArgs, build_options
-from promptpath.trace import trace
+from promptpath.commands import RunArgs, build_options
+from promptpath.core.analysis import compute
+from promptpath.tracer.orchestrator import trace
 
 
 async def gzip_sse_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -85,6 +85,6 @@ async def test_gzip_event_stream_is_decoded_and_reported(gzip_server: int) -> No
     assert result.timeline.compressed == "gzip"
     m = compute(result.timeline)
     assert m.tokens.events == 5 and result.timeline.stream_end == "marker"
-    from promptpath.analysis import headline
+    from promptpath.core.analysis import headline
 
     assert "compressed with gzip" in headline(result.timeline, m)

@@ -19,7 +19,7 @@ import dns.rcode
 import dns.rrset
 import pytest
 
-from promptpath.errors import DNSError
+from promptpath.core.errors import DNSError
 from promptpath.net.dnsmsg import Server
 from promptpath.net.dnsquery import RESOLVE_DETAIL_KEYS, Querier, lookup, resolve_with
 
@@ -300,7 +300,7 @@ class Spy(importlib.abc.MetaPathFinder):
         return None
 
 sys.meta_path.insert(0, Spy())
-from promptpath.errors import DNSError
+from promptpath.core.errors import DNSError
 from promptpath.net.dnsquery import resolve_with
 
 async def main():

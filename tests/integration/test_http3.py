@@ -21,17 +21,18 @@ from typing import Any
 
 import pytest
 
-from promptpath.analysis import compute, headline
-from promptpath.compare import setup_round_trips, trace_pair
-from promptpath.errors import ConnectError, StreamError, TLSError
-from promptpath.exitcodes import ExitCode
-from promptpath.h3discovery import discover_h3
+from promptpath.core.analysis import compute, headline
+from promptpath.core.compare import setup_round_trips
+from promptpath.core.errors import ConnectError, StreamError, TLSError
+from promptpath.core.exitcodes import ExitCode
+from promptpath.core.timeline import Timeline
 from promptpath.net.altsvc import https_record
 from promptpath.options import RunOptions, parse_target
 from promptpath.report.compare import compare_json
 from promptpath.report.json import result_json
-from promptpath.timeline import Timeline
-from promptpath.trace import TraceResult, trace
+from promptpath.tracer import trace_pair
+from promptpath.tracer.h3discovery import discover_h3
+from promptpath.tracer.orchestrator import TraceResult, trace
 from tests.helpers.refserver import RefServer, reference_server
 
 CHAT = "/v1/chat/completions"
@@ -519,12 +520,12 @@ def test_an_h2_run_never_imports_aioquic(server: RefServer) -> None:
     code = textwrap.dedent(
         f"""
         import sys, anyio, socket
-        import promptpath.runner, promptpath.trace, promptpath.report.json
-        import promptpath.h3discovery, promptpath.compare, promptpath.report.compare
+        import promptpath.commands, promptpath.tracer.orchestrator, promptpath.report.json
+        import promptpath.tracer.h3discovery, promptpath.core.compare, promptpath.report.compare
         from promptpath.options import RunOptions, parse_target
         opts = RunOptions(target=parse_target({opts["target"]["url"]!r}), provider="openai",
                           model="m", http="2", cacert={server.ca!r}, family=socket.AF_INET)
-        result = anyio.run(promptpath.trace.trace, opts)
+        result = anyio.run(promptpath.tracer.orchestrator.trace, opts)
         assert result.exc is None, result.exc
         print(sorted(m for m in sys.modules if m.startswith(("aioquic", "dns."))))
         """

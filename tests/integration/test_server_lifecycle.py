@@ -19,10 +19,10 @@ import httpx
 import pytest
 from cryptography import x509
 
-from promptpath.exitcodes import ExitCode
+from promptpath.core.exitcodes import ExitCode
 from promptpath.server.behaviour import Behaviour
 from promptpath.server.certs import make_self_signed
-from promptpath.server.runner import ServerConfig, ServerSetupError, start_in_thread
+from promptpath.server.hosting import ServerConfig, ServerSetupError, start_in_thread
 from tests.helpers.cli import run_cli
 from tests.helpers.refserver import RefServer, collect
 from tests.integration.conftest import StartRefServer

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from promptpath.errors import StreamError
-from promptpath.runner import RunArgs, build_options
-from promptpath.trace import AFTER_END_GRACE_S, trace
+from promptpath.commands import RunArgs, build_options
+from promptpath.core.errors import StreamError
+from promptpath.tracer.orchestrator import AFTER_END_GRACE_S, trace
 from tests.helpers.rawserver import raw_server, sse_response
 
 EVENTS = b"".join(b'data: {"choices":[{"delta":{"content":" t%d"}}]}\n\n' % i for i in range(5))

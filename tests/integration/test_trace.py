@@ -13,13 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.analysis import compute
-from promptpath.errors import ConnectError, HTTPStatusError, StreamError, TLSError, TraceTimeout
-from promptpath.exitcodes import ExitCode
+from promptpath.commands import RunArgs, build_options
+from promptpath.core.analysis import compute
+from promptpath.core.errors import (
+    ConnectError,
+    HTTPStatusError,
+    StreamError,
+    TLSError,
+    TraceTimeout,
+)
+from promptpath.core.exitcodes import ExitCode
+from promptpath.core.timeline import MILESTONES
 from promptpath.options import RunOptions
-from promptpath.runner import RunArgs, build_options
-from promptpath.timeline import MILESTONES
-from promptpath.trace import trace
+from promptpath.tracer.orchestrator import trace
 from tests.helpers.refserver import RefServer, reference_server
 
 PATHS = {

@@ -10,11 +10,11 @@ import dns.message
 import dns.rcode
 import pytest
 
-from promptpath.errors import DNSError
-from promptpath.exitcodes import ExitCode
+from promptpath.commands import RunArgs, build_options
+from promptpath.core.errors import DNSError
+from promptpath.core.exitcodes import ExitCode
 from promptpath.report.json import timeline_json
-from promptpath.runner import RunArgs, build_options
-from promptpath.trace import trace
+from promptpath.tracer.orchestrator import trace
 from tests.helpers.refserver import RefServer, reference_server
 from tests.integration.test_dnsquery_loopback import (  # noqa: F401 (fixture)
     NAME,

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.compare import trace_pair
-from promptpath.h3discovery import discover_h3
 from promptpath.options import RunOptions, parse_target
 from promptpath.report.compare import compare_json
-from promptpath.trace import trace
+from promptpath.tracer import trace_pair
+from promptpath.tracer.h3discovery import discover_h3
+from promptpath.tracer.orchestrator import trace
 from tests.conftest import require_binary
 from tests.helpers.refserver import RefServer, reference_server
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.errors import DNSError
-from promptpath.findings import Finding, Verdict
+from promptpath.core.errors import DNSError
+from promptpath.core.findings import Finding, Verdict
+from promptpath.core.timeline import ConnectAttempt, ErrorInfo, Timeline
 from promptpath.net import dns as pdns
 from promptpath.net.dnsmsg import parse_server
 from promptpath.net.dnsquery import Querier, lookup, resolve_with
@@ -26,8 +27,7 @@ from promptpath.options import RunOptions, parse_target
 from promptpath.probes.base import ProbeContext
 from promptpath.probes.dns_cache import DNSCacheProbe
 from promptpath.report.json import dns_json
-from promptpath.timeline import ConnectAttempt, ErrorInfo, Timeline
-from promptpath.trace import TraceResult
+from promptpath.tracer.orchestrator import TraceResult
 from tests.helpers.dnslab import NSD, Dnsmasq, Unbound, ask, free_port
 
 pytestmark = pytest.mark.lab

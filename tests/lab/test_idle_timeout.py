@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 import pytest
 
-from promptpath.findings import Finding, Verdict
+from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions, parse_target
-from promptpath.probes.runner import run_probes, select
+from promptpath.probes.suite import run_probes, select
 from tests.helpers import proxylab
 from tests.helpers.refserver import RefServer, reference_server
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from promptpath.h3discovery import build_h3, describe_h3
 from promptpath.net.altsvc import (
     DEFAULT_MAX_AGE,
     AltService,
@@ -13,6 +12,7 @@ from promptpath.net.altsvc import (
     parse_alt_svc,
     record_from_rdata,
 )
+from promptpath.tracer.h3discovery import build_h3, describe_h3
 
 
 def test_typical_h3_advertisement_with_draft_versions() -> None:

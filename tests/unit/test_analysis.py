@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from promptpath.analysis import compute, token_metrics
-from promptpath.timeline import StreamEvent, Timeline, Usage
+from promptpath.core.analysis import compute, token_metrics
+from promptpath.core.timeline import StreamEvent, Timeline, Usage
 
 MS = 1_000_000
 

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from promptpath.findings import Verdict
+from promptpath.core.findings import Verdict
+from promptpath.core.timeline import BodyChunk, Read, StreamEvent, Timeline, Usage
 from promptpath.probes.buffering_verdict import holds_of, judge
 from promptpath.probes.delivery import MIN_EVENTS, buffer_size_of, bursts_of, units_of
 from promptpath.probes.hophints import header_hints
-from promptpath.timeline import BodyChunk, Read, StreamEvent, Timeline, Usage
 
 MS = 1_000_000
 T0_UNIX = 1_800_000_000_000_000_000

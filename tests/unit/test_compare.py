@@ -7,19 +7,18 @@ import json
 
 from rich.console import Console
 
-from promptpath.compare import (
+from promptpath.core.compare import (
     Difference,
     differences,
     differences_json,
-    pair_options,
     setup_round_trips,
     summary,
 )
-from promptpath.errors import ConnectError
+from promptpath.core.errors import ConnectError
+from promptpath.core.timeline import ErrorInfo, Stage, StreamEvent, Timeline, TLSInfo
 from promptpath.options import RunOptions, parse_target
 from promptpath.report.compare import compare_json, render_compare, spans
-from promptpath.timeline import ErrorInfo, Stage, StreamEvent, Timeline, TLSInfo
-from promptpath.trace import TraceResult
+from promptpath.tracer.orchestrator import TraceResult, pair_options
 
 MS = 1_000_000
 T0 = 10_000 * MS

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.errors import UsageError
-from promptpath.runner import RunArgs, build_options
+from promptpath.commands import RunArgs, build_options
+from promptpath.core.errors import UsageError
 
 CONFIG = """
 [profiles.prod]

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from promptpath.exitcodes import ExitCode
+from promptpath.core.exitcodes import ExitCode
+from promptpath.core.timeline import StreamEvent
 from promptpath.options import Provider
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.streams.dialects import MalformedEvent
 from promptpath.streams.framing import MAX_LINE_BYTES
-from promptpath.timeline import StreamEvent
 
 STREAMS = Path(__file__).resolve().parent.parent / "data" / "streams"
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.errors import StreamError
-from promptpath.exitcodes import ExitCode
+from promptpath.core.errors import StreamError
+from promptpath.core.exitcodes import ExitCode
+from promptpath.core.timeline import StreamEvent, Usage
 from promptpath.options import Provider
 from promptpath.streams.dialects import (
     AnthropicDecoder,
@@ -20,7 +21,6 @@ from promptpath.streams.dialects import (
 )
 from promptpath.streams.ndjson import NDJSONDecoder, NDJSONLine
 from promptpath.streams.sse import SSEDecoder, SSEMessage
-from promptpath.timeline import StreamEvent, Usage
 
 STREAMS = Path(__file__).resolve().parent.parent / "data" / "streams"
 

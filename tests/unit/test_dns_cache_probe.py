@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from promptpath.errors import UsageError
-from promptpath.findings import Verdict
+from promptpath.core.errors import UsageError
+from promptpath.core.findings import Verdict
+from promptpath.core.timeline import ConnectAttempt, ErrorInfo, Timeline
 from promptpath.net.dns import DNSAnswer
 from promptpath.options import RunOptions, parse_target
 from promptpath.probes.base import REGISTRY, ProbeContext
@@ -17,8 +18,7 @@ from promptpath.probes.dns_cache import (
     recheck_seconds,
     used_addresses,
 )
-from promptpath.timeline import ConnectAttempt, ErrorInfo, Timeline
-from promptpath.trace import TraceResult
+from promptpath.tracer.orchestrator import TraceResult
 
 
 def options(url: str = "https://api.example.com/v1/chat/completions", **kw: object) -> RunOptions:

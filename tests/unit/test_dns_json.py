@@ -7,8 +7,8 @@ from importlib import resources
 
 import jsonschema
 
+from promptpath.core.timeline import DNSAnswer
 from promptpath.report.json import dns_json
-from promptpath.timeline import DNSAnswer
 
 
 def dns_schema() -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from promptpath.findings import Verdict
+from promptpath.core.findings import Verdict
 from promptpath.net.dnsmsg import Lookup
 from promptpath.net.dnswalk import AuthHop, AuthResult, AuthStatus
 from promptpath.probes.dns_signals import MIN_COUNTDOWN_S, find_signals

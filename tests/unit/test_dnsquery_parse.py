@@ -11,7 +11,7 @@ import dns.rcode
 import dns.rrset
 import pytest
 
-from promptpath.errors import UsageError
+from promptpath.core.errors import UsageError
 from promptpath.net.dnsmsg import (
     Reply,
     combine,

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from promptpath.commands import report_console
 from promptpath.environment import Environment
-from promptpath.runner import report_console
 
 
 def env_of(

@@ -18,7 +18,8 @@ import jsonschema
 import pytest
 
 import promptpath
-from promptpath.errors import (
+from promptpath.commands import usage_json
+from promptpath.core.errors import (
     ErrorKind,
     ErrorStage,
     StreamError,
@@ -26,8 +27,7 @@ from promptpath.errors import (
     UsageKind,
     http_status_kind,
 )
-from promptpath.runner import usage_json
-from promptpath.timeline import ErrorInfo
+from promptpath.core.timeline import ErrorInfo
 
 PACKAGE = Path(promptpath.__file__).parent
 SCHEMA = json.loads((PACKAGE / "report/schema.json").read_text())
@@ -289,7 +289,7 @@ def test_the_scan_reaches_the_kind_tables_and_the_computed_kinds() -> None:
 
 
 SNIPPET = """
-from promptpath.errors import DNSError, ErrorKind, StreamError
+from promptpath.core.errors import DNSError, ErrorKind, StreamError
 
 _TABLE: dict[int, ErrorKind] = {1: "nxdomain", 2: "made_up_table_kind"}
 
@@ -310,8 +310,8 @@ def status(status: int) -> None:
 
 
 def test_the_scan_names_each_kind_missing_from_the_sets() -> None:
-    errors_py = (PACKAGE / "errors.py").read_text()  # where StreamError & co. come from
-    problems = "\n".join(_scan({"promptpath/errors.py": errors_py, "snippet.py": SNIPPET}))
+    errors_py = (PACKAGE / "core/errors.py").read_text()  # where StreamError & co. come from
+    problems = "\n".join(_scan({"promptpath/core/errors.py": errors_py, "snippet.py": SNIPPET}))
     for made_up in (
         "made_up_table_kind",
         "made_up_super_kind",

@@ -9,13 +9,13 @@ from collections.abc import Sequence
 
 import pytest
 
-from promptpath.errors import HTTPStatusError, StreamError, TraceTimeout
-from promptpath.findings import Verdict
+from promptpath.core.errors import HTTPStatusError, StreamError, TraceTimeout
+from promptpath.core.findings import Verdict
+from promptpath.core.timeline import CloseKind, CloseRecord, StreamEvent, Timeline
 from promptpath.net.transport import TransportError
 from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
 from promptpath.probes.idle_timeout import keepalive_interval, outcome_of
 from promptpath.probes.idle_verdict import judge
-from promptpath.timeline import CloseKind, CloseRecord, StreamEvent, Timeline
 
 MS = 1_000_000
 S = 1_000_000_000

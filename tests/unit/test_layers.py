@@ -18,21 +18,21 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "promptpath"
 
 #: Modules every layer may use: plain data and the error tree.
-SHARED = ("promptpath.timeline", "promptpath.errors", "promptpath.exitcodes")
+SHARED = ("promptpath.core.timeline", "promptpath.core.errors", "promptpath.core.exitcodes")
 
 #: layer prefix -> prefixes it may import (besides itself and SHARED)
 ALLOWED: dict[str, tuple[str, ...]] = {
-    "promptpath.net": (),
+    "promptpath.core": (),  # the pure core: only itself
+    "promptpath.net": (),  # the socket layer: no options, tracer, probes or reporters
     "promptpath.streams": (),
-    "promptpath.timeline": (),
-    "promptpath.stats": (),
-    "promptpath.analysis": ("promptpath.stats",),
-    "promptpath.ingest": ("promptpath.streams",),
+    "promptpath.tracer.ingest": ("promptpath.streams",),
 }
 #: layer prefix -> prefixes it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "promptpath.report": ("promptpath.net",),
-    "promptpath.probes": ("promptpath.report", "promptpath.cli"),
+    "promptpath.tracer": ("promptpath.probes", "promptpath.report", "promptpath.commands"),
+    "promptpath.report": ("promptpath.net", "promptpath.probes", "promptpath.commands"),
+    "promptpath.probes": ("promptpath.report", "promptpath.commands", "promptpath.cli"),
+    "promptpath.server": ("promptpath.tracer", "promptpath.probes", "promptpath.report"),
 }
 
 

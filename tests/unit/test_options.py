@@ -4,9 +4,9 @@ import socket
 
 import pytest
 
-from promptpath.errors import UsageError
+from promptpath.commands import RunArgs, build_options
+from promptpath.core.errors import UsageError
 from promptpath.options import detect_provider, parse_header, parse_resolve, parse_target
-from promptpath.runner import RunArgs, build_options
 
 
 def test_target_defaults_port_by_scheme() -> None:

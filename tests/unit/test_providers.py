@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 from promptpath.options import RunOptions, parse_target
-from promptpath.providers import prepare, redact_headers
+from promptpath.tracer.request import prepare, redact_headers
 
 
 def _opts(provider: str, **kw: object) -> RunOptions:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from promptpath.stats import (
+from promptpath.core.stats import (
     Summary,
     intervals_ms,
     percentile,

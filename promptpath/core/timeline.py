@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from promptpath.errors import ErrorKind, ErrorStage, HTTPStatusKind, PromptpathError
+    from promptpath.core.errors import ErrorKind, ErrorStage, HTTPStatusKind, PromptpathError
 
 EventKind = Literal["content", "meta", "end", "error", "comment"]
 Family = Literal["ipv4", "ipv6"]

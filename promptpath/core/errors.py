@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Literal, NewType
 
-from promptpath.exitcodes import ExitCode
+from promptpath.core.exitcodes import ExitCode
 
 #: Where a failure happened: the stages of one trip, in order (README, "Exit codes").
 ErrorStage = Literal[

@@ -1,6 +1,6 @@
 """HTTP/2 against HTTP/3 for the same prompt: the differences that matter.
 
-Everything here is pure except ``trace_pair``, the one helper that runs both traces.
+Everything here is pure: ``promptpath.tracer.trace_pair`` runs the two traces.
 
 Round trips before the request can leave are expected from the protocol versions (TCP 1 +
 TLS 1.3 1, or TLS 1.2 2; QUIC 1, folding transport and TLS), not measured; times come from
@@ -18,17 +18,11 @@ the summary names the run that failed and where.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-from promptpath.analysis import Metrics, compute
-from promptpath.stats import percentile
-from promptpath.timeline import ErrorInfo, Timeline
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from promptpath.options import RunOptions
-    from promptpath.trace import TraceResult
+from promptpath.core.analysis import Metrics, compute
+from promptpath.core.stats import percentile
+from promptpath.core.timeline import ErrorInfo, Timeline
 
 Better = Literal["a", "b", "same"]
 
@@ -353,19 +347,3 @@ def summary(
         " repeat the comparison before trusting a winner"
     )
     return lines
-
-
-def pair_options(options: RunOptions) -> tuple[RunOptions, RunOptions]:
-    """The same prompt over HTTP/2 and over HTTP/3."""
-    return replace(options, http="2"), replace(options, http="3")
-
-
-async def trace_pair(
-    options: RunOptions, *, on_start: Callable[[TraceResult], None] | None = None
-) -> list[TraceResult]:
-    """Trace over HTTP/2, then over HTTP/3, each on a fresh connection (one after the
-    other: run together they would share the CPU and the path). ``on_start`` gets each
-    result as soon as it exists, as ``trace`` gives it."""
-    from promptpath.trace import trace
-
-    return [await trace(opts, on_start=on_start) for opts in pair_options(options)]

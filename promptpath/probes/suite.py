@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import anyio
 
-from promptpath.errors import UsageError
-from promptpath.findings import Finding, Verdict
+from promptpath.core.errors import UsageError
+from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions
 from promptpath.probes.base import REGISTRY, Probe, ProbeContext
-from promptpath.trace import TraceResult
+from promptpath.tracer.orchestrator import TraceResult
 
 #: Built-in probe modules; each registers its class on import.
 BUILTIN = (

@@ -11,10 +11,10 @@ import json
 import zlib
 from typing import Any
 
-from promptpath.errors import HTTPStatusError, StreamError, http_status_kind
+from promptpath.core.errors import HTTPStatusError, StreamError, http_status_kind
+from promptpath.core.timeline import BodyChunk, StreamEvent, Timeline
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.streams.dialects import Provider
-from promptpath.timeline import BodyChunk, StreamEvent, Timeline
 
 #: Bytes of an error or non-stream body we read to explain it (never more).
 SNIFF_LIMIT = 64 * 1024

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 import anyio
 from rich.console import Console
 
+from promptpath.core.errors import PromptpathError, UsageError
+from promptpath.core.exitcodes import ExitCode
+from promptpath.core.findings import Verdict
 from promptpath.environment import Environment
-from promptpath.errors import PromptpathError, UsageError
-from promptpath.exitcodes import ExitCode
-from promptpath.findings import Verdict
 from promptpath.options import (
     DEFAULT_KEY_ENV,
     DEFAULT_MAX_TOKENS,
@@ -28,7 +28,7 @@ from promptpath.options import (
     parse_resolve,
     parse_target,
 )
-from promptpath.trace import TraceResult
+from promptpath.tracer.orchestrator import TraceResult
 
 PROVIDERS: tuple[Provider, ...] = ("openai", "responses", "anthropic", "ollama")
 HTTP_CHOICES: tuple[HTTPChoice, ...] = ("1.1", "2", "3", "auto")
@@ -220,7 +220,7 @@ def scrub(text: str, secrets: list[str]) -> str:
 
 def _secrets(options: RunOptions) -> list[str]:
     """Values that must never be shown: the API key and any credential header we sent."""
-    from promptpath.providers import is_secret_header
+    from promptpath.tracer.request import is_secret_header
 
     values = [options.api_key] if options.api_key else []
     for name, value in options.headers:
@@ -307,8 +307,8 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         options = build_options(args, env.environ)
     except PromptpathError as exc:
         return usage_failure(exc, json_out, env)
-    from promptpath.probes.runner import run_probes, select
-    from promptpath.trace import trace
+    from promptpath.probes.suite import run_probes, select
+    from promptpath.tracer.orchestrator import trace
 
     console = report_console(json_out, env)
     try:
@@ -348,7 +348,7 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
     async def main() -> TraceResult:
         result = await trace(options, on_start=started.append)
         if options.http != "3" and options.target.scheme == "https" and result.timeline.status:
-            from promptpath.h3discovery import discover_h3
+            from promptpath.tracer.h3discovery import discover_h3
 
             result.h3 = await discover_h3(result)
         if probes:
@@ -370,8 +370,8 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
 
 
 def _mark_interrupted(result: TraceResult, options: RunOptions) -> None:
-    from promptpath.errors import Interrupted
-    from promptpath.trace import phase_of, record_error
+    from promptpath.core.errors import Interrupted
+    from promptpath.tracer.orchestrator import phase_of, record_error
 
     stage = phase_of(result.timeline, options)
     error = Interrupted(f"interrupted in stage {stage!r}", stage=stage, kind="interrupted")
@@ -380,8 +380,8 @@ def _mark_interrupted(result: TraceResult, options: RunOptions) -> None:
 
 def _compare(options: RunOptions, *, json_out: bool, console: Console, env: Environment) -> int:
     """--compare-http: the same prompt over HTTP/2 and HTTP/3, fresh connections each."""
-    from promptpath.compare import trace_pair
     from promptpath.report.compare import compare_json, render_compare
+    from promptpath.tracer import trace_pair
 
     started: list[TraceResult] = []
 

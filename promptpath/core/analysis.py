@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
-from promptpath.stats import Summary, intervals_ms, summarize
-from promptpath.timeline import MILESTONES, StreamEvent, Timeline
+from promptpath.core.stats import Summary, intervals_ms, summarize
+from promptpath.core.timeline import MILESTONES, StreamEvent, Timeline
 
 #: Waterfall stages derived from milestones: (name, from, to). "ready" is the moment the
 #: connection could carry the request: TLS done, else TCP connected, else t0 (reused).

@@ -14,12 +14,12 @@ import gc
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import anyio
 
-from promptpath.errors import (
+from promptpath.core.errors import (
     ConnectError,
     ErrorStage,
     PromptpathError,
@@ -27,14 +27,8 @@ from promptpath.errors import (
     TraceTimeout,
     UsageError,
 )
-from promptpath.findings import Finding
-from promptpath.ingest import (
-    SNIFF_LIMIT,
-    BodyIngest,
-    is_event_stream,
-    not_a_stream_error,
-    status_error,
-)
+from promptpath.core.findings import Finding
+from promptpath.core.timeline import ErrorInfo, Timeline
 from promptpath.net import dns
 from promptpath.net.tlsinfo import finish_tls
 from promptpath.net.transport import (
@@ -49,8 +43,14 @@ from promptpath.net.transport import (
     WireRequest,
 )
 from promptpath.options import RunOptions
-from promptpath.providers import prepare
-from promptpath.timeline import ErrorInfo, Timeline
+from promptpath.tracer.ingest import (
+    SNIFF_LIMIT,
+    BodyIngest,
+    is_event_stream,
+    not_a_stream_error,
+    status_error,
+)
+from promptpath.tracer.request import prepare
 
 #: How long to keep reading after the terminal marker or an error event.
 AFTER_END_GRACE_S = 1.0
@@ -403,14 +403,30 @@ def phase_of(timeline: Timeline, options: RunOptions) -> ErrorStage:
     return "stream"
 
 
+def pair_options(options: RunOptions) -> tuple[RunOptions, RunOptions]:
+    """The same prompt over HTTP/2 and over HTTP/3 (--compare-http)."""
+    return replace(options, http="2"), replace(options, http="3")
+
+
+async def trace_pair(
+    options: RunOptions, *, on_start: Callable[[TraceResult], None] | None = None
+) -> list[TraceResult]:
+    """Trace over HTTP/2, then over HTTP/3, each on a fresh connection (one after the
+    other: run together they would share the CPU and the path). ``on_start`` gets each
+    result as soon as it exists, as ``trace`` gives it."""
+    return [await trace(opts, on_start=on_start) for opts in pair_options(options)]
+
+
 __all__ = [
     "AFTER_END_GRACE_S",
     "TraceResult",
     "Tracer",
     "new_timeline",
+    "pair_options",
     "phase_of",
     "record_error",
     "ssl_context_for",
     "timeout_error",
     "trace",
+    "trace_pair",
 ]
