@@ -120,6 +120,7 @@ class ConnectAttempt:
     start_ns: int
     end_ns: int
     error: str | None = None
+    local_port: int | None = None  # our side of a TCP connection that was made
 
 
 @dataclass(slots=True, kw_only=True)

@@ -26,6 +26,7 @@ from anyio.streams.tls import TLSAttribute, TLSStream
 
 from promptpath.errors import ConnectError, TLSError
 from promptpath.net import dns
+from promptpath.net.tcp import connect_address
 from promptpath.net.tlsinfo import describe_tls, tls_failure
 from promptpath.net.wrapped import WrappedStream
 from promptpath.options import RunOptions
@@ -267,8 +268,7 @@ class TracingBackend(httpcore.AsyncNetworkBackend):
             # (like happy eyeballs, but sequential so each attempt is timed on its own).
             limit = ATTEMPT_TIMEOUT_S if n + 1 < len(addresses) else None
             try:
-                with anyio.fail_after(limit):
-                    sock = await anyio.connect_tcp(ip, port)
+                sock, start, end = await connect_address(ip, port, timeout=limit)
             except TimeoutError:
                 end = time.perf_counter_ns()
                 timeline.attempts.append(
@@ -276,7 +276,9 @@ class TracingBackend(httpcore.AsyncNetworkBackend):
                         ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error="timed out"
                     )
                 )
-                failures.append(f"{_fmt_addr(ip, port)}: timed out after {limit:g} s")
+                # The limit, or the kernel's own SYN retries (ETIMEDOUT) on the last address.
+                waited_s = (end - start) / 1e9
+                failures.append(f"{_fmt_addr(ip, port)}: timed out after {waited_s:.3g} s")
                 last_kind = "timeout"
                 continue
             except OSError as exc:
@@ -293,9 +295,11 @@ class TracingBackend(httpcore.AsyncNetworkBackend):
                 )
                 failures.append(f"{_fmt_addr(ip, port)}: {reason}")
                 continue
-            end = time.perf_counter_ns()
+            local_port = sock.extra(anyio.abc.SocketAttribute.local_port)
             timeline.attempts.append(
-                ConnectAttempt(ip=ip, port=port, family=fam, start_ns=start, end_ns=end)
+                ConnectAttempt(
+                    ip=ip, port=port, family=fam, start_ns=start, end_ns=end, local_port=local_port
+                )
             )
             # The stage is the successful handshake; failed attempts are listed on their own.
             stage.start_ns, stage.end_ns = start, end
