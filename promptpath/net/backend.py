@@ -30,7 +30,7 @@ from promptpath.net.tcp import connect_address
 from promptpath.net.tlsinfo import describe_tls, tls_failure
 from promptpath.net.wrapped import WrappedStream
 from promptpath.options import RunOptions
-from promptpath.timeline import ConnectAttempt, Read, Timeline
+from promptpath.timeline import ConnectAttempt, Read, Stage, Timeline
 
 
 @dataclass(slots=True)
@@ -54,6 +54,14 @@ class StampingStream(WrappedStream):
         super().__init__(inner)
         self._recorder = recorder
         self.eof_ns: int | None = None
+        self.first_send_ns: int | None = None  # see expect_send()
+        self._expecting_send = False
+
+    def expect_send(self) -> None:
+        """Stamp the start of the next send in ``first_send_ns``: when TLS begins, that
+        send carries the ClientHello, and building it is not handshake time."""
+        self.first_send_ns = None
+        self._expecting_send = True
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         try:
@@ -74,6 +82,9 @@ class StampingStream(WrappedStream):
         return data
 
     async def send(self, item: bytes) -> None:
+        if self._expecting_send:
+            self._expecting_send = False
+            self.first_send_ns = time.perf_counter_ns()
         await self._inner.send(item)
         self._recorder.last_write_ns = time.perf_counter_ns()
         self._recorder.timeline.bytes_written += len(item)
@@ -165,6 +176,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         )
         alpn_offered = tuple(_alpn_offered(ssl_context))
         stage = timeline.begin("tls", time.perf_counter_ns(), sni=sni)
+        self._raw.expect_send()
         try:
             with anyio.fail_after(timeout):
                 tls = await TLSStream.wrap(
@@ -174,12 +186,14 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
                     standard_compatible=False,
                 )
         except ssl.SSLError as exc:
+            _start_at_client_hello(stage, self._raw)
             timeline.end("tls", time.perf_counter_ns(), ok=False)
             await self._raw.aclose()
             raise tls_failure(
                 exc, host=server_hostname or "", elapsed_ns=_since(stage.start_ns)
             ) from exc
         except (anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
+            _start_at_client_hello(stage, self._raw)
             timeline.end("tls", time.perf_counter_ns(), ok=False)
             await self._raw.aclose()
             raise TLSError(
@@ -189,6 +203,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
                 kind="handshake_closed",
             ) from exc
         end = time.perf_counter_ns()
+        _start_at_client_hello(stage, self._raw)
         timeline.end("tls", end)
         timeline.mark("tls_done", end)
         ssl_object = tls.extra(TLSAttribute.ssl_object)
@@ -213,6 +228,12 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             sock = self._stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
             return _is_readable(sock)
         return None
+
+
+def _start_at_client_hello(stage: Stage, raw: StampingStream) -> None:
+    # A handshake that failed before anything was sent keeps the stage's own start.
+    if raw.first_send_ns is not None:
+        stage.start_ns = raw.first_send_ns
 
 
 def _alpn_offered(ctx: ssl.SSLContext) -> list[str]:

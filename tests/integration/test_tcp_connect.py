@@ -1,22 +1,30 @@
-"""One stamped TCP connect over real loopback sockets."""
+"""One stamped TCP connect over real loopback sockets, and where the TLS stage starts."""
 
 from __future__ import annotations
 
 import asyncio
 import errno
 import socket
+import ssl
 import struct
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from anyio.abc import SocketAttribute
 
+import promptpath.trace
 from promptpath.net.tcp import connect_address
+from promptpath.options import RunOptions
+from promptpath.runner import RunArgs, build_options
+from promptpath.trace import trace
+from tests.helpers.refserver import RefServer
 
 # struct tcp_info (linux/tcp.h): eight u8 fields, then u32s; tcpi_rtt (µs) is the 16th.
 _TCPI_RTT = struct.Struct("=8x60xI")
+_CLIENT_HELLO = 1  # TLS HandshakeType (RFC 8446)
 
 
 def _listener(family: socket.AddressFamily, host: str, backlog: int = 16) -> socket.socket:
@@ -116,3 +124,61 @@ async def test_ipv6_loopback_connects() -> None:
             accepted, peer = sock.accept()
             accepted.close()
             assert peer[0] == "::1"
+
+
+def _options(server: RefServer) -> RunOptions:
+    args = RunArgs(
+        target=f"https://localhost:{server.port}/v1/chat/completions",
+        cacert=server.ca,
+        http="1.1",
+        family=socket.AF_INET,
+        timeout=20.0,
+        max_tokens=3,
+        headers=["x-promptpath-ttft-ms: 0", "x-promptpath-rate: 0"],
+    )
+    return build_options(args, environ={})
+
+
+async def test_tls_stage_starts_after_connect_and_ends_at_handshake(
+    refserver_tls: RefServer,
+) -> None:
+    result = await trace(_options(refserver_tls))
+    assert result.exc is None
+    tl = result.timeline
+    connect, tls = tl.stage("connect"), tl.stage("tls")
+    assert connect is not None and tls is not None
+    assert connect.end_ns is not None and tls.end_ns is not None
+    assert connect.end_ns <= tls.start_ns < tls.end_ns
+    # The server's first flight arrives inside the stage, after our ClientHello.
+    assert any(tls.start_ns < r.t_ns <= tls.end_ns for r in tl.reads)
+    assert tl.attempts[-1].local_port
+
+
+async def test_tls_stage_leaves_out_building_the_client_hello(
+    refserver_tls: RefServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hello_built: list[int] = []
+    make_context = promptpath.trace.ssl_context_for
+
+    def slow_hello(
+        conn: Any, direction: str, version: Any, ctype: Any, msg: Any, data: Any
+    ) -> None:
+        if direction == "write" and msg == _CLIENT_HELLO:
+            time.sleep(0.2)  # building the ClientHello is slow; sending it is not
+            hello_built.append(time.perf_counter_ns())
+
+    def context(options: RunOptions) -> ssl.SSLContext:
+        ctx = make_context(options)
+        # The stdlib's debugging hook into OpenSSL's message callback (private, 3.8+):
+        # the one place to slow down building the ClientHello before it is sent.
+        ctx._msg_callback = slow_hello  # type: ignore[attr-defined]
+        return ctx
+
+    monkeypatch.setattr(promptpath.trace, "ssl_context_for", context)
+    result = await trace(_options(refserver_tls))
+    assert result.exc is None
+    tls = result.timeline.stage("tls")
+    assert tls is not None and tls.duration_ns is not None
+    assert len(hello_built) == 1
+    assert tls.start_ns >= hello_built[0]
+    assert tls.duration_ns < 200_000_000
