@@ -126,6 +126,7 @@ class ConnectAttempt:
     start_ns: int
     end_ns: int
     error: str | None = None
+    local_port: int | None = None  # our side of a TCP connection that was made
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

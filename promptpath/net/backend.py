@@ -26,8 +26,9 @@ import httpcore
 from anyio.streams.tls import TLSAttribute, TLSStream
 
 from promptpath.core.errors import ConnectError, ErrorKind, TLSError
-from promptpath.core.timeline import ConnectAttempt
+from promptpath.core.timeline import ConnectAttempt, Stage
 from promptpath.net import dns
+from promptpath.net.tcp import connect_address
 from promptpath.net.tlsinfo import describe_tls, tls_failure
 from promptpath.net.transport import ConnectSpec, Recorder, fmt_addr
 from promptpath.net.wrapped import WrappedStream
@@ -40,6 +41,17 @@ class StampingStream(WrappedStream):
         super().__init__(inner)
         self._recorder = recorder
         self.eof_ns: int | None = None
+        # Sends are stamped as they begin, when the bytes are handed to the socket: the
+        # TLS stage runs from the ClientHello's send to the last handshake send.
+        self.send_began_ns: int | None = None
+        self.first_send_ns: int | None = None  # see expect_send()
+        self._expecting_send = False
+
+    def expect_send(self) -> None:
+        """Keep the start of the next send in ``first_send_ns``: when TLS begins, that
+        send carries the ClientHello, and building it is not handshake time."""
+        self.first_send_ns = None
+        self._expecting_send = True
 
     async def receive(self, max_bytes: int = 65536) -> bytes:
         try:
@@ -58,6 +70,10 @@ class StampingStream(WrappedStream):
         return data
 
     async def send(self, item: bytes) -> None:
+        self.send_began_ns = time.perf_counter_ns()
+        if self._expecting_send:
+            self._expecting_send = False
+            self.first_send_ns = self.send_began_ns
         await self._inner.send(item)
         self._recorder.wrote(time.perf_counter_ns(), len(item))
 
@@ -152,6 +168,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             else server_hostname
         )
         stage = timeline.begin("tls", time.perf_counter_ns(), sni=sni)
+        self.raw.expect_send()
         try:
             with anyio.fail_after(timeout):
                 tls = await TLSStream.wrap(
@@ -161,12 +178,14 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
                     standard_compatible=False,
                 )
         except ssl.SSLError as exc:
+            _start_at_client_hello(stage, self.raw)
             timeline.end("tls", time.perf_counter_ns(), ok=False)
             await self.raw.aclose()
             raise tls_failure(
                 exc, host=server_hostname or "", elapsed_ns=_since(stage.start_ns)
             ) from exc
         except (anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
+            _start_at_client_hello(stage, self.raw)
             timeline.end("tls", time.perf_counter_ns(), ok=False)
             await self.raw.aclose()
             raise TLSError(
@@ -175,7 +194,8 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
                 stage="tls",
                 kind="handshake_closed",
             ) from exc
-        end = time.perf_counter_ns()
+        _start_at_client_hello(stage, self.raw)
+        end = _handshake_done(stage, self.raw, self._recorder)
         timeline.end("tls", end)
         timeline.mark("tls_done", end)
         ssl_object = tls.extra(TLSAttribute.ssl_object)
@@ -200,6 +220,20 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             sock = self._stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
             return _is_readable(sock)
         return None
+
+
+def _start_at_client_hello(stage: Stage, raw: StampingStream) -> None:
+    # A handshake that failed before anything was sent keeps the stage's own start.
+    if raw.first_send_ns is not None:
+        stage.start_ns = raw.first_send_ns
+
+
+def _handshake_done(stage: Stage, raw: StampingStream, recorder: Recorder) -> int:
+    """When the handshake was complete: its last input had arrived and its last output
+    was handed to the socket (TLS 1.3: the client Finished's send; 1.2: the read of the
+    server's Finished). Stamping when wrap() returns also counted that send, and whoever
+    it woke (a server on this host) running first: up to 1.7 ms on a busy loopback."""
+    return max(stage.start_ns, raw.send_began_ns or 0, recorder.last_read_ns or 0)
 
 
 def _since(start_ns: int) -> int:
@@ -234,8 +268,7 @@ async def connect_tcp(spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStr
         # (like happy eyeballs, but sequential so each attempt is timed on its own).
         limit = ATTEMPT_TIMEOUT_S if n + 1 < len(addresses) else None
         try:
-            with anyio.fail_after(limit):
-                sock = await anyio.connect_tcp(ip, port)
+            sock, start, end = await connect_address(ip, port, timeout=limit)
         except TimeoutError:
             end = time.perf_counter_ns()
             timeline.attempts.append(
@@ -243,7 +276,9 @@ async def connect_tcp(spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStr
                     ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error="timed out"
                 )
             )
-            failures.append(f"{fmt_addr(ip, port)}: timed out after {limit:g} s")
+            # The limit, or the kernel's own SYN retries (ETIMEDOUT) on the last address.
+            waited_s = (end - start) / 1e9
+            failures.append(f"{fmt_addr(ip, port)}: timed out after {waited_s:.3g} s")
             last_kind = "timeout"
             continue
         except OSError as exc:
@@ -260,9 +295,11 @@ async def connect_tcp(spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStr
             )
             failures.append(f"{fmt_addr(ip, port)}: {reason}")
             continue
-        end = time.perf_counter_ns()
+        local_port = sock.extra(anyio.abc.SocketAttribute.local_port)
         timeline.attempts.append(
-            ConnectAttempt(ip=ip, port=port, family=fam, start_ns=start, end_ns=end)
+            ConnectAttempt(
+                ip=ip, port=port, family=fam, start_ns=start, end_ns=end, local_port=local_port
+            )
         )
         # The stage is the successful handshake; failed attempts are listed on their own.
         stage.start_ns, stage.end_ns = start, end

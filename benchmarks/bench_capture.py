@@ -1,0 +1,359 @@
+"""Stage durations against a packet capture on loopback: promptpath and curl, same run.
+
+    .venv/bin/python benchmarks/bench_capture.py [--runs 30]
+
+Needs root (or CAP_NET_RAW) for dumpcap, plus tshark and curl. Starts the reference
+endpoint twice (plain HTTP and TLS, `python -m promptpath.server` on 127.0.0.1), captures
+`lo` filtered on their two ports, and sends `--runs` requests per scheme from each tool,
+interleaved so both see the same noise: promptpath's `trace()` in this process, curl as a
+process per request. Every request is its own connection, matched to its TCP flow by the
+client's port (promptpath records it on the connect attempt; curl's `%{local_port}`).
+
+For each stage, error = the tool's duration - the capture's duration (never absolute
+offsets, the clocks differ):
+- connect: client SYN -> server SYN/ACK;
+- tls: ClientHello -> client Finished (TLS 1.3 encrypts it: both tools write their keys to
+  SSLKEYLOGFILE and tshark decrypts with `-o tls.keylog_file:`);
+- wait (HTTP/1.1): last client frame carrying the request -> first frame of the response
+  headers.
+curl's durations: connect = time_connect - time_namelookup, tls = time_appconnect -
+time_connect, wait = time_starttransfer - time_pretransfer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from promptpath.commands import RunArgs, build_options  # noqa: E402
+from promptpath.core.stats import percentile  # noqa: E402
+from promptpath.tracer.orchestrator import trace  # noqa: E402
+
+STAGES = ("connect", "tls", "wait")
+TOOLS = ("promptpath", "curl")
+TARGET_MEDIAN_MS = 0.2
+TARGET_P99_MS = 0.5  # connect and tls
+# Small and immediate: the body is not what is measured here.
+SERVER_HEADERS = ("x-promptpath-ttft-ms: 0", "x-promptpath-tokens: 3", "x-promptpath-rate: 0")
+BODY = {
+    "model": "bench",
+    "messages": [{"role": "user", "content": "hi"}],
+    "stream": True,
+    "max_tokens": 3,
+}
+CURL_FORMAT = (
+    "%{local_port} %{time_namelookup} %{time_connect} %{time_appconnect}"
+    " %{time_pretransfer} %{time_starttransfer}"
+)
+_PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    port: int
+    ca: str | None
+    process: subprocess.Popen[str]
+
+    @property
+    def scheme(self) -> str:
+        return "http" if self.ca is None else "https"
+
+    def url(self) -> str:
+        return f"{self.scheme}://localhost:{self.port}/v1/chat/completions"
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One request as a tool saw it: durations in ms, keyed by stage."""
+
+    tool: str
+    scheme: str
+    flow: tuple[int, int]  # (client port, server port)
+    ms: dict[str, float]
+
+
+@dataclass(slots=True)
+class Flow:
+    """One TCP connection in the capture: times (s, capture clock) of the frames we need."""
+
+    syn: float | None = None
+    synack: float | None = None
+    hello: float | None = None
+    client_finished: float | None = None
+    response: float | None = None
+    client_payload: list[float] = field(default_factory=list)
+    syns: int = 0
+
+    def ms(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if self.syn is not None and self.synack is not None:
+            out["connect"] = (self.synack - self.syn) * 1e3
+        if self.hello is not None and self.client_finished is not None:
+            out["tls"] = (self.client_finished - self.hello) * 1e3
+        if self.response is not None:
+            response = self.response
+            sent = [t for t in self.client_payload if t < response]
+            if sent:
+                out["wait"] = (response - sent[-1]) * 1e3
+        return out
+
+
+@contextlib.contextmanager
+def reference_server(tmp: Path, *, tls: bool) -> Iterator[Server]:
+    args = [sys.executable, "-m", "promptpath.server", "--host", "127.0.0.1", "--port", "0"]
+    if tls:
+        args += ["--self-signed", str(tmp / "certs")]
+    args.append("--no-http3")
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+    )
+    try:
+        assert proc.stdout is not None
+        info = json.loads(proc.stdout.readline())
+        yield Server(port=int(info["port"]), ca=info.get("ca"), process=proc)
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+@contextlib.contextmanager
+def capture(path: Path, ports: list[int]) -> Iterator[None]:
+    """dumpcap on lo, filtered on the servers' ports, from before the first request."""
+    bpf = " or ".join(f"tcp port {p}" for p in ports)
+    proc = subprocess.Popen(
+        ["dumpcap", "-q", "-i", "lo", "-f", bpf, "-w", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    # dumpcap names its output file once the interface is capturing.
+    for line in proc.stderr:
+        if line.startswith("File:"):
+            break
+    else:
+        raise RuntimeError(f"dumpcap exited with status {proc.wait()}")
+    try:
+        yield
+    finally:
+        # libpcap hands packets over in blocks that retire on a timeout (dumpcap's is
+        # 250 ms), and SIGINT drops a block still in the kernel: let the last one retire.
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)  # flushes and closes the file
+        proc.wait(10)
+
+
+def run_promptpath(server: Server) -> Measured:
+    args = RunArgs(
+        target=server.url(),
+        cacert=server.ca,
+        http="1.1",
+        resolve=[f"localhost:{server.port}:127.0.0.1"],
+        family=socket.AF_INET,
+        max_tokens=3,
+        headers=list(SERVER_HEADERS),
+    )
+    result = anyio.run(trace, build_options(args, environ={}))
+    assert result.exc is None, result.exc
+    tl = result.timeline
+    ms: dict[str, float] = {}
+    for name in ("connect", "tls"):
+        stage = tl.stage(name)
+        if stage is not None and stage.duration_ns is not None:
+            ms[name] = stage.duration_ns / 1e6
+    m = tl.milestones
+    ms["wait"] = (m["ttfb"] - m["request_sent"]) / 1e6
+    local_port = tl.attempts[-1].local_port
+    assert local_port is not None
+    return Measured("promptpath", server.scheme, (local_port, server.port), ms)
+
+
+def run_curl(server: Server, env: dict[str, str]) -> Measured:
+    cmd = [
+        "curl",
+        "-sS",
+        "-o",
+        "/dev/null",
+        "--http1.1",
+        "--resolve",
+        f"localhost:{server.port}:127.0.0.1",
+        "-H",
+        "content-type: application/json",
+        "--data",
+        json.dumps(BODY),
+        "-w",
+        CURL_FORMAT,
+    ]
+    for header in SERVER_HEADERS:
+        cmd += ["-H", header]
+    if server.ca is not None:
+        cmd += ["--cacert", server.ca]
+    out = subprocess.run([*cmd, server.url()], capture_output=True, text=True, check=True, env=env)
+    port, namelookup, connect, appconnect, pretransfer, starttransfer = out.stdout.split()
+    ms = {
+        "connect": (float(connect) - float(namelookup)) * 1e3,
+        "wait": (float(starttransfer) - float(pretransfer)) * 1e3,
+    }
+    if server.ca is not None:
+        ms["tls"] = (float(appconnect) - float(connect)) * 1e3
+    return Measured("curl", server.scheme, (int(port), server.port), ms)
+
+
+def read_flows(pcap: Path, keylog: Path, server_ports: set[int]) -> dict[tuple[int, int], Flow]:
+    fields = [
+        "frame.time_relative",
+        "tcp.srcport",
+        "tcp.dstport",
+        "tcp.flags.syn",
+        "tcp.flags.ack",
+        "tcp.len",
+        "tls.handshake.type",
+        "http.response",
+    ]
+    cmd = [
+        "tshark",
+        "-r",
+        str(pcap),
+        "-o",
+        f"tls.keylog_file:{keylog}",
+        # The response's frame is the one with its headers, not the end of the stream.
+        "-o",
+        "http.desegment_body:FALSE",
+        "-T",
+        "fields",
+        "-E",
+        "separator=\t",
+    ]
+    for name in fields:
+        cmd += ["-e", name]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    flows: dict[tuple[int, int], Flow] = {}
+    for line in out.splitlines():
+        t_s, src, dst, syn, ack, length, hs_types, response = line.split("\t")
+        t = float(t_s)
+        from_client = int(dst) in server_ports
+        key = (int(src), int(dst)) if from_client else (int(dst), int(src))
+        flow = flows.setdefault(key, Flow())
+        types = set(hs_types.split(",")) if hs_types else set()
+        is_syn = syn in ("1", "True")
+        is_ack = ack in ("1", "True")
+        if from_client:
+            if is_syn and not is_ack:
+                flow.syns += 1
+                flow.syn = flow.syn if flow.syn is not None else t
+            if "1" in types and flow.hello is None:
+                flow.hello = t
+            if "20" in types and flow.client_finished is None:
+                flow.client_finished = t
+            if int(length or 0) > 0:
+                flow.client_payload.append(t)
+        else:
+            if is_syn and is_ack and flow.synack is None:
+                flow.synack = t
+            if response and flow.response is None:
+                flow.response = t
+    return flows
+
+
+def line(name: str, values: list[float]) -> str:
+    return (
+        f"{name:<24} median {statistics.median(values):+7.3f} ms"
+        f"   p99 {percentile(values, 99):+7.3f} ms   n={len(values)}"
+    )
+
+
+def report(measured: list[Measured], flows: dict[tuple[int, int], Flow]) -> None:
+    unmatched = [m for m in measured if m.flow not in flows or flows[m.flow].syns != 1]
+    if unmatched:
+        print(f"{len(unmatched)} requests without exactly one matching flow: left out")
+    for scheme in ("http", "https"):
+        stages = STAGES if scheme == "https" else ("connect", "wait")
+        for stage in stages:
+            errors: dict[str, list[float]] = {}
+            capture_ms: list[float] = []
+            for tool in TOOLS:
+                errors[tool] = []
+                for m in measured:
+                    if m.tool != tool or m.scheme != scheme or m in unmatched:
+                        continue
+                    truth = flows[m.flow].ms().get(stage)
+                    if truth is None or stage not in m.ms:
+                        continue
+                    errors[tool].append(m.ms[stage] - truth)
+                    capture_ms.append(truth)
+            print(f"{scheme} {stage}: capture median {statistics.median(capture_ms):.3f} ms")
+            for tool in TOOLS:
+                print("  " + line(f"{tool} error", errors[tool]) + verdict(stage, tool, errors))
+
+
+def verdict(stage: str, tool: str, errors: dict[str, list[float]]) -> str:
+    """Targets: |median| within 0.2 ms; for connect and tls also p99 |error| within
+    0.5 ms, and neither worse than curl's in the same run."""
+    if tool != "promptpath":
+        return ""
+
+    def spread(values: list[float]) -> tuple[float, float]:
+        return abs(statistics.median(values)), percentile([abs(v) for v in values], 99)
+
+    median, p99 = spread(errors["promptpath"])
+    ok = median <= TARGET_MEDIAN_MS
+    if stage != "wait":
+        curl_median, curl_p99 = spread(errors["curl"])
+        ok = ok and p99 <= TARGET_P99_MS and median <= curl_median and p99 <= curl_p99
+    return "   target met" if ok else "   TARGET MISSED"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--keep", type=Path, help="copy the capture and key log here")
+    ns = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        os.chmod(tmp, 0o755)  # dumpcap may drop to another user to write the file
+        keylog = tmp / "keys.log"
+        pcap = tmp / "lo.pcapng"
+        # ssl.create_default_context() reads it, as curl does.
+        os.environ["SSLKEYLOGFILE"] = str(keylog)
+        curl_env = {k: v for k, v in os.environ.items() if k not in _PROXY_ENV}
+        measured: list[Measured] = []
+        with (
+            reference_server(tmp / "plain", tls=False) as plain,
+            reference_server(tmp / "tls", tls=True) as secure,
+        ):
+            with capture(pcap, [plain.port, secure.port]):
+                for server in (plain, secure):
+                    # First use loads code and warms caches in both tools: not measured.
+                    run_promptpath(server)
+                    run_curl(server, curl_env)
+                    for _ in range(ns.runs):
+                        measured.append(run_promptpath(server))
+                        measured.append(run_curl(server, curl_env))
+            flows = read_flows(pcap, keylog, {plain.port, secure.port})
+            if ns.keep is not None:
+                ns.keep.mkdir(parents=True, exist_ok=True)
+                for path in (pcap, keylog):
+                    shutil.copy(path, ns.keep / path.name)
+    report(measured, flows)
+
+
+if __name__ == "__main__":
+    main()
