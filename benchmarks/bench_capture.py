@@ -117,13 +117,18 @@ class Flow:
 
 
 @contextlib.contextmanager
-def reference_server(tmp: Path, *, tls: bool) -> Iterator[Server]:
+def reference_server(tmp: Path, *, tls: bool, cpu: int | None = None) -> Iterator[Server]:
     args = [sys.executable, "-m", "promptpath.server", "--host", "127.0.0.1", "--port", "0"]
     if tls:
         args += ["--self-signed", str(tmp / "certs")]
     args.append("--no-http3")
     proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu})),
     )
     try:
         assert proc.stdout is not None
@@ -325,7 +330,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--keep", type=Path, help="copy the capture and key log here")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="servers on CPU 1, the clients (this process, curl) on CPU 0: the server a"
+        " handshake wakes then cannot run on the client's core before connect() returns",
+    )
     ns = parser.parse_args()
+    server_cpu = None
+    if ns.pin:
+        os.sched_setaffinity(0, {0})  # curl, started from here, inherits it
+        server_cpu = 1
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         os.chmod(tmp, 0o755)  # dumpcap may drop to another user to write the file
@@ -336,8 +351,8 @@ def main() -> None:
         curl_env = {k: v for k, v in os.environ.items() if k not in _PROXY_ENV}
         measured: list[Measured] = []
         with (
-            reference_server(tmp / "plain", tls=False) as plain,
-            reference_server(tmp / "tls", tls=True) as secure,
+            reference_server(tmp / "plain", tls=False, cpu=server_cpu) as plain,
+            reference_server(tmp / "tls", tls=True, cpu=server_cpu) as secure,
         ):
             with capture(pcap, [plain.port, secure.port]):
                 for server in (plain, secure):

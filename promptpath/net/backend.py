@@ -31,14 +31,13 @@ from promptpath.net import dns
 from promptpath.net.tcp import connect_address
 from promptpath.net.tlsinfo import describe_tls, tls_failure
 from promptpath.net.transport import ConnectSpec, Recorder, fmt_addr
-from promptpath.net.wrapped import WrappedStream
 
 
-class StampingStream(WrappedStream):
-    """The raw TCP byte stream, stamping each receive and send as it returns."""
+class StampingStream(anyio.abc.ByteStream):
+    """The raw TCP byte stream, stamping each receive and send; the rest passes through."""
 
     def __init__(self, inner: anyio.abc.SocketStream, recorder: Recorder) -> None:
-        super().__init__(inner)
+        self._inner = inner
         self._recorder = recorder
         self.eof_ns: int | None = None
         # Sends are stamped as they begin, when the bytes are handed to the socket: the
@@ -76,6 +75,17 @@ class StampingStream(WrappedStream):
             self.first_send_ns = self.send_began_ns
         await self._inner.send(item)
         self._recorder.wrote(time.perf_counter_ns(), len(item))
+
+    async def send_eof(self) -> None:
+        await self._inner.send_eof()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    @property
+    def extra_attributes(self) -> Any:
+        # Socket attributes (addresses, the raw socket) pass through to TLS and httpcore.
+        return self._inner.extra_attributes
 
 
 @contextlib.contextmanager

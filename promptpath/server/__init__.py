@@ -1,7 +1,7 @@
 """The reference endpoint: a streaming AI API whose behaviour we control.
 
     command.py     ``serve(...)``: ``promptpath serve`` and ``python -m promptpath.server``
-    runner.py      ServerConfig, serve_forever, start_in_thread -> ServerHandle (hypercorn, lazily)
+    hosting.py     ServerConfig, serve_forever, start_in_thread -> ServerHandle (hypercorn, lazily)
     app.py         ReferenceApp: the ASGI app (routing, auth, controls, /stats, /healthz)
     streaming.py   the paced writer: deadlines, keepalives, batching, truncation, disconnects
     behaviour.py   Behaviour (frozen) and from_headers(defaults, headers): x-promptpath-* controls
