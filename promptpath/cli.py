@@ -157,6 +157,28 @@ DNSRecheckOpt = Annotated[
     float,
     typer.Option("--dns-recheck", help="dns-cache probe: seconds between the two TTL queries."),
 ]
+ProxyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--proxy",
+        "-x",
+        metavar="URL",
+        help="Forward proxy http(s)://[USER:PASS@]HOST:PORT (default: HTTPS_PROXY, HTTP_PROXY,"
+        " ALL_PROXY); '' for none.",
+    ),
+]
+NoProxyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--noproxy",
+        metavar="LIST",
+        help="Hosts to reach directly: comma list of names, IPs, CIDRs or '*' (default: NO_PROXY).",
+    ),
+]
+ProxyUserOpt = Annotated[
+    str | None,
+    typer.Option("--proxy-user", metavar="USER:PASS", help="Proxy credentials (Basic)."),
+]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
 ]
@@ -207,6 +229,9 @@ def run(
         bool,
         typer.Option("--compare-http", help="Trace over HTTP/2 and HTTP/3 and compare them."),
     ] = False,
+    proxy: ProxyOpt = None,
+    noproxy: NoProxyOpt = None,
+    proxy_user: ProxyUserOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
@@ -233,6 +258,9 @@ def run(
         probes=probe or [],
         compare_http=compare_http,
         verbose=verbose,
+        proxy=proxy,
+        noproxy=noproxy,
+        proxy_user=proxy_user,
         both_families=ipv4 and ipv6,
         probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
     )
@@ -269,6 +297,9 @@ def probe(
     canary: CanaryOpt = False,
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
+    proxy: ProxyOpt = None,
+    noproxy: NoProxyOpt = None,
+    proxy_user: ProxyUserOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache)."""

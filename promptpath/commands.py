@@ -28,6 +28,7 @@ from promptpath.options import (
     parse_resolve,
     parse_target,
 )
+from promptpath.proxies import select_proxy
 from promptpath.tracer.orchestrator import TraceResult
 
 PROVIDERS: tuple[Provider, ...] = ("openai", "responses", "anthropic", "ollama")
@@ -59,6 +60,9 @@ class RunArgs:
     both_families: bool = False
     probe_options: dict[str, object] = field(default_factory=dict)
     compare_http: bool = False
+    proxy: str | None = None  # None: not given ("" turns the environment's proxy off)
+    noproxy: str | None = None
+    proxy_user: str | None = field(default=None, repr=False)
 
 
 def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str | None]:
@@ -80,6 +84,8 @@ def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str |
         "insecure",
         "timeout",
         "resolver",
+        "proxy",
+        "noproxy",
     ):
         # Only what the command line left unsaid: an explicit value, even the default, wins.
         if key in profile and getattr(args, key) is None:
@@ -159,6 +165,16 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
             )
     key_env = args.api_key_env or DEFAULT_KEY_ENV[provider]
     api_key = (env.get(key_env) if key_env else None) or profile_key
+    if args.proxy_user is not None and ":" not in args.proxy_user:
+        raise UsageError("--proxy-user wants USER:PASS", kind="bad_option")
+    proxy, proxy_note = select_proxy(
+        target.scheme,
+        target.host,
+        flag=args.proxy,
+        noproxy=args.noproxy,
+        user=args.proxy_user,
+        environ=env,
+    )
     return RunOptions(
         target=target,
         provider=provider,
@@ -179,6 +195,8 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         authoritative=args.authoritative,
         verbose=args.verbose,
         probe_options=dict(args.probe_options),
+        proxy=proxy,
+        proxy_note=proxy_note,
     )
 
 
@@ -229,6 +247,11 @@ def _secrets(options: RunOptions) -> list[str]:
             bare = value.split(" ", 1)[-1]  # "Bearer sk-..." → also the bare token
             if len(bare) >= 8:
                 values.append(bare)
+    proxy = options.proxy
+    if proxy is not None and proxy.authorization is not None:
+        values.append(proxy.authorization.split(" ", 1)[-1])  # the Basic token
+        if proxy.password:
+            values.append(proxy.password)
     return [v for v in values if len(v) >= 4]
 
 

@@ -40,6 +40,8 @@ PROFILE_KEYS: dict[str, type | tuple[type, ...]] = {
     "timeout": (int, float),
     "resolve": list,
     "resolver": str,
+    "proxy": str,  # as --proxy; "" turns the environment's proxy off
+    "noproxy": str,
 }
 
 

@@ -8,6 +8,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from promptpath.core.errors import UsageError
+from promptpath.proxies import ProxyChoice
 from promptpath.streams.dialects import Provider as Provider  # re-exported: a RunOptions field type
 
 HTTPChoice = Literal["1.1", "2", "3", "auto"]
@@ -68,6 +69,8 @@ class RunOptions:
     resolver: str | None = None  # ADDR[:PORT] to use instead of the system resolver
     authoritative: str | None = None  # ADDR[:PORT] of the zone's authoritative server
     accept_encoding: str = "identity"
+    proxy: ProxyChoice | None = None  # the forward proxy this run goes through
+    proxy_note: str | None = None  # why a configured proxy was not used (NO_PROXY, ...)
     verbose: bool = False
     probe_options: dict[str, object] = field(default_factory=dict)
 

@@ -28,6 +28,10 @@ from promptpath.core.exitcodes import ExitCode
 #: Where a failure happened: the stages of one trip, in order (README, "Exit codes").
 ErrorStage = Literal[
     "config",
+    "proxy_dns",  # the forward proxy's name
+    "proxy_connect",  # TCP to the proxy
+    "proxy_tls",  # TLS with an https:// proxy
+    "tunnel",  # CONNECT host:port, to the proxy's answer
     "dns",
     "connect",
     "tls",
@@ -74,6 +78,10 @@ ErrorKind = Literal[
     "hostname_mismatch",
     "ip_mismatch",
     "cert_verify_failed",
+    # tunnel: the forward proxy's answer to CONNECT
+    "proxy_auth_required",
+    "proxy_denied",
+    "proxy_closed",
     # response and stream
     "not_event_stream",
     "no_response",

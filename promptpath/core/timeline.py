@@ -162,6 +162,22 @@ class QuicStats:
     bytes_out: int = 0
 
 
+@dataclass(slots=True, kw_only=True)
+class ProxyInfo:
+    """The forward proxy a run went through: where, and what it answered to CONNECT."""
+
+    url: str  # scheme://host:port, never with credentials
+    source: str  # "--proxy", "profile", or the environment variable that named it
+    address: tuple[str, int] | None = None  # the proxy's address we connected to
+    dns: DNSAnswer | None = None  # the lookup of the proxy's name
+    tls: TLSInfo | None = None  # the TLS session with an https:// proxy
+    tunnel: bool = False  # CONNECT (https:// target) or absolute-form requests (http://)
+    status: int | None = None  # the proxy's answer to CONNECT
+    reason: str | None = None  # its reason phrase ("Connection established")
+    headers: list[tuple[str, str]] = field(default_factory=list)  # Via, Proxy-Agent, ...
+    authenticated: bool = False  # a Proxy-Authorization header was sent (never its value)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CloseRecord:
     """How and when the peer ended the connection (or the request stream), at the socket."""
@@ -219,6 +235,7 @@ class Timeline:
     close: CloseRecord | None = None  # set once, by the transport, when the peer closed
     close_after_end: str | None = None  # the connection outlived the terminal marker: how
     compressed: str | None = None  # Content-Encoding of the event stream, when not identity
+    proxy: ProxyInfo | None = None  # set when the run went through a forward proxy
 
     # -- appending facts -------------------------------------------------------------
     def begin(self, name: str, t_ns: int, **detail: object) -> Stage:

@@ -18,7 +18,7 @@ import socket
 import ssl
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -30,7 +30,7 @@ from promptpath.core.timeline import ConnectAttempt, Stage
 from promptpath.net import dns
 from promptpath.net.tcp import connect_address
 from promptpath.net.tlsinfo import describe_tls, tls_failure
-from promptpath.net.transport import ConnectSpec, Recorder, fmt_addr
+from promptpath.net.transport import Recorder, fmt_addr
 
 
 class StampingStream(anyio.abc.ByteStream):
@@ -164,8 +164,11 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         timeout: float | None = None,
         *,
         alpn: tuple[str, ...] = (),
+        stage_name: Literal["tls", "proxy_tls"] = "tls",
     ) -> TracedNetworkStream:
-        """The TLS handshake over the stamping stream, as the ``tls`` stage.
+        """The TLS handshake over this stream, as the ``tls`` stage (``proxy_tls`` with an
+        https:// proxy). Over a CONNECT tunnel through an https:// proxy this is TLS inside
+        TLS: it wraps whatever this stream is, while reads stay stamped below both.
 
         ``alpn`` is set on ``ssl_context`` here (an SSLContext keeps no readable list of
         what it offers): use a fresh context per connection."""
@@ -177,44 +180,49 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             if server_hostname is None or dns.is_ip_literal(server_hostname)
             else server_hostname
         )
-        stage = timeline.begin("tls", time.perf_counter_ns(), sni=sni)
+        stage = timeline.begin(stage_name, time.perf_counter_ns(), sni=sni)
         self.raw.expect_send()
         try:
             with anyio.fail_after(timeout):
                 tls = await TLSStream.wrap(
-                    self.raw,
+                    self._stream,
                     ssl_context=ssl_context,
                     hostname=server_hostname,
                     standard_compatible=False,
                 )
         except ssl.SSLError as exc:
             _start_at_client_hello(stage, self.raw)
-            timeline.end("tls", time.perf_counter_ns(), ok=False)
-            await self.raw.aclose()
-            raise tls_failure(
-                exc, host=server_hostname or "", elapsed_ns=_since(stage.start_ns)
-            ) from exc
+            timeline.end(stage_name, time.perf_counter_ns(), ok=False)
+            await self._stream.aclose()
+            error = tls_failure(exc, host=server_hostname or "", elapsed_ns=_since(stage.start_ns))
+            error.stage = stage_name
+            raise error from exc
         except (anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
             _start_at_client_hello(stage, self.raw)
-            timeline.end("tls", time.perf_counter_ns(), ok=False)
-            await self.raw.aclose()
+            timeline.end(stage_name, time.perf_counter_ns(), ok=False)
+            await self._stream.aclose()
+            whom = "the proxy " if stage_name == "proxy_tls" else ""
             raise TLSError(
-                f"TLS: the peer closed the connection during the handshake with {server_hostname}"
-                " (not a TLS server on this port, or it rejected our ClientHello)",
-                stage="tls",
+                f"TLS: the peer closed the connection during the handshake with {whom}"
+                f"{server_hostname} (not a TLS server on this port, or it rejected our"
+                " ClientHello)",
+                stage=stage_name,
                 kind="handshake_closed",
             ) from exc
         _start_at_client_hello(stage, self.raw)
         end = _handshake_done(stage, self.raw, self._recorder)
-        timeline.end("tls", end)
-        timeline.mark("tls_done", end)
-        ssl_object = tls.extra(TLSAttribute.ssl_object)
-        timeline.tls = describe_tls(
-            ssl_object,
+        timeline.end(stage_name, end)
+        info = describe_tls(
+            tls.extra(TLSAttribute.ssl_object),
             sni=sni,
             alpn_offered=alpn,
             verified=None if ssl_context.verify_mode == ssl.CERT_NONE else True,
         )
+        if stage_name == "tls":
+            timeline.mark("tls_done", end)
+            timeline.tls = info
+        elif timeline.proxy is not None:
+            timeline.proxy.tls = info
         return TracedNetworkStream(tls, self.raw, self._recorder)
 
     def get_extra_info(self, info: str) -> Any:
@@ -262,16 +270,23 @@ _CONNECT_KINDS: dict[int, ErrorKind] = {
 }
 
 
-async def connect_tcp(spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStream:
-    """The ``connect`` stage: each resolved address in turn until one accepts (each attempt
-    recorded); the failed ones are listed apart from the stage, which is the handshake."""
+async def connect_tcp(
+    host: str,
+    port: int,
+    addresses: tuple[tuple[str, dns.Family], ...],
+    recorder: Recorder,
+    *,
+    stage_name: str = "connect",
+    milestone: str | None = "connected",
+) -> TracedNetworkStream:
+    """The ``connect`` stage (``proxy_connect`` to a proxy): each resolved address in turn
+    until one accepts (each attempt recorded); the failed ones are listed apart from the
+    stage, which is the handshake. ``milestone`` is marked when it completes."""
     timeline = recorder.timeline
     recorder.connects += 1
-    host, port = spec.host, spec.port
-    stage = timeline.begin("connect", time.perf_counter_ns())
+    stage = timeline.begin(stage_name, time.perf_counter_ns())
     failures: list[str] = []
     last_kind: ErrorKind = "refused"
-    addresses = spec.addresses
     for n, (ip, fam) in enumerate(addresses):
         start = time.perf_counter_ns()
         # With more addresses to try, one that does not answer gets a bounded attempt
@@ -314,15 +329,19 @@ async def connect_tcp(spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStr
         # The stage is the successful handshake; failed attempts are listed on their own.
         stage.start_ns, stage.end_ns = start, end
         stage.detail["attempts"] = len(timeline.attempts)
-        timeline.mark("connected", end)
-        timeline.address = (ip, port)
-        timeline.family = fam
+        if milestone is not None:
+            timeline.mark(milestone, end)
+        if stage_name == "connect":
+            timeline.address = (ip, port)
+            timeline.family = fam
         raw = StampingStream(sock, recorder)
         return TracedNetworkStream(raw, raw, recorder)
-    timeline.end("connect", time.perf_counter_ns(), ok=False)
+    timeline.end(stage_name, time.perf_counter_ns(), ok=False)
+    proxy = stage_name == "proxy_connect"
     raise ConnectError(
-        f"TCP connect to {host} port {port} failed: " + "; ".join(failures),
-        stage="connect",
+        f"TCP connect to {'the proxy ' if proxy else ''}{host} port {port} failed: "
+        + "; ".join(failures),
+        stage="proxy_connect" if proxy else "connect",
         kind=last_kind,
         host=host,
         port=port,

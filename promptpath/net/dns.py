@@ -93,16 +93,25 @@ async def resolve_stage(
     override: str | None = None,
     resolver: str | None = None,
     timeout: float = 5.0,
+    proxy: bool = False,
 ) -> DNSAnswer:
-    """The ``dns`` stage of a trace, for every transport: resolve and record it."""
-    timeline.begin("dns", time.perf_counter_ns())
+    """The ``dns`` stage of a trace, for every transport: resolve and record it.
+
+    ``proxy``: the lookup of a forward proxy's name (stage ``proxy_dns``; the answer goes
+    to ``Timeline.proxy``, since the origin's name is the proxy's to resolve)."""
+    name = "proxy_dns" if proxy else "dns"
+    timeline.begin(name, time.perf_counter_ns())
     try:
         answer = await resolve(
             host, port, family=family, override=override, resolver=resolver, timeout=timeout
         )
     except PromptpathError as exc:  # DNSError, or a UsageError for a malformed --resolver
         end = time.perf_counter_ns()
-        stage = timeline.end("dns", end, ok=False)
+        stage = timeline.end(name, end, ok=False)
+        if proxy:
+            exc.stage = "proxy_dns"
+            exc.message = exc.message.replace("DNS:", "DNS (the proxy's name):", 1)
+            raise
         # Keep what we know of the failed lookup for the report: which resolver, how long.
         start_ns = exc.detail.get("start_ns")
         end_ns = exc.detail.get("end_ns")
@@ -132,5 +141,9 @@ async def resolve_stage(
     stage.start_ns, stage.end_ns = answer.start_ns, answer.end_ns
     stage.detail["resolver"] = answer.resolver
     timeline.mark("dns_done", answer.end_ns)
-    timeline.dns = answer
+    if proxy:
+        if timeline.proxy is not None:
+            timeline.proxy.dns = answer
+    else:
+        timeline.dns = answer
     return answer

@@ -19,6 +19,7 @@ import httpcore
 
 from promptpath.core.timeline import Timeline
 from promptpath.net.backend import TracedNetworkStream, connect_tcp
+from promptpath.net.proxy import open_tunnel
 from promptpath.net.transport import (
     Body,
     BodyPiece,
@@ -55,8 +56,37 @@ class TCPTransport:
         return Recorder(timeline)
 
     async def open_stream(self, spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStream:
-        """The ``connect`` and (for https) ``tls`` stages: a stamped byte stream."""
-        stream = await connect_tcp(spec, recorder)
+        """The ``connect`` and (for https) ``tls`` stages: a stamped byte stream.
+
+        Through a proxy: ``proxy_connect`` (and ``proxy_tls`` for an https:// proxy), then
+        for an https:// target the ``tunnel`` (CONNECT) and the origin's ``tls`` inside it.
+        """
+        hop = spec.proxy
+        if hop is None:
+            stream = await connect_tcp(spec.host, spec.port, spec.addresses, recorder)
+        else:
+            plain_target = spec.scheme == "http"
+            stream = await connect_tcp(
+                hop.host,
+                hop.port,
+                hop.addresses,
+                recorder,
+                stage_name="proxy_connect",
+                milestone=None,
+            )
+            if recorder.timeline.proxy is not None and recorder.timeline.attempts:
+                attempt = recorder.timeline.attempts[-1]
+                recorder.timeline.proxy.address = (attempt.ip, attempt.port)
+            if hop.scheme == "https":
+                assert hop.ssl_context is not None, "an https:// proxy carries its SSL context"
+                stream = await stream.start_tls(
+                    hop.ssl_context, hop.host, alpn=("http/1.1",), stage_name="proxy_tls"
+                )
+            if plain_target:  # absolute-form requests to the proxy: it is the connection
+                ready = recorder.timeline.stages[-1].end_ns or time.perf_counter_ns()
+                recorder.timeline.mark("connected", ready)
+                return stream
+            await open_tunnel(stream, spec, hop, recorder)
         if spec.scheme == "https":
             assert spec.ssl_context is not None, "an https spec carries its SSL context"
             stream = await stream.start_tls(spec.ssl_context, spec.host, alpn=spec.alpn)
@@ -80,7 +110,8 @@ class TCPConnection:
         origin = httpcore.Origin(spec.scheme.encode(), spec.host.encode(), spec.port)
         alpn = stream.get_extra_info("ssl_object")
         selected = alpn.selected_alpn_protocol() if alpn is not None else None
-        self.http2 = selected == "h2" or (spec.scheme == "http" and h2c)
+        # A proxy in absolute form speaks HTTP/1.1: no h2c through it.
+        self.http2 = selected == "h2" or (spec.scheme == "http" and h2c and spec.proxy is None)
         self._conn: httpcore.AsyncHTTP11Connection | httpcore.AsyncHTTP2Connection
         if self.http2:
             self._conn = httpcore.AsyncHTTP2Connection(origin=origin, stream=stream)
@@ -110,11 +141,19 @@ class TCPConnection:
                 tl.mark("ttfb", recorder.last_read_ns or time.perf_counter_ns())
 
         spec = self._spec
+        target = request.path
+        extra: list[tuple[str, str]] = []
+        if spec.proxy is not None and spec.scheme == "http":
+            # Through a proxy, a plain-http request names the whole URL (absolute form),
+            # and only this request carries the proxy's credentials.
+            target = f"http://{spec.authority}{request.path}"
+            if spec.proxy.authorization is not None:
+                extra.append(("proxy-authorization", spec.proxy.authorization))
         url = httpcore.URL(
             scheme=spec.scheme.encode(),
             host=spec.host.encode(),
             port=spec.port,
-            target=request.path.encode(),
+            target=target.encode(),
         )
         core_request = httpcore.Request(
             request.method,
@@ -123,6 +162,7 @@ class TCPConnection:
                 ("host", spec.authority),
                 ("content-length", str(len(request.body))),
                 *request.headers,
+                *extra,
             ],
             content=request.body,
             extensions={"trace": on_trace},

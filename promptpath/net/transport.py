@@ -20,11 +20,28 @@ from __future__ import annotations
 import ssl
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from promptpath.core.timeline import CloseKind, CloseRecord, Family, Read, Timeline
 from promptpath.net.dns import is_ip_literal
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProxyHop:
+    """A forward proxy between us and the origin, as the socket layer needs it."""
+
+    scheme: Literal["http", "https"]
+    host: str
+    port: int
+    addresses: tuple[tuple[str, Family], ...]  # resolved (the proxy_dns stage)
+    authorization: str | None = field(default=None, repr=False)  # Proxy-Authorization value
+    ssl_context: ssl.SSLContext | None = None  # an https:// proxy's TLS
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,10 +55,17 @@ class ConnectSpec:
     alpn: tuple[str, ...] = ()  # protocols to offer, in order of preference
     ssl_context: ssl.SSLContext | None = None  # TCP+TLS only (QUIC verifies on its own)
     deadline: float | None = None  # time.monotonic() by which the whole trace must end
+    proxy: ProxyHop | None = None  # connect through this forward proxy
 
     @property
     def sni(self) -> str | None:
         return None if is_ip_literal(self.host) else self.host
+
+    @property
+    def host_port(self) -> str:
+        """``host:port`` always (CONNECT's request target)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
 
     @property
     def authority(self) -> str:
@@ -178,6 +202,7 @@ __all__ = [
     "BodyPiece",
     "ConnectSpec",
     "Connection",
+    "ProxyHop",
     "Recorder",
     "ResponseHead",
     "Transport",

@@ -8,7 +8,7 @@ from typing import Any
 
 from promptpath.core.analysis import Metrics, compute
 from promptpath.core.stats import Summary
-from promptpath.core.timeline import DNSAnswer, Timeline
+from promptpath.core.timeline import DNSAnswer, Timeline, TLSInfo
 from promptpath.options import display_url
 from promptpath.tracer.orchestrator import TraceResult
 from promptpath.tracer.request import SECRET_HEADERS
@@ -66,7 +66,11 @@ def _dns(timeline: Timeline) -> dict[str, Any] | None:
 
 
 def _tls(timeline: Timeline) -> dict[str, Any] | None:
-    tls = timeline.tls
+    return tls_json(timeline.tls)
+
+
+def tls_json(tls: TLSInfo | None) -> dict[str, Any] | None:
+    """The ``tls`` object: the origin's session, or an https:// proxy's."""
     if tls is None:
         return None
     cert = tls.cert
@@ -88,6 +92,33 @@ def _tls(timeline: Timeline) -> dict[str, Any] | None:
             "not_after": cert.not_after,
             "days_left": cert.days_left,
         },
+    }
+
+
+def _proxy(timeline: Timeline) -> dict[str, Any] | None:
+    proxy = timeline.proxy
+    if proxy is None:
+        return None
+    stages = {
+        s.name: round((s.end_ns - s.start_ns) / 1e6, 3)
+        for s in timeline.stages
+        if s.name in ("proxy_dns", "proxy_connect", "proxy_tls", "tunnel") and s.end_ns is not None
+    }
+    address = None
+    if proxy.address is not None:
+        ip, port = proxy.address
+        address = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+    return {
+        "url": proxy.url,
+        "source": proxy.source,
+        "address": address,
+        "tunnel": proxy.tunnel,
+        "connect_status": proxy.status,
+        "connect_reason": proxy.reason,
+        "headers": dict(proxy.headers),
+        "authenticated": proxy.authenticated,
+        "stages_ms": stages,
+        "tls": tls_json(proxy.tls),
     }
 
 
@@ -150,6 +181,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             if k.lower() in _HEADER_KEEP and k.lower() not in SECRET_HEADERS
         },
         "quic": None if timeline.quic is None else asdict(timeline.quic),
+        "proxy": _proxy(timeline),
         "error": None
         if timeline.error is None
         else {
@@ -175,6 +207,7 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
         },
     }
     body.update(timeline_json(result.timeline))
+    body["proxy_note"] = opts.proxy_note
     body["warm"] = None if result.warm is None else timeline_json(result.warm.timeline)
     body["h3"] = result.h3
     body["findings"] = [f.as_dict() for f in result.findings]

@@ -28,7 +28,7 @@ from promptpath.core.errors import (
     UsageError,
 )
 from promptpath.core.findings import Finding
-from promptpath.core.timeline import ErrorInfo, Timeline
+from promptpath.core.timeline import DNSAnswer, ErrorInfo, Family, ProxyInfo, Timeline
 from promptpath.net import dns
 from promptpath.net.tlsinfo import finish_tls
 from promptpath.net.transport import (
@@ -36,6 +36,7 @@ from promptpath.net.transport import (
     BodyPiece,
     Connection,
     ConnectSpec,
+    ProxyHop,
     Recorder,
     ResponseHead,
     Transport,
@@ -57,7 +58,16 @@ AFTER_END_GRACE_S = 1.0
 #: Longest wait for the body of an error answer (it only explains the status).
 SNIFF_WAIT_S = 5.0
 #: Stages a transport opens while connecting (the open one is where a failure happened).
-_CONNECT_STAGES = ("dns", "connect", "tls", "quic_handshake")
+_CONNECT_STAGES = (
+    "proxy_dns",
+    "proxy_connect",
+    "proxy_tls",
+    "tunnel",
+    "dns",
+    "connect",
+    "tls",
+    "quic_handshake",
+)
 
 
 @dataclass(kw_only=True)
@@ -131,6 +141,10 @@ class Tracer:
         self.connection: Connection | None = None
         self._first: Timeline | None = None
         self._ssl = ssl_context_for(options) if options.target.scheme == "https" else None
+        https_proxy = options.proxy is not None and options.proxy.scheme == "https"
+        # The proxy's own certificate is checked against the same trust (--cacert, or the
+        # system store): it names the proxy, not the origin.
+        self._proxy_ssl = ssl_context_for(options) if https_proxy else None
 
     async def request(self, timeline: Timeline) -> PromptpathError | None:
         """Run one request into ``timeline``; the error that ended it, if any."""
@@ -159,10 +173,48 @@ class Tracer:
             self.connection = None
 
     async def connect(self, timeline: Timeline, deadline: float) -> Connection:
-        """The dns stage, then the transport's own (connect+tls, or quic_handshake)."""
+        """The dns stage, then the transport's own (connect+tls, or quic_handshake).
+
+        Through a forward proxy the name resolved is the proxy's (``proxy_dns``): the
+        origin's name is the proxy's business."""
         options = self.options
         host, port = options.target.host, options.target.port
-        answer = await dns.resolve_stage(
+        proxy = options.proxy
+        hop: ProxyHop | None = None
+        addresses: tuple[tuple[str, Family], ...] = ()
+        if proxy is not None:
+            timeline.proxy = ProxyInfo(
+                url=proxy.url, source=proxy.source, authenticated=proxy.username is not None
+            )
+            answer = await self._resolve(timeline, proxy.host, proxy.port, proxy=True)
+            hop = ProxyHop(
+                scheme=proxy.scheme,
+                host=proxy.host,
+                port=proxy.port,
+                addresses=answer.addresses,
+                authorization=proxy.authorization,
+                ssl_context=self._proxy_ssl,
+            )
+        else:
+            addresses = (await self._resolve(timeline, host, port)).addresses
+        spec = ConnectSpec(
+            host=host,
+            port=port,
+            scheme=options.target.scheme,
+            addresses=addresses,
+            alpn=alpn_for(options),
+            ssl_context=self._ssl,
+            deadline=deadline,
+            proxy=hop,
+        )
+        assert self.recorder is not None, "request() made the recorder"
+        return await self.transport.connect(spec, self.recorder)
+
+    async def _resolve(
+        self, timeline: Timeline, host: str, port: int, *, proxy: bool = False
+    ) -> DNSAnswer:
+        options = self.options
+        return await dns.resolve_stage(
             timeline,
             host,
             port,
@@ -170,18 +222,8 @@ class Tracer:
             override=options.resolve_override(host, port),
             resolver=options.resolver,
             timeout=min(options.timeout, 10.0),
+            proxy=proxy,
         )
-        spec = ConnectSpec(
-            host=host,
-            port=port,
-            scheme=options.target.scheme,
-            addresses=answer.addresses,
-            alpn=alpn_for(options),
-            ssl_context=self._ssl,
-            deadline=deadline,
-        )
-        assert self.recorder is not None, "request() made the recorder"
-        return await self.transport.connect(spec, self.recorder)
 
     async def _exchange(self, timeline: Timeline, deadline: float) -> None:
         conn = self.connection
@@ -218,11 +260,18 @@ async def trace(
 
     ``on_start`` receives the result as soon as it exists, so a caller interrupted by
     Ctrl-C can still report the partial timeline."""
+    problem = None
     if options.http == "3" and options.target.scheme != "https":
-        timeline = new_timeline()
-        exc = UsageError(
-            "HTTP/3 needs an https:// target (QUIC always runs TLS)", kind="bad_option"
+        problem = "HTTP/3 needs an https:// target (QUIC always runs TLS)"
+    elif options.http == "3" and options.proxy is not None:
+        problem = (
+            f"HTTP/3 cannot go through the proxy {options.proxy.url} ({options.proxy.source}):"
+            " QUIC does not cross an HTTP CONNECT proxy. Use --http 2, or --noproxy"
+            f" {options.target.host} to go direct"
         )
+    if problem is not None:
+        timeline = new_timeline()
+        exc = UsageError(problem, kind="bad_option")
         record_error(timeline, exc)
         return TraceResult(options=options, timeline=timeline)
     if options.resolver is not None:
@@ -387,9 +436,12 @@ def phase_of(timeline: Timeline, options: RunOptions) -> ErrorStage:
         return cast(ErrorStage, open_stage)  # timeline stage names are plain str
     m = timeline.milestones
     quic = options.http == "3"
+    proxied = options.proxy is not None
     if not timeline.reused_connection and "connected" not in m:
         if "dns_done" not in m:
-            return "dns"
+            return "proxy_dns" if proxied else "dns"
+        if proxied:
+            return "proxy_connect" if timeline.stage("proxy_connect") is None else "tunnel"
         return "quic_handshake" if quic else "connect"
     https_over_tcp = options.target.scheme == "https" and not quic
     if https_over_tcp and not timeline.reused_connection and "tls_done" not in m:
