@@ -15,6 +15,10 @@ from promptpath.tracer.orchestrator import TraceResult
 
 #: Waterfall rows: (label, stage key, start milestone or None for the stage's own start).
 _ROWS = (
+    ("proxy DNS", "proxy_dns"),
+    ("proxy connect", "proxy_connect"),
+    ("proxy TLS", "proxy_tls"),
+    ("CONNECT tunnel", "tunnel"),
     ("DNS", "dns"),
     ("TCP connect", "connect"),
     ("TLS", "tls"),
@@ -26,6 +30,10 @@ _ROWS = (
 )
 
 STAGE_STYLE = {
+    "proxy_dns": "cyan",
+    "proxy_connect": "blue",
+    "proxy_tls": "magenta",
+    "tunnel": "bright_blue",
     "dns": "cyan",
     "connect": "blue",
     "tls": "magenta",
@@ -94,6 +102,25 @@ def waterfall(
         cells.stylize(STAGE_STYLE.get(key, "white"))
         table.add_row(label, f"{end - start:.1f}", cells)
     return table
+
+
+def proxy_line(timeline: Timeline) -> str | None:
+    """Which proxy carried the run, named by what, and what it said to CONNECT."""
+    proxy = timeline.proxy
+    if proxy is None:
+        return None
+    parts = [f"{proxy.url} ({proxy.source})"]
+    if proxy.address is not None:
+        ip, port = proxy.address
+        parts[0] += f" at {f'[{ip}]' if ':' in ip else ip}:{port}"
+    if proxy.tunnel and proxy.status is not None:
+        parts.append(f"CONNECT → {proxy.status} {proxy.reason or ''}".rstrip())
+    elif not proxy.tunnel and proxy.address is not None:
+        parts.append("absolute-form requests (http:// target, no tunnel)")
+    if proxy.authenticated:
+        parts.append("Proxy-Authorization sent")
+    parts.extend(f"{name}: {value}" for name, value in proxy.headers)
+    return " · ".join(parts)
 
 
 def dns_line(timeline: Timeline) -> str | None:
@@ -180,6 +207,9 @@ def render_timeline(
             else "TCP or TLS"
         )
         console.print(f"[dim]connection reused: no DNS, {setup} on this request[/dim]")
+    line = proxy_line(timeline)
+    if line and not timeline.reused_connection:
+        console.print(Text("PROXY  ") + Text(line))
     line = dns_line(timeline)
     if line and not timeline.reused_connection:
         console.print(Text("DNS    ") + Text(line))
@@ -231,6 +261,8 @@ def render(console: Console, result: TraceResult) -> None:
             f"({opts.provider} · {opts.model} · {tl.http_version or '?'}{addr})",
         )
     )
+    if opts.proxy_note:
+        console.print(Text(f"PROXY  {opts.proxy_note}", style="dim"))
     if opts.verbose:
         render_headers(console, result)
     total = None
