@@ -25,7 +25,7 @@ from promptpath.core.timeline import Timeline
 from promptpath.report.terminal import STAGE_STYLE, bar, stage_spans
 from promptpath.tracer.orchestrator import TraceResult
 
-COMPARE_SCHEMA = "promptpath.core.compare/1"
+COMPARE_SCHEMA = "promptpath.compare/1"
 
 
 def spans(timeline: Timeline) -> list[tuple[str, str, str, float, float]]:

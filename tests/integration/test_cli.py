@@ -251,7 +251,7 @@ def test_compare_http_gives_two_results_and_differences(ref_h3: RefServer) -> No
     res = invoke("run", url(ref_h3), "--cacert", str(ref_h3.ca), "--compare-http", "--json")
     assert res.exit_code == 0, res.stderr
     body = json.loads(res.stdout)
-    assert body["schema"] == "promptpath.core.compare/1"
+    assert body["schema"] == "promptpath.compare/1"
     assert [r["http_version"] for r in body["results"]] == ["HTTP/2", "HTTP/3"]
     from referencing import Registry, Resource
 

@@ -127,3 +127,25 @@ def test_tinyproxy_carries_plain_http_in_absolute_form(tmp_path: Path) -> None:
     assert info["connect_status"] is None
     # tinyproxy logs the absolute-form request line it received.
     assert f"POST http://127.0.0.1:{plain.port}/v1/chat/completions" in log
+
+
+def test_probes_run_through_the_proxy_too(origin: RefServer) -> None:
+    # Checked by hand: through squid (no read_timeout under 2 s) the canary streams event by
+    # event and survives a 2 s pause; the keep-alive connection stays open 2 s.
+    url = f"https://localhost:{origin.port}/v1/chat/completions"
+    with squid() as proxy:
+        result = run_cli(
+            "probe", url, "buffering", "idle-timeout", "--canary", "--idle-max", "2",
+            "--cacert", str(origin.ca), "-x", proxy.url, "--json",
+        )  # fmt: skip
+        access = (proxy.directory / "access.log").read_text()
+    body = _body(result)
+    assert result.exit_code == 0, result.stdout
+    findings = body["findings"]
+    assert isinstance(findings, list)
+    assert {(f["probe"], f["verdict"]) for f in findings} == {
+        ("buffering", "pass"),
+        ("idle-timeout", "pass"),
+    }
+    # The trace, the canary streams and the keep-alive watch each went through squid.
+    assert access.count(f"CONNECT localhost:{origin.port}") >= 4

@@ -245,7 +245,7 @@ def test_terminal_names_a_failed_side() -> None:
 
 def test_compare_json_has_two_runs_and_the_differences() -> None:
     body = compare_json(_results())
-    assert body["schema"] == "promptpath.core.compare/1"
+    assert body["schema"] == "promptpath.compare/1"
     assert body["ok"] is True
     assert [r["http_version"] for r in body["results"]] == ["HTTP/2", "HTTP/3"]
     assert "quic_handshake" in body["results"][1]["stages_ms"]
