@@ -179,6 +179,12 @@ ProxyUserOpt = Annotated[
     str | None,
     typer.Option("--proxy-user", metavar="USER:PASS", help="Proxy credentials (Basic)."),
 ]
+ProxyCACertOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--proxy-cacert", metavar="FILE", help="PEM CAs for an https:// proxy's certificate."
+    ),
+]
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
 ]
@@ -232,6 +238,7 @@ def run(
     proxy: ProxyOpt = None,
     noproxy: NoProxyOpt = None,
     proxy_user: ProxyUserOpt = None,
+    proxy_cacert: ProxyCACertOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
@@ -261,6 +268,7 @@ def run(
         proxy=proxy,
         noproxy=noproxy,
         proxy_user=proxy_user,
+        proxy_cacert=proxy_cacert,
         both_families=ipv4 and ipv6,
         probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
     )
@@ -300,6 +308,7 @@ def probe(
     proxy: ProxyOpt = None,
     noproxy: NoProxyOpt = None,
     proxy_user: ProxyUserOpt = None,
+    proxy_cacert: ProxyCACertOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache)."""

@@ -63,6 +63,7 @@ class RunArgs:
     proxy: str | None = None  # None: not given ("" turns the environment's proxy off)
     noproxy: str | None = None
     proxy_user: str | None = field(default=None, repr=False)
+    proxy_cacert: str | None = None
 
 
 def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str | None]:
@@ -141,8 +142,9 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
     max_tokens = DEFAULT_MAX_TOKENS if args.max_tokens is None else args.max_tokens
     if max_tokens < 1:
         raise UsageError("--max-tokens must be at least 1")
-    if args.cacert is not None:
-        check_cacert(args.cacert)
+    for ca_file in (args.cacert, args.proxy_cacert):
+        if ca_file is not None:
+            check_cacert(ca_file)
     for flag, value in (("--resolver", args.resolver), ("--authoritative", args.authoritative)):
         if value is not None:
             from promptpath.net.dnsmsg import parse_server
@@ -197,6 +199,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         probe_options=dict(args.probe_options),
         proxy=proxy,
         proxy_note=proxy_note,
+        proxy_cacert=args.proxy_cacert,
     )
 
 

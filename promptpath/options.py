@@ -71,6 +71,7 @@ class RunOptions:
     accept_encoding: str = "identity"
     proxy: ProxyChoice | None = None  # the forward proxy this run goes through
     proxy_note: str | None = None  # why a configured proxy was not used (NO_PROXY, ...)
+    proxy_cacert: str | None = None  # CAs for an https:// proxy's own certificate
     verbose: bool = False
     probe_options: dict[str, object] = field(default_factory=dict)
 

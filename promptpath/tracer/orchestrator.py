@@ -142,9 +142,13 @@ class Tracer:
         self._first: Timeline | None = None
         self._ssl = ssl_context_for(options) if options.target.scheme == "https" else None
         https_proxy = options.proxy is not None and options.proxy.scheme == "https"
-        # The proxy's own certificate is checked against the same trust (--cacert, or the
-        # system store): it names the proxy, not the origin.
-        self._proxy_ssl = ssl_context_for(options) if https_proxy else None
+        # The proxy's own certificate: --proxy-cacert, else the origin's trust (--cacert, or
+        # the system store).
+        self._proxy_ssl = None
+        if https_proxy:
+            self._proxy_ssl = ssl.create_default_context(
+                cafile=options.proxy_cacert or options.cacert
+            )
 
     async def request(self, timeline: Timeline) -> PromptpathError | None:
         """Run one request into ``timeline``; the error that ended it, if any."""
