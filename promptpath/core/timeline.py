@@ -100,6 +100,31 @@ class CertInfo:
     expired: bool = False  # not_after is in the past (days_left rounds toward zero)
 
 
+#: How an interception was recognised: the issuer names an inspection product, or the
+#: certificate differs from the one a direct handshake to the same origin was shown.
+InterceptionKind = Literal["issuer_names_product", "differs_from_direct"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InterceptionEvidence:
+    """One reason to believe a TLS-inspecting hop re-signed the origin's certificate."""
+
+    kind: InterceptionKind
+    issuer: str  # issuer of the certificate this connection was shown (RFC 4514)
+    #: What the issuer was held against: the product table's pattern (``O contains
+    #: 'mitmproxy'``) or the issuer a direct handshake was shown.
+    compared_with: str
+    source: str | None = None  # where the table's pattern comes from (issuer_names_product)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interception:
+    """A TLS-inspecting hop stood between us and the origin."""
+
+    by: str | None  # the product, when the issuer names one
+    evidence: tuple[InterceptionEvidence, ...]
+
+
 @dataclass(slots=True, kw_only=True)
 class TLSInfo:
     sni: str | None
@@ -111,6 +136,8 @@ class TLSInfo:
     verified: bool | None = None  # None: not checked (-k)
     verify_error: str | None = None
     cert: CertInfo | None = None
+    #: None: not judged (no certificate seen); False: judged, no sign of interception.
+    intercepted: Interception | Literal[False] | None = None
     # The peer's certificate as received; parsed into ``cert`` after the trace, off the
     # clock (parsing it between handshake and request showed as request time).
     cert_der: bytes | None = field(default=None, repr=False)

@@ -7,6 +7,7 @@ import ssl
 
 from promptpath.core.errors import ErrorKind, TLSError
 from promptpath.core.timeline import CertInfo, TLSInfo
+from promptpath.net.interception import judge
 
 #: OpenSSL X509_V_ERR_* codes we name (the HTTP/3 path's verifier reports the same codes).
 VERIFY_KINDS: dict[int, ErrorKind] = {
@@ -89,9 +90,14 @@ def describe_tls(
 
 
 def finish_tls(tls: TLSInfo | None) -> None:
-    """Parse the certificate kept during the trace (after it: parsing costs ~1-3 ms)."""
-    if tls is not None and tls.cert is None and tls.cert_der:
+    """Parse the certificate kept during the trace (after it: parsing costs ~1-3 ms), and
+    judge from its issuer whether an inspection product re-signed it."""
+    if tls is None:
+        return
+    if tls.cert is None and tls.cert_der:
         tls.cert = cert_info(tls.cert_der)
+    if tls.intercepted is None:  # a caller that compared with a direct handshake keeps its own
+        tls.intercepted = judge(tls.cert)
 
 
 def tls_failure(exc: ssl.SSLError, *, host: str, elapsed_ns: int) -> TLSError:

@@ -8,7 +8,7 @@ from typing import Any
 
 from promptpath.core.analysis import Metrics, compute
 from promptpath.core.stats import Summary
-from promptpath.core.timeline import DNSAnswer, Timeline, TLSInfo
+from promptpath.core.timeline import DNSAnswer, Interception, Timeline, TLSInfo
 from promptpath.options import display_url
 from promptpath.tracer.orchestrator import TraceResult
 from promptpath.tracer.request import SECRET_HEADERS
@@ -65,6 +65,13 @@ def _dns(timeline: Timeline) -> dict[str, Any] | None:
     return body
 
 
+def _intercepted(value: Interception | bool | None) -> dict[str, Any] | bool | None:
+    """null: not judged; false: no sign of interception; else who and why."""
+    if not isinstance(value, Interception):
+        return value
+    return {"by": value.by, "evidence": [asdict(e) for e in value.evidence]}
+
+
 def _tls(timeline: Timeline) -> dict[str, Any] | None:
     return tls_json(timeline.tls)
 
@@ -92,6 +99,7 @@ def tls_json(tls: TLSInfo | None) -> dict[str, Any] | None:
             "not_after": cert.not_after,
             "days_left": cert.days_left,
         },
+        "intercepted": _intercepted(tls.intercepted),
     }
 
 

@@ -9,7 +9,7 @@ from rich.text import Text
 from promptpath.core.analysis import Metrics, compute, derived_bounds, headline
 from promptpath.core.findings import Verdict
 from promptpath.core.stats import sparkline
-from promptpath.core.timeline import Timeline
+from promptpath.core.timeline import Interception, Timeline
 from promptpath.options import display_url
 from promptpath.tracer.orchestrator import TraceResult
 
@@ -163,7 +163,27 @@ def tls_line(timeline: Timeline) -> str | None:
     parts.append(
         "verified" if tls.verified else "NOT verified (-k)" if tls.verified is None else "failed"
     )
+    if isinstance(tls.intercepted, Interception):
+        parts.append(f"INTERCEPTED by {tls.intercepted.by or 'an inspecting hop'}")
     return " · ".join(parts)
+
+
+def interception_lines(timeline: Timeline) -> list[str]:
+    """Why the TLS line says INTERCEPTED, and what that usually means for a stream."""
+    tls = timeline.tls
+    if tls is None or not isinstance(tls.intercepted, Interception):
+        return []
+    lines = []
+    for e in tls.intercepted.evidence:
+        if e.kind == "issuer_names_product":
+            lines.append(f"issuer {e.issuer} ({e.compared_with})")
+        else:
+            lines.append(f"issuer {e.issuer}, a direct handshake was shown {e.compared_with}")
+    lines.append(
+        "a TLS-inspecting proxy re-signs this connection: such proxies are the usual cause of"
+        " both buffering (the whole answer held back) and certificate failures"
+    )
+    return lines
 
 
 def token_lines(metrics: Metrics, width: int) -> list[str]:
@@ -216,6 +236,8 @@ def render_timeline(
     line = tls_line(timeline)
     if line and not timeline.reused_connection:
         console.print(Text("TLS    ") + Text(line))
+        for text in interception_lines(timeline):
+            console.print(Text("       ") + Text(text))
     quic = timeline.quic
     if quic is not None and not timeline.reused_connection:
         console.print(
