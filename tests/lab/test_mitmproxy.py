@@ -179,3 +179,26 @@ def test_mitmproxy_with_stream_large_bodies_streams(
     f = probe(reverse_streaming, canary=canary)
     assert f.verdict is Verdict.PASS, explain(f, reverse_streaming)
     assert f.evidence["pattern"] == "streamed", explain(f, reverse_streaming)
+
+
+def test_through_mitmproxy_as_a_forward_proxy_the_interception_is_named_and_caught(
+    ref: RefServer, tmp_path: Path
+) -> None:
+    # The corporate case: HTTPS_PROXY points at an inspecting proxy whose CA the user was
+    # given. promptpath sends CONNECT, mitmproxy forges localhost's certificate inside the
+    # tunnel (issuer CN=mitmproxy) and, by default, holds the whole stream (measured: the
+    # 60 events of a 3 s answer arrive in one read at ~3.0 s).
+    url = f"https://localhost:{ref.port}{CHAT}"
+    with mitmlab.mitmdump(tmp_path, mode="regular", upstream_ca=ref.ca) as proxy:
+        result = run_cli(
+            "probe", url, "buffering", "--canary", "--cacert", str(proxy.ca), "--json",
+            "--max-tokens", "64", environ={"HTTPS_PROXY": proxy.url},
+        )  # fmt: skip
+    body = json.loads(result.stdout)
+    assert result.exit_code == 1, result.stdout  # the buffering finding fails
+    assert body["proxy"]["url"] == proxy.url and body["proxy"]["connect_status"] == 200
+    intercepted = body["tls"]["intercepted"]
+    assert isinstance(intercepted, dict) and intercepted["by"] == "mitmproxy"
+    (finding,) = body["findings"]
+    assert (finding["probe"], finding["verdict"]) == ("buffering", "fail")
+    assert finding["evidence"]["pattern"] == "whole"
