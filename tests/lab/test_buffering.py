@@ -140,6 +140,8 @@ def test_haproxy_with_http_no_delay_passes(ref: RefServer, tmp_path: Path) -> No
 
 @pytest.mark.parametrize("canary", [True, False], ids=["canary", "blind"])
 def test_caddy_reverse_proxy_streams(ref: RefServer, tmp_path: Path, canary: bool) -> None:
+    # caddy 2.6 over HTTP/1.1 sometimes cut this stream after 0-1 token: a Go net/http race
+    # on the request body when the upstream answers at once (proxylab.REVERSE_PROXY_OPTIONS).
     with proxylab.caddy(ref.port, tmp_path) as px:
         f, _ = probe(px.url, canary=canary)
     assert f.verdict is Verdict.PASS, explain(f, px)
