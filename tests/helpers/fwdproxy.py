@@ -9,6 +9,8 @@ Observed by hand (squid 5.7, tinyproxy 1.11.1, curl 7.88 as the client):
 - squid answers CONNECT with ``HTTP/1.1 200 Connection established`` and no headers;
   with ``proxy_auth REQUIRED`` and no credentials, ``407 Proxy Authentication Required``
   (``Server: squid/5.7``); a CONNECT to a port an ACL denies, ``403 Forbidden``.
+- squid with ``https_port ... tls-cert=`` is an https:// proxy: TLS to the proxy first,
+  then CONNECT inside it (curl ``--proxy https://... --proxy-cacert``).
 - tinyproxy answers CONNECT with ``HTTP/1.0 200 Connection established`` and
   ``Proxy-agent: tinyproxy/1.11.1``; a ``ConnectPort`` line that does not list the port
   gives ``403 Access violation``; plain-http requests go in absolute form.
@@ -40,10 +42,16 @@ def _world_dir(prefix: str) -> Iterator[Path]:
 
 
 def squid_conf(
-    directory: Path, port: int, *, users: Path | None = None, deny_port: int | None = None
+    directory: Path,
+    port: int,
+    *,
+    users: Path | None = None,
+    deny_port: int | None = None,
+    tls_cert: Path | None = None,
 ) -> str:
+    listen = f"https_port 127.0.0.1:{port} tls-cert={tls_cert}" if tls_cert else ""
     lines = [
-        f"http_port 127.0.0.1:{port}",
+        listen or f"http_port 127.0.0.1:{port}",
         f"pid_filename {directory}/squid.pid",
         f"cache_log {directory}/cache.log",
         f"access_log stdio:{directory}/access.log",
@@ -74,11 +82,25 @@ def squid_conf(
 
 @contextlib.contextmanager
 def squid(
-    *, user: tuple[str, str] | None = None, deny_port: int | None = None
+    *, user: tuple[str, str] | None = None, deny_port: int | None = None, tls: bool = False
 ) -> Iterator[Proxy]:
-    """squid as a forward proxy; ``user`` requires Basic auth, ``deny_port`` an ACL."""
+    """squid as a forward proxy; ``user`` requires Basic auth, ``deny_port`` an ACL, ``tls``
+    makes it an https:// proxy (a certificate from a test CA: ``Proxy.ca``)."""
     binary = require_binary("squid")
     with _world_dir("promptpath-squid-") as directory:
+        ca_file: str | None = None
+        cert_file: Path | None = None
+        if tls:
+            import trustme
+
+            authority = trustme.CA()
+            cert_file = directory / "proxy.pem"
+            authority.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(
+                str(cert_file)
+            )
+            cert_file.chmod(0o644)
+            ca_file = str(directory / "proxy-ca.pem")
+            authority.cert_pem.write_to_path(ca_file)
         users = None
         if user is not None:
             hashed = subprocess.run(
@@ -92,8 +114,12 @@ def squid(
             users.chmod(0o644)
         port = free_port()
         conf = directory / "squid.conf"
-        conf.write_text(squid_conf(directory, port, users=users, deny_port=deny_port))
-        with _running("squid", [binary, "-N", "-f", str(conf)], port, directory) as proxy:
+        conf.write_text(
+            squid_conf(directory, port, users=users, deny_port=deny_port, tls_cert=cert_file)
+        )
+        args = [binary, "-N", "-f", str(conf)]
+        scheme = "https" if tls else "http"
+        with _running("squid", args, port, directory, scheme=scheme, ca=ca_file) as proxy:
             yield proxy
 
 

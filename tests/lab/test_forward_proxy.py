@@ -149,3 +149,23 @@ def test_probes_run_through_the_proxy_too(origin: RefServer) -> None:
     }
     # The trace, the canary streams and the keep-alive watch each went through squid.
     assert access.count(f"CONNECT localhost:{origin.port}") >= 4
+
+
+def test_an_https_proxy_gets_its_own_tls_stage_and_certificate_check(origin: RefServer) -> None:
+    url = f"https://localhost:{origin.port}/v1/chat/completions"
+    with squid(tls=True) as proxy:
+        assert proxy.url.startswith("https://") and proxy.ca is not None
+        trusted = _run(url, "--cacert", str(origin.ca), "-x", proxy.url, "--proxy-cacert", proxy.ca)
+        untrusted = _run(url, "--cacert", str(origin.ca), "-x", proxy.url)
+    body = _body(trusted)
+    assert trusted.exit_code == 0, trusted.stdout
+    info = body["proxy"]
+    assert isinstance(info, dict)
+    assert set(info["stages_ms"]) == {"proxy_dns", "proxy_connect", "proxy_tls", "tunnel"}  # type: ignore[arg-type]
+    proxy_tls = info["tls"]
+    assert isinstance(proxy_tls, dict) and proxy_tls["verified"] is True
+    assert isinstance(body["tls"], dict) and body["tls"]["sni"] == "localhost"  # TLS in TLS
+    # The proxy's certificate is not the origin's CA's: it fails in proxy_tls, not tls.
+    assert untrusted.exit_code == 5
+    error = _body(untrusted)["error"]
+    assert isinstance(error, dict) and error["stage"] == "proxy_tls"
