@@ -377,6 +377,10 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
             from promptpath.tracer.h3discovery import discover_h3
 
             result.h3 = await discover_h3(result)
+        if options.proxy is not None:
+            from promptpath.tracer.direct import compare_with_direct
+
+            await compare_with_direct(result)
         if probes:
             # Probes run even when the trace failed: a refused connection to a stale
             # address is exactly when the DNS probe matters.

@@ -57,6 +57,8 @@ def test_squid_via_https_proxy_variable_times_each_hop(origin: RefServer) -> Non
     assert "dns" not in stages and "connect" not in stages  # the origin's name: squid's job
     tls = body["tls"]
     assert isinstance(tls, dict) and tls["sni"] == "localhost" and tls["verified"] is True
+    # squid tunnels without inspecting: the direct handshake shows the same issuer.
+    assert tls["intercepted"] is False
     # squid logged the tunnel it carried, to the origin's name and port.
     assert f"CONNECT localhost:{origin.port}" in access
 

@@ -199,6 +199,10 @@ def test_through_mitmproxy_as_a_forward_proxy_the_interception_is_named_and_caug
     assert body["proxy"]["url"] == proxy.url and body["proxy"]["connect_status"] == 200
     intercepted = body["tls"]["intercepted"]
     assert isinstance(intercepted, dict) and intercepted["by"] == "mitmproxy"
+    # Both kinds of evidence: the issuer's name, and a direct handshake (possible on
+    # loopback) that shows the origin's own CA instead.
+    kinds = {e["kind"] for e in intercepted["evidence"]}
+    assert kinds == {"issuer_names_product", "differs_from_direct"}
     (finding,) = body["findings"]
     assert (finding["probe"], finding["verdict"]) == ("buffering", "fail")
     assert finding["evidence"]["pattern"] == "whole"
