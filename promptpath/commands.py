@@ -15,11 +15,13 @@ from promptpath.core.exitcodes import ExitCode
 from promptpath.core.findings import Verdict
 from promptpath.environment import Environment
 from promptpath.options import (
+    DEFAULT_CLIENT,
     DEFAULT_KEY_ENV,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
     DEFAULT_PROMPT,
     DEFAULT_TIMEOUT_S,
+    ClientName,
     HTTPChoice,
     Provider,
     RunOptions,
@@ -29,6 +31,7 @@ from promptpath.options import (
     parse_target,
 )
 from promptpath.tracer.orchestrator import TraceResult
+from promptpath.tracer.request import SHAPES
 
 PROVIDERS: tuple[Provider, ...] = ("openai", "responses", "anthropic", "ollama")
 HTTP_CHOICES: tuple[HTTPChoice, ...] = ("1.1", "2", "3", "auto")
@@ -44,6 +47,7 @@ class RunArgs:
     prompt: str | None = None
     max_tokens: int | None = None
     headers: list[str] = field(default_factory=list)
+    client: str | None = None  # --as; None: not given (profile, else the provider's SDK)
     api_key_env: str | None = None
     http: str | None = None  # None: not given (profile, else "auto")
     resolve: list[str] = field(default_factory=list)
@@ -86,6 +90,8 @@ def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str |
             merged[key] = profile[key]
     if "headers" in profile:
         merged["headers"] = [f"{k}: {v}" for k, v in profile["headers"].items()] + args.headers
+    if "as" in profile and args.client is None:  # `as` is a Python keyword: RunArgs.client
+        merged["client"] = profile["as"]
     if "resolve" in profile and not args.resolve:
         merged["resolve"] = [str(r) for r in profile["resolve"]]
     return dataclasses.replace(args, **merged), profile.get("api_key")  # type: ignore[arg-type]
@@ -124,7 +130,8 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
                 f" ({', '.join(PROVIDERS)})"
             )
         provider = detected
-    http = args.http or "auto"
+    client = client_for(args.client, provider)
+    http = args.http or SHAPES[client].http
     timeout = DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout
     if http not in HTTP_CHOICES:
         raise UsageError(f"--http must be one of {', '.join(HTTP_CHOICES)}, got {http!r}")
@@ -168,6 +175,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         headers=tuple(parse_header(h) for h in args.headers),
         api_key=api_key or None,
         api_key_env=key_env,
+        client=client,
         http=http,  # type: ignore[arg-type]
         resolve=tuple(parse_resolve(r) for r in args.resolve),
         cacert=args.cacert,
@@ -180,6 +188,16 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         verbose=args.verbose,
         probe_options=dict(args.probe_options),
     )
+
+
+def client_for(name: str | None, provider: Provider) -> ClientName:
+    """--as NAME checked, or the provider's own SDK when none was given."""
+    if name is None:
+        return DEFAULT_CLIENT[provider]
+    for known in SHAPES:
+        if known == name:
+            return known
+    raise UsageError(f"--as must be one of {', '.join(SHAPES)}, got {name!r}", kind="bad_option")
 
 
 def exit_code_for(result: TraceResult, fail_on: str) -> ExitCode:

@@ -40,6 +40,7 @@ PROFILE_KEYS: dict[str, type | tuple[type, ...]] = {
     "timeout": (int, float),
     "resolve": list,
     "resolver": str,
+    "as": str,  # the client shape (--as)
 }
 
 
