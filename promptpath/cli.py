@@ -105,7 +105,9 @@ KeyEnvOpt = Annotated[
 HTTPOpt = Annotated[
     str | None,
     typer.Option(
-        "--http", help="HTTP version: 1.1, 2, 3 or auto (h2 via ALPN, else 1.1). [default: auto]"
+        "--http",
+        help="HTTP version: 1.1, 2, 3 or auto (h2 via ALPN, else 1.1)."
+        " [default: the --as client's: 1.1 for the Python SDKs, else auto]",
     ),
 ]
 ResolveOpt = Annotated[
@@ -188,6 +190,16 @@ ProxyCACertOpt = Annotated[
 VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
 ]
+ClientOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--as",
+        metavar="CLIENT",
+        help="Shape the request like this client: openai-python, anthropic-python,"
+        " ollama-python, curl, browser or identity (its Accept-Encoding, User-Agent, Accept"
+        " and HTTP version). [default: the provider's SDK]",
+    ),
+]
 
 
 def _no_trio() -> None:
@@ -211,6 +223,7 @@ def run(
     prompt: PromptOpt = None,
     max_tokens: MaxTokensOpt = None,
     header: HeaderOpt = None,
+    client: ClientOpt = None,
     api_key_env: KeyEnvOpt = None,
     http: HTTPOpt = None,
     resolve: ResolveOpt = None,
@@ -252,6 +265,7 @@ def run(
         prompt=prompt,
         max_tokens=max_tokens,
         headers=header or [],
+        client=client,
         api_key_env=api_key_env,
         http=http,
         resolve=resolve or [],
@@ -289,6 +303,7 @@ def probe(
     prompt: PromptOpt = None,
     max_tokens: MaxTokensOpt = None,
     header: HeaderOpt = None,
+    client: ClientOpt = None,
     api_key_env: KeyEnvOpt = None,
     http: HTTPOpt = None,
     resolve: ResolveOpt = None,

@@ -15,11 +15,13 @@ from promptpath.core.exitcodes import ExitCode
 from promptpath.core.findings import Verdict
 from promptpath.environment import Environment
 from promptpath.options import (
+    DEFAULT_CLIENT,
     DEFAULT_KEY_ENV,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
     DEFAULT_PROMPT,
     DEFAULT_TIMEOUT_S,
+    ClientName,
     HTTPChoice,
     Provider,
     RunOptions,
@@ -30,6 +32,7 @@ from promptpath.options import (
 )
 from promptpath.proxies import select_proxy
 from promptpath.tracer.orchestrator import TraceResult
+from promptpath.tracer.request import SHAPES
 
 PROVIDERS: tuple[Provider, ...] = ("openai", "responses", "anthropic", "ollama")
 HTTP_CHOICES: tuple[HTTPChoice, ...] = ("1.1", "2", "3", "auto")
@@ -45,6 +48,7 @@ class RunArgs:
     prompt: str | None = None
     max_tokens: int | None = None
     headers: list[str] = field(default_factory=list)
+    client: str | None = None  # --as; None: not given (profile, else the provider's SDK)
     api_key_env: str | None = None
     http: str | None = None  # None: not given (profile, else "auto")
     resolve: list[str] = field(default_factory=list)
@@ -93,6 +97,8 @@ def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str |
             merged[key] = profile[key]
     if "headers" in profile:
         merged["headers"] = [f"{k}: {v}" for k, v in profile["headers"].items()] + args.headers
+    if "as" in profile and args.client is None:  # `as` is a Python keyword: RunArgs.client
+        merged["client"] = profile["as"]
     if "resolve" in profile and not args.resolve:
         merged["resolve"] = [str(r) for r in profile["resolve"]]
     return dataclasses.replace(args, **merged), profile.get("api_key")  # type: ignore[arg-type]
@@ -131,7 +137,8 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
                 f" ({', '.join(PROVIDERS)})"
             )
         provider = detected
-    http = args.http or "auto"
+    client = client_for(args.client, provider)
+    http = args.http or SHAPES[client].http
     timeout = DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout
     if http not in HTTP_CHOICES:
         raise UsageError(f"--http must be one of {', '.join(HTTP_CHOICES)}, got {http!r}")
@@ -186,6 +193,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         headers=tuple(parse_header(h) for h in args.headers),
         api_key=api_key or None,
         api_key_env=key_env,
+        client=client,
         http=http,  # type: ignore[arg-type]
         resolve=tuple(parse_resolve(r) for r in args.resolve),
         cacert=args.cacert,
@@ -201,6 +209,16 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         proxy_note=proxy_note,
         proxy_cacert=args.proxy_cacert,
     )
+
+
+def client_for(name: str | None, provider: Provider) -> ClientName:
+    """--as NAME checked, or the provider's own SDK when none was given."""
+    if name is None:
+        return DEFAULT_CLIENT[provider]
+    for known in SHAPES:
+        if known == name:
+            return known
+    raise UsageError(f"--as must be one of {', '.join(SHAPES)}, got {name!r}", kind="bad_option")
 
 
 def exit_code_for(result: TraceResult, fail_on: str) -> ExitCode:

@@ -42,6 +42,7 @@ PROFILE_KEYS: dict[str, type | tuple[type, ...]] = {
     "resolver": str,
     "proxy": str,  # as --proxy; "" turns the environment's proxy off
     "noproxy": str,
+    "as": str,  # the client shape (--as)
 }
 
 

@@ -12,6 +12,11 @@ from promptpath.proxies import ProxyChoice
 from promptpath.streams.dialects import Provider as Provider  # re-exported: a RunOptions field type
 
 HTTPChoice = Literal["1.1", "2", "3", "auto"]
+#: Client shapes for --as: whose headers and HTTP version the request copies (the table,
+#: with its sources, is SHAPES in tracer/request.py).
+ClientName = Literal[
+    "openai-python", "anthropic-python", "ollama-python", "curl", "browser", "identity"
+]
 
 DEFAULT_PROMPT = "Why does my BGP session keep flapping?"
 DEFAULT_MAX_TOKENS = 64
@@ -30,6 +35,16 @@ DEFAULT_KEY_ENV: dict[Provider, str | None] = {
     "responses": "OPENAI_API_KEY",
     "anthropic": "ANTHROPIC_API_KEY",
     "ollama": None,
+}
+
+#: The shape of the client most people reach each provider with: its official Python
+#: SDK. Ollama's own library sends a known, fixed header set (ollama/_client.py), so it
+#: gets its own shape rather than identity.
+DEFAULT_CLIENT: dict[Provider, ClientName] = {
+    "openai": "openai-python",
+    "responses": "openai-python",
+    "anthropic": "anthropic-python",
+    "ollama": "ollama-python",
 }
 
 DEFAULT_MODEL: dict[Provider, str] = {
@@ -68,7 +83,8 @@ class RunOptions:
     warm: bool = False
     resolver: str | None = None  # ADDR[:PORT] to use instead of the system resolver
     authoritative: str | None = None  # ADDR[:PORT] of the zone's authoritative server
-    accept_encoding: str = "identity"
+    # The library default is today's plain request; the CLI defaults to the provider's SDK.
+    client: ClientName = "identity"
     proxy: ProxyChoice | None = None  # the forward proxy this run goes through
     proxy_note: str | None = None  # why a configured proxy was not used (NO_PROXY, ...)
     proxy_cacert: str | None = None  # CAs for an https:// proxy's own certificate

@@ -2,7 +2,10 @@
 
 It sends its own traced request for a stream long enough to show a buffer (a counting
 prompt within --max-tokens; with --canary, a paced stream from ``promptpath serve``) and
-hands the timeline to the pure verdict in ``buffering_verdict``.
+hands the timeline to the pure verdict in ``buffering_verdict``. The request is shaped
+like the user's client (--as): when it comes back compressed in a coding that client
+accepts and held back, a second, identical request with ``Accept-Encoding: identity``
+tells whether the compression is what holds it (``buffering_compression``).
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ import dataclasses
 from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
+from promptpath.probes.buffering_compression import wants_identity_check, with_identity_check
 from promptpath.probes.buffering_verdict import PROBE, judge
 from promptpath.probes.canary import canary_headers, is_canary
+from promptpath.tracer.request import offered_encodings, sent_header
 
 COUNT_PROMPT = "Count from 1 to 200, one number per line."
 #: Canary stream: slow enough that a 4 KiB buffer takes ~0.6 s to fill (events are
@@ -38,6 +43,17 @@ def probe_options(options: RunOptions) -> RunOptions:
     return dataclasses.replace(options, prompt=COUNT_PROMPT, warm=False)
 
 
+def identity_options(options: RunOptions) -> RunOptions:
+    """The same request with only Accept-Encoding changed (-H wins over the shape)."""
+    kept = (h for h in options.headers if h[0].lower() != "accept-encoding")
+    return dataclasses.replace(options, headers=(*kept, ("Accept-Encoding", "identity")))
+
+
+def requests_for(options: RunOptions) -> int:
+    """One request; two when the client accepts compression (the identity comparison)."""
+    return 2 if offered_encodings(options) else 1
+
+
 @register
 class BufferingProbe(Probe):
     name = "buffering"
@@ -45,11 +61,10 @@ class BufferingProbe(Probe):
 
     def cost(self, ctx: ProbeContext) -> Cost:
         opts = probe_options(ctx.options)
-        return Cost(requests=1, tokens=opts.max_tokens, seconds=opts.timeout)
+        n = requests_for(opts)
+        return Cost(requests=n, tokens=n * opts.max_tokens, seconds=n * opts.timeout)
 
     async def run(self, ctx: ProbeContext) -> Finding:
-        from promptpath.tracer.orchestrator import trace
-
         opts = probe_options(ctx.options)
         canary = is_canary(ctx.options)
         if canary:
@@ -62,6 +77,22 @@ class BufferingProbe(Probe):
                 f"buffering: one counting stream of ≤ {opts.max_tokens} tokens, watching how"
                 " its bytes arrive"
             )
+        if requests_for(opts) > 1:
+            ctx.progress(
+                f"buffering: as {opts.client} (Accept-Encoding:"
+                f" {sent_header(opts, 'accept-encoding')}); if the stream comes back"
+                " compressed and held back, once more with Accept-Encoding: identity"
+            )
+        finding = await self._one(opts, canary)
+        if wants_identity_check(finding):
+            ctx.progress("buffering: compressed and held back; the same request as identity")
+            identity = await self._one(identity_options(opts), canary)
+            finding = with_identity_check(finding, identity)
+        return finding
+
+    async def _one(self, opts: RunOptions, canary: bool) -> Finding:
+        from promptpath.tracer.orchestrator import trace
+
         result = await trace(opts)
         tl = result.timeline
         content = sum(1 for e in tl.events if e.kind == "content")
@@ -71,6 +102,8 @@ class BufferingProbe(Probe):
                 "canary_rate": CANARY_RATE if canary else None,
                 "http_version": tl.http_version,
                 "status": tl.status,
+                "client": opts.client,
+                "accept_encoding": sent_header(opts, "accept-encoding"),
             },
         }
         if result.exc is not None:
@@ -82,4 +115,10 @@ class BufferingProbe(Probe):
                     summary=f"the probe's request failed: {result.exc.message}",
                     evidence=context,
                 )
-        return judge(tl, canary=canary, max_tokens=opts.max_tokens, context=context)
+        return judge(
+            tl,
+            canary=canary,
+            max_tokens=opts.max_tokens,
+            context=context,
+            offered=offered_encodings(opts),
+        )

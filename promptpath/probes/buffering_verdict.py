@@ -19,6 +19,7 @@ from itertools import pairwise
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.stats import percentile
 from promptpath.core.timeline import StreamEvent, Timeline
+from promptpath.probes.buffering_compression import compression_facts, for_this_client
 from promptpath.probes.delivery import (
     MIN_EVENTS,
     MIN_JUDGE_NS,
@@ -151,7 +152,7 @@ def _canary_facts(holds: Holds) -> tuple[Verdict, str, dict[str, object]]:
     return _hold_verdict(holds), held, facts
 
 
-def header_phrase(signs: dict[str, object]) -> str | None:
+def header_phrase(signs: dict[str, object], *, for_client: bool = False) -> str | None:
     """The header signs that alone make a stream suspect (Content-Length, compression)."""
     said = []
     if "content_length" in signs:
@@ -160,7 +161,8 @@ def header_phrase(signs: dict[str, object]) -> str | None:
             " held the whole response to count it)"
         )
     if "content_encoding" in signs:
-        said.append(f"a hop compresses the event stream ({signs['content_encoding']})")
+        whom = " for this client" if for_client else ""
+        said.append(f"a hop compresses the event stream{whom} ({signs['content_encoding']})")
     return " and ".join(said) or None
 
 
@@ -242,13 +244,22 @@ def _advice(
     hops: Sequence[str],
     signs: dict[str, object],
     d: Delivery,
+    *,
+    for_client: bool = False,
 ) -> list[str]:
     advice: list[str] = []
-    if "content_encoding" in signs:
+    held = verdict in (Verdict.WARN, Verdict.FAIL)
+    # Compression the client asked for is only a fault when the stream was held back.
+    if "content_encoding" in signs and (held or not for_client):
+        why = (
+            "for clients that accept it, and the stream was held back"
+            if for_client
+            else "although the request did not offer it"
+        )
         advice.append(
-            f"a hop compresses the event stream ({signs['content_encoding']}) although we asked"
-            " for identity: exclude text/event-stream from compression (nginx gzip_types,"
-            " caddy `encode` matcher, haproxy `compression type`)"
+            f"a hop compresses the event stream ({signs['content_encoding']}) {why}: exclude"
+            " text/event-stream from compression (nginx gzip_types, caddy `encode` matcher,"
+            " haproxy `compression type`)"
         )
     if "content_length" in signs:
         advice.append(
@@ -292,11 +303,13 @@ def judge(
     canary: bool,
     max_tokens: int | None = None,
     context: dict[str, object] | None = None,
+    offered: Sequence[str] = (),
 ) -> Finding:
     """The buffering finding for one traced stream (the probe's own request).
 
     ``max_tokens`` is what the request asked for: it tells a server that stopped early
-    from a limit set too low.
+    from a limit set too low. ``offered`` are the content codings it accepted (the
+    client shape's): a stream compressed in one of them is the path serving this client.
     """
     d = delivery(timeline)
     signs = stream_signs(timeline)
@@ -360,12 +373,22 @@ def judge(
             summary += f" — a hop's {_kib(d.buffer_size)} buffer flushing when full"
     if d.content_events < MIN_EVENTS and holds is None:
         summary += f"; {short_stream_note(timeline, d.content_events, max_tokens)}"
+    encoding = signs.get("content_encoding")
+    for_client = isinstance(encoding, str) and for_this_client(encoding, offered)
+    if isinstance(encoding, str):
+        judged = evidence["pattern"] if verdict is not Verdict.SKIP else None
+        evidence["compression"] = compression_facts(encoding, offered, judged)
     # Hop settings are advised on what the delivery showed; the header signs bring their own.
-    advice = _advice(verdict, hops, signs, d)
+    advice = _advice(verdict, hops, signs, d, for_client=for_client)
     # Content-Length or compression on an event stream is evidence on its own: never a
-    # pass, never a skip, however few events arrived.
-    headers_say = header_phrase(signs)
-    if headers_say is not None and verdict in (Verdict.SKIP, Verdict.PASS):
+    # pass, never a skip, however few events arrived; except compression the client asked
+    # for on a stream seen to arrive as it was sent.
+    headers_say = header_phrase(signs, for_client=for_client)
+    if verdict in (Verdict.WARN, Verdict.FAIL) and isinstance(encoding, str):
+        summary += f"; {header_phrase({'content_encoding': encoding}, for_client=for_client)}"
+    if for_client and verdict == Verdict.PASS and "content_length" not in signs:
+        summary += f", compressed with {encoding} for this client without holding events back"
+    elif headers_say is not None and verdict in (Verdict.SKIP, Verdict.PASS):
         if verdict == Verdict.SKIP:
             summary = f"{headers_say}; the delivery itself could not be judged: {summary}"
         else:

@@ -9,9 +9,9 @@ from typing import Any
 from promptpath.core.analysis import Metrics, compute
 from promptpath.core.stats import Summary
 from promptpath.core.timeline import DNSAnswer, Interception, Timeline, TLSInfo
-from promptpath.options import display_url
+from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
 from promptpath.tracer.orchestrator import TraceResult
-from promptpath.tracer.request import SECRET_HEADERS
+from promptpath.tracer.request import SECRET_HEADERS, SHAPES, sent_header
 
 SCHEMA_VERSION = "promptpath.run/1"
 
@@ -200,6 +200,20 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
     }
 
 
+def client_json(options: RunOptions) -> dict[str, Any]:
+    """The client shape the request copied, and what it carried once -H had its say."""
+    shape = SHAPES[options.client]
+    return {
+        "as": options.client,
+        "default_for_provider": options.client == DEFAULT_CLIENT[options.provider],
+        "user_agent": sent_header(options, "user-agent"),
+        "accept": sent_header(options, "accept"),
+        "accept_encoding": sent_header(options, "accept-encoding"),
+        "not_offered": list(shape.not_offered),
+        "http_preference": shape.http,
+    }
+
+
 def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
     opts = result.options
     body: dict[str, Any] = {
@@ -214,6 +228,7 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
             "model": opts.model,
         },
     }
+    body["client"] = client_json(opts)
     body.update(timeline_json(result.timeline))
     body["proxy_note"] = opts.proxy_note
     body["warm"] = None if result.warm is None else timeline_json(result.warm.timeline)

@@ -280,7 +280,7 @@ def render(console: Console, result: TraceResult) -> None:
         Text.assemble(
             ("promptpath ", "bold"),
             f"→ {display_url(opts.target.url)}  "
-            f"({opts.provider} · {opts.model} · {tl.http_version or '?'}{addr})",
+            f"({opts.provider} · {opts.model} · as {opts.client} · {tl.http_version or '?'}{addr})",
         )
     )
     if opts.proxy_note:

@@ -16,6 +16,9 @@ from promptpath.core.timeline import BodyChunk, StreamEvent, Timeline
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.streams.dialects import Provider
 
+#: Content codings the ingest decodes (zlib): the only ones a request may offer.
+DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
+
 #: Bytes of an error or non-stream body we read to explain it (never more).
 SNIFF_LIMIT = 64 * 1024
 
@@ -135,14 +138,15 @@ class BodyIngest:
         self._inflate: Any = None
         encoding = (timeline.header("content-encoding") or "identity").strip().lower()
         if encoding != "identity":
-            # We asked for identity: a hop compressed anyway. Decode, and say so.
+            # Compressed because the client shape accepts it, or by a hop that ignores
+            # Accept-Encoding: decode either way, and say so.
             timeline.compressed = encoding
-            if encoding in ("gzip", "x-gzip", "deflate"):
+            if encoding in DECODABLE:
                 self._inflate = zlib.decompressobj(wbits=47 if encoding != "deflate" else 15)
             else:
                 raise StreamError(
                     f"the event stream is compressed with {encoding!r}, which promptpath cannot"
-                    " decode (we asked for identity: a hop recompresses it)",
+                    " decode and did not offer (a hop compresses regardless of Accept-Encoding)",
                     stage="stream",
                     kind="unsupported_encoding",
                 )

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
+import platform
 from dataclasses import dataclass
 
-from promptpath.options import Provider, RunOptions
+from promptpath.options import ClientName, HTTPChoice, Provider, RunOptions
+from promptpath.tracer.ingest import DECODABLE
 
 ANTHROPIC_VERSION = "2023-06-01"
+#: Our own product token: the whole User-Agent of the identity shape, and appended to
+#: every other shape's, so a server log can tell a diagnostic run from the application
+#: while a hop that matches the client's own tokens still sees them first.
+PRODUCT = "promptpath/0.1"
 
 #: Headers that carry credentials: never printed, logged or written to JSON.
 SECRET_HEADERS = frozenset(
@@ -53,17 +59,122 @@ def auth_headers(provider: Provider, api_key: str | None) -> list[tuple[str, str
     return [("authorization", f"Bearer {api_key}")]
 
 
-def prepare(options: RunOptions) -> PreparedRequest:
-    body = json.dumps(
-        build_body(options.provider, options.model, options.prompt, options.max_tokens)
-    ).encode()
-    expects = "application/x-ndjson" if options.provider == "ollama" else "text/event-stream"
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientShape:
+    """What one HTTP client puts on a streamed prompt, as read in its own source."""
+
+    name: ClientName
+    user_agent: str  # the client's own User-Agent (PRODUCT is appended when sent)
+    accept: str | None  # None: the dialect's stream type (text/event-stream or NDJSON)
+    encodings: tuple[str, ...]  # its Accept-Encoding, in its order; (): it sends none
+    http: HTTPChoice  # the HTTP version it speaks when --http is not given
+
+    @property
+    def offered(self) -> tuple[str, ...]:
+        """The encodings we offer for it: only those the ingest can decode (a shape never
+        asks for a stream promptpath could not read)."""
+        return tuple(e for e in self.encodings if e in DECODABLE or e == "identity")
+
+    @property
+    def not_offered(self) -> tuple[str, ...]:
+        """Encodings the real client offers that we leave out (no decoder installed)."""
+        return tuple(e for e in self.encodings if e not in self.offered)
+
+
+#: Both official SDKs (and ollama's) ride on httpx, which offers the encodings it has
+#: decoders for: gzip and deflate always, br and zstd only when the brotli/zstandard
+#: packages happen to be installed (not by default), and HTTP/1.1 only unless the
+#: application builds its client with http2=True (ALPN then offers h2 too). The
+#: SDKs send Accept: application/json even for a stream, and x-stainless-* headers
+#: (build and platform facts) that we leave out: no hop we know of treats a stream by them.
+SHAPES: dict[ClientName, ClientShape] = {
+    # openai 3.57.0: _base_client.py default_headers and user_agent ("OpenAI/Python" +
+    # version), on httpx2 2.16.2 (Client(http2=False), Accept-Encoding from its decoders);
+    # the same headers as openai 1.95.1 on httpx 0.28. Observed on loopback: "Accept-
+    # Encoding: gzip, deflate", "accept: application/json", HTTP/1.1.
+    "openai-python": ClientShape(
+        name="openai-python",
+        user_agent="OpenAI/Python 3.57.0",
+        accept="application/json",
+        encodings=("gzip", "deflate"),
+        http="1.1",
+    ),
+    # anthropic 2.14.0: the same Stainless base client ("Anthropic/Python" + version) on
+    # httpx2 2.16.2; observed: the same Accept and Accept-Encoding, HTTP/1.1.
+    "anthropic-python": ClientShape(
+        name="anthropic-python",
+        user_agent="Anthropic/Python 2.14.0",
+        accept="application/json",
+        encodings=("gzip", "deflate"),
+        http="1.1",
+    ),
+    # ollama 0.6.1: ollama/_client.py BaseClient sets Accept: application/json and
+    # "ollama-python/VERSION (MACHINE SYSTEM) Python/VERSION" on an httpx 0.28 client
+    # (gzip, deflate; HTTP/1.1). The platform part is this machine's, as the SDK's would be.
+    "ollama-python": ClientShape(
+        name="ollama-python",
+        user_agent=(
+            f"ollama-python/0.6.1 ({platform.machine()} {platform.system().lower()})"
+            f" Python/{platform.python_version()}"
+        ),
+        accept="application/json",
+        encodings=("gzip", "deflate"),
+        http="1.1",
+    ),
+    # curl 7.88.1 (Debian 12), as `curl URL -d ...` runs it, observed on loopback: "Accept:
+    # */*", no Accept-Encoding at all (only --compressed adds one), and h2 offered by
+    # ALPN over TLS (the default since 7.62 when built with nghttp2); plain http:// stays
+    # HTTP/1.1, as our "auto" does.
+    "curl": ClientShape(
+        name="curl",
+        user_agent="curl/7.88.1",
+        accept="*/*",
+        encodings=(),
+        http="auto",
+    ),
+    # A chat page reading the stream: Chrome 142's reduced User-Agent, Accept as
+    # EventSource sends it (HTML standard; fetch-based SSE readers set the same),
+    # "gzip, deflate, br, zstd" (zstd since Chrome 123), h2 by ALPN (h3 only later, after
+    # Alt-Svc). br and zstd are left out while no decoder for them is installed.
+    "browser": ClientShape(
+        name="browser",
+        user_agent=(
+            "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko)"
+            " Chrome/142.0.0.0 Safari/537.36"
+        ),
+        accept="text/event-stream",
+        encodings=("gzip", "deflate", "br", "zstd"),
+        http="auto",
+    ),
+    # promptpath's own plain request (its only behaviour before --as): no compression.
+    "identity": ClientShape(
+        name="identity",
+        user_agent=PRODUCT,
+        accept=None,
+        encodings=("identity",),
+        http="auto",
+    ),
+}
+
+
+def user_agent(shape: ClientShape) -> str:
+    return shape.user_agent if shape.user_agent == PRODUCT else f"{shape.user_agent} {PRODUCT}"
+
+
+def stream_type(provider: Provider) -> str:
+    return "application/x-ndjson" if provider == "ollama" else "text/event-stream"
+
+
+def request_headers(options: RunOptions) -> list[tuple[str, str]]:
+    """The headers of the prompt: the client shape's, the dialect's, the key; -H wins."""
+    shape = SHAPES[options.client]
     headers: list[tuple[str, str]] = [
         ("content-type", "application/json"),
-        ("accept", expects),
-        ("accept-encoding", options.accept_encoding),
-        ("user-agent", "promptpath/0.1"),
+        ("accept", shape.accept or stream_type(options.provider)),
     ]
+    if shape.offered:
+        headers.append(("accept-encoding", ", ".join(shape.offered)))
+    headers.append(("user-agent", user_agent(shape)))
     if options.provider == "anthropic":
         headers.append(("anthropic-version", ANTHROPIC_VERSION))
     user_names = {name.lower() for name, _ in options.headers}
@@ -71,7 +182,46 @@ def prepare(options: RunOptions) -> PreparedRequest:
     if not user_names & {"authorization", "x-api-key"}:
         headers += auth_headers(options.provider, options.api_key)
     headers += list(options.headers)
-    return PreparedRequest(method="POST", headers=tuple(headers), body=body, expects=expects)
+    return headers
+
+
+def prepare(options: RunOptions) -> PreparedRequest:
+    body = json.dumps(
+        build_body(options.provider, options.model, options.prompt, options.max_tokens)
+    ).encode()
+    return PreparedRequest(
+        method="POST",
+        headers=tuple(request_headers(options)),
+        body=body,
+        expects=stream_type(options.provider),
+    )
+
+
+def sent_header(options: RunOptions, name: str) -> str | None:
+    """The value the request carries for ``name`` (after -H), or None without one."""
+    name = name.lower()
+    return next((v for n, v in request_headers(options) if n.lower() == name), None)
+
+
+def offered_encodings(options: RunOptions) -> tuple[str, ...]:
+    """Content codings the request accepts besides identity (RFC 9110 Accept-Encoding:
+    q=0 refuses one); none without the header, as a client that sent none is not ready
+    to decode anything."""
+    value = sent_header(options, "accept-encoding") or ""
+    offered = []
+    for item in value.split(","):
+        coding, *params = (part.strip().lower() for part in item.split(";"))
+        if coding and coding != "identity" and not any(_refuses(p) for p in params):
+            offered.append(coding)
+    return tuple(offered)
+
+
+def _refuses(param: str) -> bool:
+    name, _, value = param.partition("=")
+    try:
+        return name.strip() == "q" and float(value) == 0.0
+    except ValueError:
+        return False
 
 
 def is_secret_header(name: str) -> bool:

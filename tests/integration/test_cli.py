@@ -78,7 +78,9 @@ def test_json_output_validates_against_the_schema(ref: RefServer) -> None:
     assert code == 0 and body["ok"] is True and body["error"] is None
     assert body["target"]["provider"] == "openai" and body["target"]["port"] == ref.port
     assert body["address"] == {"ip": "127.0.0.1", "port": ref.port, "family": "ipv4"}
-    assert body["http_version"] == "HTTP/2" and body["tls"]["alpn"] == "h2"
+    # The default client is the provider's SDK: openai-python offers only http/1.1.
+    assert body["client"]["as"] == "openai-python" and body["client"]["default_for_provider"]
+    assert body["http_version"] == "HTTP/1.1" and body["tls"]["alpn_offered"] == ["http/1.1"]
     assert body["stream"]["end"] == "marker"
     assert body["tokens"]["count_source"] == "usage"
     for name in MILESTONES:
@@ -233,8 +235,8 @@ def ref_h3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
 
 
 def test_tcp_run_reports_where_http3_is_advertised(ref_h3: RefServer) -> None:
-    code, body, stderr = run_json(url(ref_h3), "--cacert", str(ref_h3.ca))
-    assert code == 0 and body["http_version"] == "HTTP/2"
+    code, body, stderr = run_json(url(ref_h3), "--cacert", str(ref_h3.ca), "--as", "curl")
+    assert code == 0 and body["http_version"] == "HTTP/2"  # curl offers h2 by ALPN
     assert body["h3"]["advertised_by"] == "alt-svc"
     assert body["h3"]["authority"] == f":{ref_h3.port}"
     assert "h3     HTTP/3 advertised by Alt-Svc" in stderr
