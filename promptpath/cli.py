@@ -161,6 +161,20 @@ VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
 ]
 
+# -- client certificates (mTLS) ----------------------------------------------------------
+CertOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cert",
+        metavar="FILE",
+        help="Client certificate (PEM) for servers that ask for one; may hold the key too.",
+    ),
+]
+KeyOpt = Annotated[
+    str | None,
+    typer.Option("--key", metavar="FILE", help="Private key (PEM, unencrypted) for --cert."),
+]
+
 
 def _no_trio() -> None:
     """httpcore imports trio when it is installed (~90 ms measured) only to support it; the
@@ -208,6 +222,8 @@ def run(
         typer.Option("--compare-http", help="Trace over HTTP/2 and HTTP/3 and compare them."),
     ] = False,
     verbose: VerboseOpt = False,
+    cert: CertOpt = None,
+    key: KeyOpt = None,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
     _no_trio()
@@ -235,6 +251,8 @@ def run(
         verbose=verbose,
         both_families=ipv4 and ipv6,
         probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
+        cert=cert,
+        key=key,
     )
     env = Environment.of(ctx.obj)
     raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on, env=env))
@@ -270,6 +288,8 @@ def probe(
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
     verbose: VerboseOpt = False,
+    cert: CertOpt = None,
+    key: KeyOpt = None,
 ) -> None:
     """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache)."""
     # The same trace as `run`, with the probe names as positional arguments.

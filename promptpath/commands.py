@@ -23,6 +23,7 @@ from promptpath.options import (
     HTTPChoice,
     Provider,
     RunOptions,
+    check_client_cert,
     detect_provider,
     parse_header,
     parse_resolve,
@@ -59,6 +60,9 @@ class RunArgs:
     both_families: bool = False
     probe_options: dict[str, object] = field(default_factory=dict)
     compare_http: bool = False
+    # mTLS
+    cert: str | None = None
+    key: str | None = None
 
 
 def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str | None]:
@@ -80,6 +84,8 @@ def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str |
         "insecure",
         "timeout",
         "resolver",
+        "cert",
+        "key",
     ):
         # Only what the command line left unsaid: an explicit value, even the default, wins.
         if key in profile and getattr(args, key) is None:
@@ -137,6 +143,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         raise UsageError("--max-tokens must be at least 1")
     if args.cacert is not None:
         check_cacert(args.cacert)
+    check_client_cert(args.cert, args.key)
     for flag, value in (("--resolver", args.resolver), ("--authoritative", args.authoritative)):
         if value is not None:
             from promptpath.net.dnsmsg import parse_server
@@ -172,6 +179,8 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         resolve=tuple(parse_resolve(r) for r in args.resolve),
         cacert=args.cacert,
         insecure=bool(args.insecure),
+        cert=args.cert,
+        key=args.key,
         family=args.family,
         timeout=timeout,
         warm=args.warm,

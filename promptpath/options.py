@@ -62,6 +62,8 @@ class RunOptions:
     resolve: tuple[tuple[str, int, str], ...] = ()  # (host, port, address), curl --resolve
     cacert: str | None = None
     insecure: bool = False
+    cert: str | None = None  # client certificate PEM (mTLS); may hold the key as well
+    key: str | None = None  # its private key, when not in ``cert``
     family: int = 0  # 0, socket.AF_INET or socket.AF_INET6
     timeout: float = DEFAULT_TIMEOUT_S
     warm: bool = False
@@ -131,6 +133,69 @@ def parse_resolve(spec: str) -> tuple[str, int, str]:
             f"--resolve address is not an IP literal: {addr!r}", kind="bad_option"
         ) from exc
     return host, int(port_s), addr
+
+
+class _NoPassword(Exception):
+    """The key is encrypted: promptpath never asks for a password (it runs unattended)."""
+
+
+def _no_password() -> str:
+    raise _NoPassword
+
+
+def check_client_cert(cert: str | None, key: str | None) -> None:
+    """--cert/--key must load as one certificate and its key, before anything is sent.
+
+    Messages name the option, never a path: a key file's name is the user's business."""
+    import ssl
+
+    if cert is None:
+        if key is not None:
+            raise UsageError(
+                "--key needs --cert (the certificate it belongs to)", kind="bad_option"
+            )
+        return
+    texts: dict[str, bytes] = {}
+    for flag, path in (("--cert", cert), ("--key", key)):
+        if path is None:
+            continue
+        try:
+            with open(path, "rb") as fh:
+                texts[flag] = fh.read()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise UsageError(f"{flag}: cannot read the file ({reason})", kind="bad_option") from exc
+    if b"-----BEGIN CERTIFICATE-----" not in texts["--cert"]:
+        raise UsageError("--cert: no PEM certificate in the file", kind="bad_option")
+    key_flag = "--key" if key is not None else "--cert"
+    if b"PRIVATE KEY-----" not in texts[key_flag]:
+        raise UsageError(
+            "--key: no PEM private key in the file"
+            if key is not None
+            else "--cert holds no private key: pass --key FILE (or one PEM file with both)",
+            kind="bad_option",
+        )
+    try:
+        ssl.create_default_context().load_cert_chain(cert, key, password=_no_password)
+    except _NoPassword as exc:
+        raise UsageError(
+            f"{key_flag}: the private key is encrypted, and promptpath never asks for a"
+            " password: give it an unencrypted copy (openssl pkey -in ENCRYPTED -out PLAIN)",
+            kind="bad_option",
+        ) from exc
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise UsageError(
+                "--cert and --key do not match: the key is not the certificate's",
+                kind="bad_option",
+            ) from exc
+        reason = exc.reason or type(exc).__name__
+        raise UsageError(
+            f"--cert/--key: not a usable certificate and key ({reason})", kind="bad_option"
+        ) from exc
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(f"--cert/--key: cannot load them ({reason})", kind="bad_option") from exc
 
 
 #: RFC 9110 token characters, the only ones a header name may contain.

@@ -74,6 +74,8 @@ ErrorKind = Literal[
     "hostname_mismatch",
     "ip_mismatch",
     "cert_verify_failed",
+    "client_cert_required",
+    "client_cert_rejected",
     # response and stream
     "not_event_stream",
     "no_response",

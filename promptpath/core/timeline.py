@@ -111,6 +111,12 @@ class TLSInfo:
     verified: bool | None = None  # None: not checked (-k)
     verify_error: str | None = None
     cert: CertInfo | None = None
+    # Client authentication (mTLS): whether the server sent a CertificateRequest (None:
+    # the handshake did not show it), whether we answered with a certificate, and which
+    # one (parsed after the trace, as ``cert`` is).
+    client_cert_requested: bool | None = None
+    client_cert_sent: bool | None = None
+    client_cert: CertInfo | None = None
     # The peer's certificate as received; parsed into ``cert`` after the trace, off the
     # clock (parsing it between handshake and request showed as request time).
     cert_der: bytes | None = field(default=None, repr=False)

@@ -44,6 +44,34 @@ HANDSHAKE_TIMEOUT_S = 5.0
 _CRYPTO_ERROR = 0x100
 
 
+@dataclass(frozen=True, slots=True)
+class ClientCert:
+    """A client certificate (leaf, chain) and its key, parsed once, before t0."""
+
+    certificate: Any  # cryptography x509.Certificate
+    chain: tuple[Any, ...]
+    private_key: Any
+
+
+def load_client_cert(certfile: str, keyfile: str | None) -> ClientCert:
+    """The PEM certificate(s) of ``certfile`` and the key in ``keyfile`` (else in
+    ``certfile``), in either order. aioquic's own ``load_cert_chain`` would read the files
+    inside every handshake, and finds a key in the certificate file only after the
+    certificates and only as PKCS#8."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    with open(certfile, "rb") as fh:
+        cert_pem = fh.read()
+    key_pem = cert_pem
+    if keyfile is not None:
+        with open(keyfile, "rb") as fh:
+            key_pem = fh.read()
+    certs = x509.load_pem_x509_certificates(cert_pem)
+    key = load_pem_private_key(key_pem, password=None)
+    return ClientCert(certificate=certs[0], chain=tuple(certs[1:]), private_key=key)
+
+
 @dataclass(slots=True, kw_only=True)
 class Session:
     """A QUIC connection whose handshake completed (and whose certificate passed)."""
@@ -61,11 +89,11 @@ def preload() -> None:
     import cryptography.x509  # noqa: F401
 
 
-def _configuration_for(spec: ConnectSpec) -> Any:
+def _configuration_for(spec: ConnectSpec, client_cert: ClientCert | None = None) -> Any:
     from aioquic.h3.connection import H3_ALPN
     from aioquic.quic.configuration import QuicConfiguration
 
-    return QuicConfiguration(
+    config = QuicConfiguration(
         is_client=True,
         alpn_protocols=list(H3_ALPN),
         server_name=spec.host,  # aioquic sends no SNI for an IP literal
@@ -73,6 +101,11 @@ def _configuration_for(spec: ConnectSpec) -> Any:
         idle_timeout=max(30.0, _left(spec) + 5.0),
         verify_mode=ssl.CERT_NONE,  # CertVerifier checks, with a store loaded before t0
     )
+    if client_cert is not None:  # what load_cert_chain would set, from files read before t0
+        config.certificate = client_cert.certificate
+        config.certificate_chain = list(client_cert.chain)
+        config.private_key = client_cert.private_key
+    return config
 
 
 def _left(spec: ConnectSpec) -> float:
@@ -81,7 +114,10 @@ def _left(spec: ConnectSpec) -> float:
 
 
 async def connect(
-    spec: ConnectSpec, recorder: QuicRecorder, verifier: CertVerifier | None
+    spec: ConnectSpec,
+    recorder: QuicRecorder,
+    verifier: CertVerifier | None,
+    client_cert: ClientCert | None = None,
 ) -> Session:
     """A QUIC handshake to each resolved address in turn until one completes."""
     timeline = recorder.timeline
@@ -97,7 +133,9 @@ async def connect(
         if budget <= 0:
             break
         try:
-            session = await handshake(spec, recorder, ip, fam, budget, verifier=verifier)
+            session = await handshake(
+                spec, recorder, ip, fam, budget, verifier=verifier, client_cert=client_cert
+            )
         except ConnectError as exc:
             last = exc
             continue  # UDP to this address is dead: try the next one, as over TCP
@@ -128,6 +166,7 @@ async def handshake(
     budget: float,
     *,
     verifier: CertVerifier | None,
+    client_cert: ClientCert | None = None,
 ) -> Session:
     """One QUIC handshake with ``ip`` in ``budget`` seconds, stamped as a ConnectAttempt.
 
@@ -161,7 +200,7 @@ async def handshake(
     # The attempt starts before the ClientHello is built, as the TCP tls stage does: its
     # key shares are the client's real cost, and --compare-http must time both alike.
     start = time.perf_counter_ns()
-    config = _configuration_for(spec)
+    config = _configuration_for(spec, client_cert)
     # No session ticket is offered and none is kept: a request must never be able to
     # travel as replayable 0-RTT data.
     quic = QuicConnection(configuration=config)
@@ -197,6 +236,10 @@ async def handshake(
     timeline.address = (ip, port)
     timeline.family = fam
     timeline.tls = tls = _tls_info(quic, event, spec, verified=verifier is not None)
+    # aioquic answers a CertificateRequest with the certificate it was given (or an empty
+    # one); whether one came is only in its TLS state (aioquic_internals).
+    tls.client_cert_requested = aioquic_internals.certificate_requested(quic)
+    tls.client_cert_sent = tls.client_cert_requested and client_cert is not None
     peer_cert = aioquic_internals.peer_certificate(quic)
     if verifier is not None and peer_cert is not None:  # a resumed session shows none
         problem = verifier.check(peer_cert, aioquic_internals.peer_certificate_chain(quic))

@@ -8,7 +8,7 @@ from typing import Any
 
 from promptpath.core.analysis import Metrics, compute
 from promptpath.core.stats import Summary
-from promptpath.core.timeline import DNSAnswer, Timeline
+from promptpath.core.timeline import DNSAnswer, Timeline, TLSInfo
 from promptpath.options import display_url
 from promptpath.tracer.orchestrator import TraceResult
 from promptpath.tracer.request import SECRET_HEADERS
@@ -88,6 +88,20 @@ def _tls(timeline: Timeline) -> dict[str, Any] | None:
             "not_after": cert.not_after,
             "days_left": cert.days_left,
         },
+        "client_cert": _client_cert(tls),
+    }
+
+
+def _client_cert(tls: TLSInfo) -> dict[str, Any]:
+    """mTLS: whether the server asked (null: not visible) and which certificate we sent."""
+    sent = tls.client_cert
+    return {
+        "requested": tls.client_cert_requested,
+        "sent": tls.client_cert_sent,
+        "subject": None if sent is None else sent.subject,
+        "issuer": None if sent is None else sent.issuer,
+        "not_after": None if sent is None else sent.not_after,
+        "days_left": None if sent is None else sent.days_left,
     }
 
 
