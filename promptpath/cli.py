@@ -161,7 +161,7 @@ VerboseOpt = Annotated[
     bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
 ]
 
-# -- client certificates (mTLS) ----------------------------------------------------------
+# -- client certificates (mTLS) and --connect-to ------------------------------------------
 CertOpt = Annotated[
     str | None,
     typer.Option(
@@ -173,6 +173,14 @@ CertOpt = Annotated[
 KeyOpt = Annotated[
     str | None,
     typer.Option("--key", metavar="FILE", help="Private key (PEM, unencrypted) for --cert."),
+]
+ConnectToOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--connect-to",
+        metavar="HOST1:PORT1:HOST2:PORT2",
+        help="Connect to HOST2:PORT2 for requests to HOST1:PORT1 (SNI and Host stay HOST1).",
+    ),
 ]
 
 
@@ -224,6 +232,7 @@ def run(
     verbose: VerboseOpt = False,
     cert: CertOpt = None,
     key: KeyOpt = None,
+    connect_to: ConnectToOpt = None,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
     _no_trio()
@@ -253,6 +262,7 @@ def run(
         probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
         cert=cert,
         key=key,
+        connect_to=connect_to or [],
     )
     env = Environment.of(ctx.obj)
     raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on, env=env))
@@ -290,6 +300,7 @@ def probe(
     verbose: VerboseOpt = False,
     cert: CertOpt = None,
     key: KeyOpt = None,
+    connect_to: ConnectToOpt = None,
 ) -> None:
     """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache)."""
     # The same trace as `run`, with the probe names as positional arguments.

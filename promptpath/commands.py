@@ -25,6 +25,7 @@ from promptpath.options import (
     RunOptions,
     check_client_cert,
     detect_provider,
+    parse_connect_to,
     parse_header,
     parse_resolve,
     parse_target,
@@ -60,9 +61,10 @@ class RunArgs:
     both_families: bool = False
     probe_options: dict[str, object] = field(default_factory=dict)
     compare_http: bool = False
-    # mTLS
+    # mTLS and --connect-to
     cert: str | None = None
     key: str | None = None
+    connect_to: list[str] = field(default_factory=list)
 
 
 def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str | None]:
@@ -181,6 +183,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         insecure=bool(args.insecure),
         cert=args.cert,
         key=args.key,
+        connect_to=tuple(parse_connect_to(c) for c in args.connect_to),
         family=args.family,
         timeout=timeout,
         warm=args.warm,

@@ -49,6 +49,28 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectTo:
+    """curl's ``--connect-to HOST1:PORT1:HOST2:PORT2``: requests for HOST1:PORT1 connect to
+    HOST2:PORT2 instead; SNI and Host stay HOST1. An empty HOST1 or PORT1 matches any; an
+    empty HOST2 or PORT2 keeps the request's own."""
+
+    host: str | None
+    port: int | None
+    to_host: str | None
+    to_port: int | None
+    spec: str  # as the user wrote it (reports show it)
+
+    def matches(self, host: str, port: int) -> bool:
+        return (self.host is None or self.host.lower() == host.lower()) and (
+            self.port is None or self.port == port
+        )
+
+    def destination(self, host: str, port: int) -> tuple[str, int]:
+        """Where a request for ``host:port`` connects under this rule."""
+        return self.to_host or host, port if self.to_port is None else self.to_port
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
     target: Target
     provider: Provider
@@ -64,6 +86,7 @@ class RunOptions:
     insecure: bool = False
     cert: str | None = None  # client certificate PEM (mTLS); may hold the key as well
     key: str | None = None  # its private key, when not in ``cert``
+    connect_to: tuple[ConnectTo, ...] = ()
     family: int = 0  # 0, socket.AF_INET or socket.AF_INET6
     timeout: float = DEFAULT_TIMEOUT_S
     warm: bool = False
@@ -78,6 +101,10 @@ class RunOptions:
             if r_host.lower() == host.lower() and r_port == port:
                 return r_addr
         return None
+
+    def connect_to_for(self, host: str, port: int) -> ConnectTo | None:
+        """The first --connect-to rule for ``host:port`` (curl's order), if any."""
+        return next((rule for rule in self.connect_to if rule.matches(host, port)), None)
 
 
 def parse_target(url: str) -> Target:
@@ -133,6 +160,42 @@ def parse_resolve(spec: str) -> tuple[str, int, str]:
             f"--resolve address is not an IP literal: {addr!r}", kind="bad_option"
         ) from exc
     return host, int(port_s), addr
+
+
+def _connect_to_fields(spec: str) -> list[str]:
+    """Split on ':' outside brackets, so an IPv6 literal may be written [::1]."""
+    fields, current, depth = [], "", 0
+    for ch in spec:
+        if ch == ":" and depth == 0:
+            fields.append(current)
+            current = ""
+            continue
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        current += ch
+    fields.append(current)
+    return fields
+
+
+def parse_connect_to(spec: str) -> ConnectTo:
+    """curl-style HOST1:PORT1:HOST2:PORT2 (a host may be an [IPv6] literal; empty = any)."""
+    fields = _connect_to_fields(spec)
+    if len(fields) != 4:
+        raise UsageError(
+            f"--connect-to wants HOST1:PORT1:HOST2:PORT2 (4 fields), got {len(fields)} in {spec!r}",
+            kind="bad_option",
+        )
+    ports: list[int | None] = []
+    for raw in (fields[1], fields[3]):
+        if raw == "":
+            ports.append(None)
+        elif raw.isdigit() and 1 <= int(raw) <= 65535:
+            ports.append(int(raw))
+        else:
+            raise UsageError(
+                f"--connect-to: {raw!r} is not a port (1-65535) in {spec!r}", kind="bad_option"
+            )
+    host, to_host = (f.removeprefix("[").removesuffix("]") or None for f in (fields[0], fields[2]))
+    return ConnectTo(host=host, port=ports[0], to_host=to_host, to_port=ports[1], spec=spec)
 
 
 class _NoPassword(Exception):

@@ -335,7 +335,7 @@ async def connect_tcp(spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStr
     recorded); the failed ones are listed apart from the stage, which is the handshake."""
     timeline = recorder.timeline
     recorder.connects += 1
-    host, port = spec.host, spec.port
+    host, port = spec.host, spec.dial_port
     stage = timeline.begin("connect", time.perf_counter_ns())
     failures: list[str] = []
     last_kind: ErrorKind = "refused"

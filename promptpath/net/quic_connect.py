@@ -121,7 +121,7 @@ async def connect(
 ) -> Session:
     """A QUIC handshake to each resolved address in turn until one completes."""
     timeline = recorder.timeline
-    host, port = spec.host, spec.port
+    host, port = spec.host, spec.dial_port
     sni = None if dns.is_ip_literal(host) else host
     stage = timeline.begin("quic_handshake", time.perf_counter_ns(), sni=sni)
     last: PromptpathError | None = None
@@ -176,7 +176,7 @@ async def handshake(
     from aioquic.quic.connection import QuicConnection
 
     timeline = recorder.timeline
-    port = spec.port
+    port = spec.dial_port
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET6 if fam == "ipv6" else socket.AF_INET, socket.SOCK_DGRAM)
     sock.setblocking(False)
@@ -286,7 +286,7 @@ def _handshake_error(
     failure: str | None,
 ) -> PromptpathError:
     """Why a handshake did not complete, named from what the socket and the peer said."""
-    host, port = spec.host, spec.port
+    host, port = spec.host, spec.dial_port
     stats = recorder.stats
     where = fmt_addr(ip, port)
     common: dict[str, object] = {

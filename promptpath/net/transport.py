@@ -35,9 +35,15 @@ class ConnectSpec:
     port: int
     scheme: Literal["http", "https"]
     addresses: tuple[tuple[str, Family], ...]  # resolved, in the order to try them
+    connect_port: int | None = None  # the port to dial, when not ``port`` (--connect-to)
     alpn: tuple[str, ...] = ()  # protocols to offer, in order of preference
     ssl_context: ssl.SSLContext | None = None  # TCP+TLS only (QUIC verifies on its own)
     deadline: float | None = None  # time.monotonic() by which the whole trace must end
+
+    @property
+    def dial_port(self) -> int:
+        """The port the connection goes to (``port`` stays the origin's, for :authority)."""
+        return self.port if self.connect_port is None else self.connect_port
 
     @property
     def sni(self) -> str | None:

@@ -186,6 +186,7 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
             "port": opts.target.port,
             "provider": opts.provider,
             "model": opts.model,
+            "connect_to": _connect_to(result),
         },
     }
     body.update(timeline_json(result.timeline))
@@ -193,6 +194,16 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
     body["h3"] = result.h3
     body["findings"] = [f.as_dict() for f in result.findings]
     return body
+
+
+def _connect_to(result: TraceResult) -> dict[str, Any] | None:
+    """The --connect-to rule that sent this request elsewhere, and where, if one applied."""
+    target = result.options.target
+    rule = result.options.connect_to_for(target.host, target.port)
+    if rule is None:
+        return None
+    host, port = rule.destination(target.host, target.port)
+    return {"rule": rule.spec, "host": host, "port": port}
 
 
 def dumps(obj: dict[str, Any]) -> str:

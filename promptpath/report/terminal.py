@@ -240,6 +240,11 @@ def render(console: Console, result: TraceResult) -> None:
     addr = ""
     if tl.address:
         addr = f" · {tl.address[0]} ({tl.family})"
+    rule = opts.connect_to_for(opts.target.host, opts.target.port)
+    if rule is not None:
+        addr += " · --connect-to {}:{}".format(
+            *rule.destination(opts.target.host, opts.target.port)
+        )
     console.print(
         Text.assemble(
             ("promptpath ", "bold"),

@@ -173,18 +173,23 @@ class Tracer:
         """The dns stage, then the transport's own (connect+tls, or quic_handshake)."""
         options = self.options
         host, port = options.target.host, options.target.port
+        # --connect-to: resolve and dial HOST2:PORT2 (--resolve may pin it, as in curl);
+        # SNI, Host and certificate checks stay with the URL's host.
+        rule = options.connect_to_for(host, port)
+        dial_host, dial_port = (host, port) if rule is None else rule.destination(host, port)
         answer = await dns.resolve_stage(
             timeline,
-            host,
-            port,
+            dial_host,
+            dial_port,
             family=options.family,
-            override=options.resolve_override(host, port),
+            override=options.resolve_override(dial_host, dial_port),
             resolver=options.resolver,
             timeout=min(options.timeout, 10.0),
         )
         spec = ConnectSpec(
             host=host,
             port=port,
+            connect_port=dial_port,
             scheme=options.target.scheme,
             addresses=answer.addresses,
             alpn=alpn_for(options),
