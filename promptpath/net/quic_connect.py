@@ -89,11 +89,11 @@ def preload() -> None:
     import cryptography.x509  # noqa: F401
 
 
-def _configuration_for(spec: ConnectSpec, client_cert: ClientCert | None = None) -> Any:
+def _configuration_for(spec: ConnectSpec) -> Any:
     from aioquic.h3.connection import H3_ALPN
     from aioquic.quic.configuration import QuicConfiguration
 
-    config = QuicConfiguration(
+    return QuicConfiguration(
         is_client=True,
         alpn_protocols=list(H3_ALPN),
         server_name=spec.host,  # aioquic sends no SNI for an IP literal
@@ -101,11 +101,6 @@ def _configuration_for(spec: ConnectSpec, client_cert: ClientCert | None = None)
         idle_timeout=max(30.0, _left(spec) + 5.0),
         verify_mode=ssl.CERT_NONE,  # CertVerifier checks, with a store loaded before t0
     )
-    if client_cert is not None:  # what load_cert_chain would set, from files read before t0
-        config.certificate = client_cert.certificate
-        config.certificate_chain = list(client_cert.chain)
-        config.private_key = client_cert.private_key
-    return config
 
 
 def _left(spec: ConnectSpec) -> float:
@@ -200,7 +195,11 @@ async def handshake(
     # The attempt starts before the ClientHello is built, as the TCP tls stage does: its
     # key shares are the client's real cost, and --compare-http must time both alike.
     start = time.perf_counter_ns()
-    config = _configuration_for(spec, client_cert)
+    config = _configuration_for(spec)
+    if client_cert is not None:  # what load_cert_chain would set, from files read before t0
+        config.certificate = client_cert.certificate
+        config.certificate_chain = list(client_cert.chain)
+        config.private_key = client_cert.private_key
     # No session ticket is offered and none is kept: a request must never be able to
     # travel as replayable 0-RTT data.
     quic = QuicConnection(configuration=config)
