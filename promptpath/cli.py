@@ -201,6 +201,28 @@ ClientOpt = Annotated[
     ),
 ]
 
+# -- client certificates (mTLS) and --connect-to ------------------------------------------
+CertOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cert",
+        metavar="FILE",
+        help="Client certificate (PEM) for servers that ask for one; may hold the key too.",
+    ),
+]
+KeyOpt = Annotated[
+    str | None,
+    typer.Option("--key", metavar="FILE", help="Private key (PEM, unencrypted) for --cert."),
+]
+ConnectToOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--connect-to",
+        metavar="HOST1:PORT1:HOST2:PORT2",
+        help="Connect to HOST2:PORT2 for requests to HOST1:PORT1 (SNI and Host stay HOST1).",
+    ),
+]
+
 
 def _no_trio() -> None:
     """httpcore imports trio when it is installed (~90 ms measured) only to support it; the
@@ -253,6 +275,9 @@ def run(
     proxy_user: ProxyUserOpt = None,
     proxy_cacert: ProxyCACertOpt = None,
     verbose: VerboseOpt = False,
+    cert: CertOpt = None,
+    key: KeyOpt = None,
+    connect_to: ConnectToOpt = None,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
     _no_trio()
@@ -285,6 +310,9 @@ def run(
         proxy_cacert=proxy_cacert,
         both_families=ipv4 and ipv6,
         probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
+        cert=cert,
+        key=key,
+        connect_to=connect_to or [],
     )
     env = Environment.of(ctx.obj)
     raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on, env=env))
@@ -325,6 +353,9 @@ def probe(
     proxy_user: ProxyUserOpt = None,
     proxy_cacert: ProxyCACertOpt = None,
     verbose: VerboseOpt = False,
+    cert: CertOpt = None,
+    key: KeyOpt = None,
+    connect_to: ConnectToOpt = None,
 ) -> None:
     """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache)."""
     # The same trace as `run`, with the probe names as positional arguments.

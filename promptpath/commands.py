@@ -25,7 +25,9 @@ from promptpath.options import (
     HTTPChoice,
     Provider,
     RunOptions,
+    check_client_cert,
     detect_provider,
+    parse_connect_to,
     parse_header,
     parse_resolve,
     parse_target,
@@ -68,6 +70,10 @@ class RunArgs:
     noproxy: str | None = None
     proxy_user: str | None = field(default=None, repr=False)
     proxy_cacert: str | None = None
+    # mTLS and --connect-to
+    cert: str | None = None
+    key: str | None = None
+    connect_to: list[str] = field(default_factory=list)
 
 
 def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str | None]:
@@ -91,6 +97,8 @@ def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str |
         "resolver",
         "proxy",
         "noproxy",
+        "cert",
+        "key",
     ):
         # Only what the command line left unsaid: an explicit value, even the default, wins.
         if key in profile and getattr(args, key) is None:
@@ -152,6 +160,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
     for ca_file in (args.cacert, args.proxy_cacert):
         if ca_file is not None:
             check_cacert(ca_file)
+    check_client_cert(args.cert, args.key)
     for flag, value in (("--resolver", args.resolver), ("--authoritative", args.authoritative)):
         if value is not None:
             from promptpath.net.dnsmsg import parse_server
@@ -198,6 +207,9 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         resolve=tuple(parse_resolve(r) for r in args.resolve),
         cacert=args.cacert,
         insecure=bool(args.insecure),
+        cert=args.cert,
+        key=args.key,
+        connect_to=tuple(parse_connect_to(c) for c in args.connect_to),
         family=args.family,
         timeout=timeout,
         warm=args.warm,

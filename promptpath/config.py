@@ -43,6 +43,8 @@ PROFILE_KEYS: dict[str, type | tuple[type, ...]] = {
     "proxy": str,  # as --proxy; "" turns the environment's proxy off
     "noproxy": str,
     "as": str,  # the client shape (--as)
+    "cert": str,
+    "key": str,
 }
 
 
@@ -90,9 +92,10 @@ def load_profile(name: str, path: Path) -> dict[str, Any]:
             kind="bad_config",
         )
     profile = dict(profile)
-    if "cacert" in profile and not Path(profile["cacert"]).is_absolute():
-        # Relative to the config file, not to wherever a cron job happens to run.
-        profile["cacert"] = str(path.parent / profile["cacert"])
+    for file_key in ("cacert", "cert", "key"):
+        if file_key in profile and not Path(profile[file_key]).is_absolute():
+            # Relative to the config file, not to wherever a cron job happens to run.
+            profile[file_key] = str(path.parent / profile[file_key])
     return profile
 
 

@@ -65,6 +65,28 @@ class Target:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectTo:
+    """curl's ``--connect-to HOST1:PORT1:HOST2:PORT2``: requests for HOST1:PORT1 connect to
+    HOST2:PORT2 instead; SNI and Host stay HOST1. An empty HOST1 or PORT1 matches any; an
+    empty HOST2 or PORT2 keeps the request's own."""
+
+    host: str | None
+    port: int | None
+    to_host: str | None
+    to_port: int | None
+    spec: str  # as the user wrote it (reports show it)
+
+    def matches(self, host: str, port: int) -> bool:
+        return (self.host is None or self.host.lower() == host.lower()) and (
+            self.port is None or self.port == port
+        )
+
+    def destination(self, host: str, port: int) -> tuple[str, int]:
+        """Where a request for ``host:port`` connects under this rule."""
+        return self.to_host or host, port if self.to_port is None else self.to_port
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunOptions:
     target: Target
     provider: Provider
@@ -78,6 +100,9 @@ class RunOptions:
     resolve: tuple[tuple[str, int, str], ...] = ()  # (host, port, address), curl --resolve
     cacert: str | None = None
     insecure: bool = False
+    cert: str | None = None  # client certificate PEM (mTLS); may hold the key as well
+    key: str | None = None  # its private key, when not in ``cert``
+    connect_to: tuple[ConnectTo, ...] = ()
     family: int = 0  # 0, socket.AF_INET or socket.AF_INET6
     timeout: float = DEFAULT_TIMEOUT_S
     warm: bool = False
@@ -96,6 +121,10 @@ class RunOptions:
             if r_host.lower() == host.lower() and r_port == port:
                 return r_addr
         return None
+
+    def connect_to_for(self, host: str, port: int) -> ConnectTo | None:
+        """The first --connect-to rule for ``host:port`` (curl's order), if any."""
+        return next((rule for rule in self.connect_to if rule.matches(host, port)), None)
 
 
 def parse_target(url: str) -> Target:
@@ -151,6 +180,105 @@ def parse_resolve(spec: str) -> tuple[str, int, str]:
             f"--resolve address is not an IP literal: {addr!r}", kind="bad_option"
         ) from exc
     return host, int(port_s), addr
+
+
+def _connect_to_fields(spec: str) -> list[str]:
+    """Split on ':' outside brackets, so an IPv6 literal may be written [::1]."""
+    fields, current, depth = [], "", 0
+    for ch in spec:
+        if ch == ":" and depth == 0:
+            fields.append(current)
+            current = ""
+            continue
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        current += ch
+    fields.append(current)
+    return fields
+
+
+def parse_connect_to(spec: str) -> ConnectTo:
+    """curl-style HOST1:PORT1:HOST2:PORT2 (a host may be an [IPv6] literal; empty = any)."""
+    fields = _connect_to_fields(spec)
+    if len(fields) != 4:
+        raise UsageError(
+            f"--connect-to wants HOST1:PORT1:HOST2:PORT2 (4 fields), got {len(fields)} in {spec!r}",
+            kind="bad_option",
+        )
+    ports: list[int | None] = []
+    for raw in (fields[1], fields[3]):
+        if raw == "":
+            ports.append(None)
+        elif raw.isdigit() and 1 <= int(raw) <= 65535:
+            ports.append(int(raw))
+        else:
+            raise UsageError(
+                f"--connect-to: {raw!r} is not a port (1-65535) in {spec!r}", kind="bad_option"
+            )
+    host, to_host = (f.removeprefix("[").removesuffix("]") or None for f in (fields[0], fields[2]))
+    return ConnectTo(host=host, port=ports[0], to_host=to_host, to_port=ports[1], spec=spec)
+
+
+class _NoPassword(Exception):
+    """The key is encrypted: promptpath never asks for a password (it runs unattended)."""
+
+
+def _no_password() -> str:
+    raise _NoPassword
+
+
+def check_client_cert(cert: str | None, key: str | None) -> None:
+    """--cert/--key must load as one certificate and its key, before anything is sent.
+
+    Messages name the option, never a path: a key file's name is the user's business."""
+    import ssl
+
+    if cert is None:
+        if key is not None:
+            raise UsageError(
+                "--key needs --cert (the certificate it belongs to)", kind="bad_option"
+            )
+        return
+    texts: dict[str, bytes] = {}
+    for flag, path in (("--cert", cert), ("--key", key)):
+        if path is None:
+            continue
+        try:
+            with open(path, "rb") as fh:
+                texts[flag] = fh.read()
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise UsageError(f"{flag}: cannot read the file ({reason})", kind="bad_option") from exc
+    if b"-----BEGIN CERTIFICATE-----" not in texts["--cert"]:
+        raise UsageError("--cert: no PEM certificate in the file", kind="bad_option")
+    key_flag = "--key" if key is not None else "--cert"
+    if b"PRIVATE KEY-----" not in texts[key_flag]:
+        raise UsageError(
+            "--key: no PEM private key in the file"
+            if key is not None
+            else "--cert holds no private key: pass --key FILE (or one PEM file with both)",
+            kind="bad_option",
+        )
+    try:
+        ssl.create_default_context().load_cert_chain(cert, key, password=_no_password)
+    except _NoPassword as exc:
+        raise UsageError(
+            f"{key_flag}: the private key is encrypted, and promptpath never asks for a"
+            " password: give it an unencrypted copy (openssl pkey -in ENCRYPTED -out PLAIN)",
+            kind="bad_option",
+        ) from exc
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise UsageError(
+                "--cert and --key do not match: the key is not the certificate's",
+                kind="bad_option",
+            ) from exc
+        reason = exc.reason or type(exc).__name__
+        raise UsageError(
+            f"--cert/--key: not a usable certificate and key ({reason})", kind="bad_option"
+        ) from exc
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(f"--cert/--key: cannot load them ({reason})", kind="bad_option") from exc
 
 
 #: RFC 9110 token characters, the only ones a header name may contain.

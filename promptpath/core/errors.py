@@ -82,6 +82,9 @@ ErrorKind = Literal[
     "proxy_auth_required",
     "proxy_denied",
     "proxy_closed",
+    # tls: client certificates (mTLS)
+    "client_cert_required",
+    "client_cert_rejected",
     # response and stream
     "not_event_stream",
     "no_response",

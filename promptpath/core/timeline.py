@@ -138,6 +138,12 @@ class TLSInfo:
     cert: CertInfo | None = None
     #: None: not judged (no certificate seen); False: judged, no sign of interception.
     intercepted: Interception | Literal[False] | None = None
+    # Client authentication (mTLS): whether the server sent a CertificateRequest (None:
+    # the handshake did not show it), whether we answered with a certificate, and which
+    # one (parsed after the trace, as ``cert`` is).
+    client_cert_requested: bool | None = None
+    client_cert_sent: bool | None = None
+    client_cert: CertInfo | None = None
     # The peer's certificate as received; parsed into ``cert`` after the trace, off the
     # clock (parsing it between handshake and request showed as request time).
     cert_der: bytes | None = field(default=None, repr=False)

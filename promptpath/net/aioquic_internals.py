@@ -30,6 +30,7 @@ CHECKED_AGAINST = "1.7"
 __all__ = [
     "CHECKED_AGAINST",
     "AioquicInternalsChanged",
+    "certificate_requested",
     "changed",
     "cipher_suite_name",
     "peer_certificate",
@@ -134,3 +135,13 @@ def stream_fully_sent(quic: QuicConnection, stream_id: int) -> bool:
     if not isinstance(pending_eof, bool):
         raise changed(f"QuicStreamSender._pending_eof is a {type(pending_eof).__name__}")
     return ranges == 0 and not pending_eof
+
+
+def certificate_requested(quic: QuicConnection) -> bool:
+    """Whether the server sent a CertificateRequest in this handshake (client side).
+
+    Reads ``QuicConnection.tls._certificate_request`` (aioquic 1.7): None until the
+    message arrives, then the parsed request.
+    """
+    what = "tls.Context._certificate_request"
+    return _read(_read(quic, "tls", "QuicConnection.tls"), "_certificate_request", what) is not None

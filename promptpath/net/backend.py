@@ -28,8 +28,9 @@ from anyio.streams.tls import TLSAttribute, TLSStream
 from promptpath.core.errors import ConnectError, ErrorKind, TLSError
 from promptpath.core.timeline import ConnectAttempt, Stage
 from promptpath.net import dns
+from promptpath.net.clientauth import ClientAuth, HandshakeTap
 from promptpath.net.tcp import connect_address
-from promptpath.net.tlsinfo import describe_tls, tls_failure
+from promptpath.net.tlsinfo import client_cert_refused, describe_tls, tls_failure
 from promptpath.net.transport import Recorder, fmt_addr
 
 
@@ -45,6 +46,7 @@ class StampingStream(anyio.abc.ByteStream):
         self.send_began_ns: int | None = None
         self.first_send_ns: int | None = None  # see expect_send()
         self._expecting_send = False
+        self.tap: HandshakeTap | None = None  # the bytes of a handshake under way
 
     def expect_send(self) -> None:
         """Keep the start of the next send in ``first_send_ns``: when TLS begins, that
@@ -66,6 +68,8 @@ class StampingStream(anyio.abc.ByteStream):
                 self._recorder.closed("rst", time.perf_counter_ns())
             raise
         self._recorder.read(time.perf_counter_ns(), len(data))
+        if self.tap is not None:
+            self.tap.received += data
         return data
 
     async def send(self, item: bytes) -> None:
@@ -75,6 +79,8 @@ class StampingStream(anyio.abc.ByteStream):
             self.first_send_ns = self.send_began_ns
         await self._inner.send(item)
         self._recorder.wrote(time.perf_counter_ns(), len(item))
+        if self.tap is not None:
+            self.tap.sent += item
 
     async def send_eof(self) -> None:
         await self._inner.send_eof()
@@ -133,26 +139,54 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         stream: anyio.abc.ByteStream,
         raw: StampingStream,
         recorder: Recorder,
+        *,
+        pending_auth: tuple[str, ClientAuth] | None = None,
     ) -> None:
         self._stream = stream
         self.raw = raw
         self._recorder = recorder
+        # (host, what the handshake showed) while a TLS 1.3 server may still refuse the
+        # client certificate it asked for: until the first byte of the response.
+        self._pending_auth = pending_auth
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         with _map_exceptions(_READ_ERRORS), anyio.fail_after(timeout):
             try:
-                return await self._stream.receive(max_bytes)
+                data = await self._stream.receive(max_bytes)
             except anyio.EndOfStream:
                 if self._stream is not self.raw and self.raw.eof_ns is None:
                     # TLS ended with close_notify (in the last read) before any FIN.
                     self._recorder.closed("tls_close_notify", self._recorder.last_read_ns)
+                self._auth_refused("it closed the connection right after the handshake")
                 return b""
+            except (anyio.BrokenResourceError, ssl.SSLError) as exc:
+                self._auth_refused(_refusal_words(exc))
+                raise
+            self._pending_auth = None
+            return data
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
             return
         with _map_exceptions(_WRITE_ERRORS), anyio.fail_after(timeout):
-            await self._stream.send(buffer)
+            try:
+                await self._stream.send(buffer)
+            except (anyio.BrokenResourceError, ssl.SSLError) as exc:
+                self._auth_refused(_refusal_words(exc))
+                raise
+
+    def _auth_refused(self, how: str) -> None:
+        """A TLS 1.3 server checks the client certificate it asked for after the client's
+        handshake is over, and says no (an alert, or just a close) on the first read or
+        write: that is a TLS failure, reported in the ``tls`` stage, not a network error."""
+        pending, self._pending_auth = self._pending_auth, None
+        if pending is None:
+            return
+        host, auth = pending
+        stage = self._recorder.timeline.stage("tls")
+        if stage is not None:
+            stage.ok = False
+        raise client_cert_refused(sent=auth.sent, host=host, how=how)
 
     async def aclose(self) -> None:
         await self._stream.aclose()
@@ -182,6 +216,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         )
         stage = timeline.begin(stage_name, time.perf_counter_ns(), sni=sni)
         self.raw.expect_send()
+        self.raw.tap = tap = HandshakeTap()
         try:
             with anyio.fail_after(timeout):
                 tls = await TLSStream.wrap(
@@ -194,6 +229,8 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             _start_at_client_hello(stage, self.raw)
             timeline.end(stage_name, time.perf_counter_ns(), ok=False)
             await self._stream.aclose()
+            if stage_name == "tls":
+                _raise_if_auth_refused(tap, server_hostname or "", _refusal_words(exc), exc)
             error = tls_failure(exc, host=server_hostname or "", elapsed_ns=_since(stage.start_ns))
             error.stage = stage_name
             raise error from exc
@@ -201,6 +238,9 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             _start_at_client_hello(stage, self.raw)
             timeline.end(stage_name, time.perf_counter_ns(), ok=False)
             await self._stream.aclose()
+            if stage_name == "tls":
+                how = "it closed the connection during the handshake"
+                _raise_if_auth_refused(tap, server_hostname or "", how, exc)
             whom = "the proxy " if stage_name == "proxy_tls" else ""
             raise TLSError(
                 f"TLS: the peer closed the connection during the handshake with {whom}"
@@ -209,6 +249,8 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
                 stage=stage_name,
                 kind="handshake_closed",
             ) from exc
+        finally:
+            self.raw.tap = None
         _start_at_client_hello(stage, self.raw)
         end = _handshake_done(stage, self.raw, self._recorder)
         timeline.end(stage_name, end)
@@ -218,12 +260,19 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             alpn_offered=alpn,
             verified=None if ssl_context.verify_mode == ssl.CERT_NONE else True,
         )
-        if stage_name == "tls":
-            timeline.mark("tls_done", end)
-            timeline.tls = info
-        elif timeline.proxy is not None:
-            timeline.proxy.tls = info
-        return TracedNetworkStream(tls, self.raw, self._recorder)
+        if stage_name == "proxy_tls":
+            if timeline.proxy is not None:
+                timeline.proxy.tls = info
+            return TracedNetworkStream(tls, self.raw, self._recorder)
+        timeline.mark("tls_done", end)
+        timeline.tls = info
+        auth = tap.client_auth(info.version)
+        info.client_cert_requested, info.client_cert_sent = auth.requested, auth.sent
+        # Only TLS 1.3 leaves the verdict on our certificate for after the handshake.
+        pending = (
+            (server_hostname or "", auth) if auth.requested and info.version == "TLSv1.3" else None
+        )
+        return TracedNetworkStream(tls, self.raw, self._recorder, pending_auth=pending)
 
     def get_extra_info(self, info: str) -> Any:
         if info == "ssl_object":
@@ -238,6 +287,28 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             sock = self._stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
             return _is_readable(sock)
         return None
+
+
+def _refusal_words(exc: BaseException) -> str:
+    """How the peer ended a TLS session, from the alert it sent or the socket's error."""
+    for err in (exc, exc.__cause__, exc.__context__):
+        if isinstance(err, ssl.SSLError) and err.reason and "_ALERT_" in err.reason:
+            return "alert: " + err.reason.split("_ALERT_", 1)[1].lower().replace("_", " ")
+        if isinstance(err, ConnectionResetError):
+            return "it reset the connection right after the handshake"
+        if isinstance(err, BrokenPipeError):
+            return "it closed the connection right after the handshake"
+    return "it closed the connection right after the handshake"
+
+
+def _raise_if_auth_refused(tap: HandshakeTap, host: str, how: str, exc: BaseException) -> None:
+    """A handshake that failed after the server asked for a client certificate (TLS 1.2
+    decides inside the handshake): say so, rather than a bare "handshake failed"."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return  # we refused the server's certificate, before answering its request
+    auth = tap.client_auth(None)
+    if auth.requested and auth.sent is not None:
+        raise client_cert_refused(sent=auth.sent, host=host, how=how) from exc
 
 
 def _start_at_client_hello(stage: Stage, raw: StampingStream) -> None:

@@ -63,7 +63,7 @@ class TCPTransport:
         """
         hop = spec.proxy
         if hop is None:
-            stream = await connect_tcp(spec.host, spec.port, spec.addresses, recorder)
+            stream = await connect_tcp(spec.host, spec.dial_port, spec.addresses, recorder)
         else:
             plain_target = spec.scheme == "http"
             stream = await connect_tcp(

@@ -18,7 +18,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 
 from promptpath.core.timeline import Timeline
-from promptpath.net.quic_connect import Session, connect, preload
+from promptpath.net.quic_connect import ClientCert, Session, connect, load_client_cert, preload
 from promptpath.net.quic_protocol import Arrival, QuicRecorder
 from promptpath.net.quic_verify import CertVerifier
 from promptpath.net.transport import (
@@ -41,14 +41,25 @@ class QuicTransport:
     """Opens QUIC connections and speaks HTTP/3 on them.
 
     ``cacert``/``verify``: the certificate store is loaded here, at construction, so
-    that it is done before t0 (aioquic would reload it inside every handshake).
+    that it is done before t0 (aioquic would reload it inside every handshake); so is
+    ``client_cert``, (certificate PEM, key PEM or None when the first holds both).
     """
 
     kind = "quic"
 
-    def __init__(self, host: str, *, cacert: str | None, verify: bool) -> None:
+    def __init__(
+        self,
+        host: str,
+        *,
+        cacert: str | None,
+        verify: bool,
+        client_cert: tuple[str, str | None] | None = None,
+    ) -> None:
         preload()
         self._verifier = CertVerifier(host, cacert) if verify else None
+        self._client_cert: ClientCert | None = (
+            None if client_cert is None else load_client_cert(*client_cert)
+        )
 
     @staticmethod
     def recorder(timeline: Timeline) -> QuicRecorder:
@@ -58,7 +69,7 @@ class QuicTransport:
     async def connect(self, spec: ConnectSpec, recorder: Recorder) -> QuicConnection:
         assert isinstance(recorder, QuicRecorder), "QUIC stamps go to a QuicRecorder"
         recorder.connects += 1
-        session = await connect(spec, recorder, self._verifier)
+        session = await connect(spec, recorder, self._verifier, self._client_cert)
         return QuicConnection(session, spec)
 
 

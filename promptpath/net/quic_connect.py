@@ -44,6 +44,34 @@ HANDSHAKE_TIMEOUT_S = 5.0
 _CRYPTO_ERROR = 0x100
 
 
+@dataclass(frozen=True, slots=True)
+class ClientCert:
+    """A client certificate (leaf, chain) and its key, parsed once, before t0."""
+
+    certificate: Any  # cryptography x509.Certificate
+    chain: tuple[Any, ...]
+    private_key: Any
+
+
+def load_client_cert(certfile: str, keyfile: str | None) -> ClientCert:
+    """The PEM certificate(s) of ``certfile`` and the key in ``keyfile`` (else in
+    ``certfile``), in either order. aioquic's own ``load_cert_chain`` would read the files
+    inside every handshake, and finds a key in the certificate file only after the
+    certificates and only as PKCS#8."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    with open(certfile, "rb") as fh:
+        cert_pem = fh.read()
+    key_pem = cert_pem
+    if keyfile is not None:
+        with open(keyfile, "rb") as fh:
+            key_pem = fh.read()
+    certs = x509.load_pem_x509_certificates(cert_pem)
+    key = load_pem_private_key(key_pem, password=None)
+    return ClientCert(certificate=certs[0], chain=tuple(certs[1:]), private_key=key)
+
+
 @dataclass(slots=True, kw_only=True)
 class Session:
     """A QUIC connection whose handshake completed (and whose certificate passed)."""
@@ -81,11 +109,14 @@ def _left(spec: ConnectSpec) -> float:
 
 
 async def connect(
-    spec: ConnectSpec, recorder: QuicRecorder, verifier: CertVerifier | None
+    spec: ConnectSpec,
+    recorder: QuicRecorder,
+    verifier: CertVerifier | None,
+    client_cert: ClientCert | None = None,
 ) -> Session:
     """A QUIC handshake to each resolved address in turn until one completes."""
     timeline = recorder.timeline
-    host, port = spec.host, spec.port
+    host, port = spec.host, spec.dial_port
     sni = None if dns.is_ip_literal(host) else host
     stage = timeline.begin("quic_handshake", time.perf_counter_ns(), sni=sni)
     last: PromptpathError | None = None
@@ -97,7 +128,9 @@ async def connect(
         if budget <= 0:
             break
         try:
-            session = await handshake(spec, recorder, ip, fam, budget, verifier=verifier)
+            session = await handshake(
+                spec, recorder, ip, fam, budget, verifier=verifier, client_cert=client_cert
+            )
         except ConnectError as exc:
             last = exc
             continue  # UDP to this address is dead: try the next one, as over TCP
@@ -128,6 +161,7 @@ async def handshake(
     budget: float,
     *,
     verifier: CertVerifier | None,
+    client_cert: ClientCert | None = None,
 ) -> Session:
     """One QUIC handshake with ``ip`` in ``budget`` seconds, stamped as a ConnectAttempt.
 
@@ -137,7 +171,7 @@ async def handshake(
     from aioquic.quic.connection import QuicConnection
 
     timeline = recorder.timeline
-    port = spec.port
+    port = spec.dial_port
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET6 if fam == "ipv6" else socket.AF_INET, socket.SOCK_DGRAM)
     sock.setblocking(False)
@@ -162,6 +196,10 @@ async def handshake(
     # key shares are the client's real cost, and --compare-http must time both alike.
     start = time.perf_counter_ns()
     config = _configuration_for(spec)
+    if client_cert is not None:  # what load_cert_chain would set, from files read before t0
+        config.certificate = client_cert.certificate
+        config.certificate_chain = list(client_cert.chain)
+        config.private_key = client_cert.private_key
     # No session ticket is offered and none is kept: a request must never be able to
     # travel as replayable 0-RTT data.
     quic = QuicConnection(configuration=config)
@@ -197,6 +235,10 @@ async def handshake(
     timeline.address = (ip, port)
     timeline.family = fam
     timeline.tls = tls = _tls_info(quic, event, spec, verified=verifier is not None)
+    # aioquic answers a CertificateRequest with the certificate it was given (or an empty
+    # one); whether one came is only in its TLS state (aioquic_internals).
+    tls.client_cert_requested = aioquic_internals.certificate_requested(quic)
+    tls.client_cert_sent = tls.client_cert_requested and client_cert is not None
     peer_cert = aioquic_internals.peer_certificate(quic)
     if verifier is not None and peer_cert is not None:  # a resumed session shows none
         problem = verifier.check(peer_cert, aioquic_internals.peer_certificate_chain(quic))
@@ -243,7 +285,7 @@ def _handshake_error(
     failure: str | None,
 ) -> PromptpathError:
     """Why a handshake did not complete, named from what the socket and the peer said."""
-    host, port = spec.host, spec.port
+    host, port = spec.host, spec.dial_port
     stats = recorder.stats
     where = fmt_addr(ip, port)
     common: dict[str, object] = {

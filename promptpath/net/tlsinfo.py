@@ -89,6 +89,19 @@ def describe_tls(
     )
 
 
+def pem_cert_info(path: str) -> CertInfo | None:
+    """The first certificate of a PEM file (the leaf of --cert), None if it cannot be read."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    try:
+        with open(path, "rb") as fh:
+            cert = x509.load_pem_x509_certificate(fh.read())
+    except (OSError, ValueError):
+        return None
+    return cert_info(cert.public_bytes(Encoding.DER))
+
+
 def finish_tls(tls: TLSInfo | None) -> None:
     """Parse the certificate kept during the trace (after it: parsing costs ~1-3 ms), and
     judge from its issuer whether an inspection product re-signed it."""
@@ -98,6 +111,25 @@ def finish_tls(tls: TLSInfo | None) -> None:
         tls.cert = cert_info(tls.cert_der)
     if tls.intercepted is None:  # a caller that compared with a direct handshake keeps its own
         tls.intercepted = judge(tls.cert)
+
+
+def client_cert_refused(*, sent: bool | None, host: str, how: str) -> TLSError:
+    """The server asked for a client certificate and ended the session: ``how`` it did
+    (the alert's words, or how the connection closed)."""
+    if sent:
+        return TLSError(
+            f"TLS: {host} refused our client certificate ({how}): is it signed by a CA the"
+            " server trusts, and still valid?",
+            stage="tls",
+            kind="client_cert_rejected",
+            host=host,
+        )
+    return TLSError(
+        f"TLS: the server asked for a client certificate; pass --cert/--key ({how})",
+        stage="tls",
+        kind="client_cert_required",
+        host=host,
+    )
 
 
 def tls_failure(exc: ssl.SSLError, *, host: str, elapsed_ns: int) -> TLSError:

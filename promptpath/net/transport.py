@@ -52,10 +52,17 @@ class ConnectSpec:
     port: int
     scheme: Literal["http", "https"]
     addresses: tuple[tuple[str, Family], ...]  # resolved, in the order to try them
+    connect_host: str | None = None  # the host dialled instead (--connect-to): CONNECT names it
+    connect_port: int | None = None  # the port to dial, when not ``port`` (--connect-to)
     alpn: tuple[str, ...] = ()  # protocols to offer, in order of preference
     ssl_context: ssl.SSLContext | None = None  # TCP+TLS only (QUIC verifies on its own)
     deadline: float | None = None  # time.monotonic() by which the whole trace must end
     proxy: ProxyHop | None = None  # connect through this forward proxy
+
+    @property
+    def dial_port(self) -> int:
+        """The port the connection goes to (``port`` stays the origin's, for :authority)."""
+        return self.port if self.connect_port is None else self.connect_port
 
     @property
     def sni(self) -> str | None:
@@ -63,9 +70,10 @@ class ConnectSpec:
 
     @property
     def host_port(self) -> str:
-        """``host:port`` always (CONNECT's request target)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
+        """``host:port`` of what is dialled, always with the port (CONNECT's target)."""
+        name = self.connect_host or self.host
+        host = f"[{name}]" if ":" in name else name
+        return f"{host}:{self.dial_port}"
 
     @property
     def authority(self) -> str:

@@ -100,6 +100,20 @@ def tls_json(tls: TLSInfo | None) -> dict[str, Any] | None:
             "days_left": cert.days_left,
         },
         "intercepted": _intercepted(tls.intercepted),
+        "client_cert": _client_cert(tls),
+    }
+
+
+def _client_cert(tls: TLSInfo) -> dict[str, Any]:
+    """mTLS: whether the server asked (null: not visible) and which certificate we sent."""
+    sent = tls.client_cert
+    return {
+        "requested": tls.client_cert_requested,
+        "sent": tls.client_cert_sent,
+        "subject": None if sent is None else sent.subject,
+        "issuer": None if sent is None else sent.issuer,
+        "not_after": None if sent is None else sent.not_after,
+        "days_left": None if sent is None else sent.days_left,
     }
 
 
@@ -226,6 +240,7 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
             "port": opts.target.port,
             "provider": opts.provider,
             "model": opts.model,
+            "connect_to": _connect_to(result),
         },
     }
     body["client"] = client_json(opts)
@@ -235,6 +250,16 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
     body["h3"] = result.h3
     body["findings"] = [f.as_dict() for f in result.findings]
     return body
+
+
+def _connect_to(result: TraceResult) -> dict[str, Any] | None:
+    """The --connect-to rule that sent this request elsewhere, and where, if one applied."""
+    target = result.options.target
+    rule = result.options.connect_to_for(target.host, target.port)
+    if rule is None:
+        return None
+    host, port = rule.destination(target.host, target.port)
+    return {"rule": rule.spec, "host": host, "port": port}
 
 
 def dumps(obj: dict[str, Any]) -> str:

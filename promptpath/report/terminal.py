@@ -9,7 +9,7 @@ from rich.text import Text
 from promptpath.core.analysis import Metrics, compute, derived_bounds, headline
 from promptpath.core.findings import Verdict
 from promptpath.core.stats import sparkline
-from promptpath.core.timeline import Interception, Timeline
+from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.options import display_url
 from promptpath.tracer.orchestrator import TraceResult
 
@@ -163,9 +163,25 @@ def tls_line(timeline: Timeline) -> str | None:
     parts.append(
         "verified" if tls.verified else "NOT verified (-k)" if tls.verified is None else "failed"
     )
+    client = client_cert_words(tls)
+    if client:
+        parts.append(client)
     if isinstance(tls.intercepted, Interception):
         parts.append(f"INTERCEPTED by {tls.intercepted.by or 'an inspecting hop'}")
     return " · ".join(parts)
+
+
+def client_cert_words(tls: TLSInfo) -> str | None:
+    """mTLS in a few words: what the server asked for and what we answered (None: it did
+    not ask, or the handshake did not show it)."""
+    if not tls.client_cert_requested:
+        return None
+    sent = tls.client_cert
+    if not tls.client_cert_sent:
+        return "client cert asked for, none sent"
+    if sent is None:
+        return "client cert asked for, sent"
+    return f"client cert asked for, sent {sent.subject} (expires {sent.not_after[:10]})"
 
 
 def interception_lines(timeline: Timeline) -> list[str]:
@@ -276,6 +292,11 @@ def render(console: Console, result: TraceResult) -> None:
     addr = ""
     if tl.address:
         addr = f" · {tl.address[0]} ({tl.family})"
+    rule = opts.connect_to_for(opts.target.host, opts.target.port)
+    if rule is not None:
+        addr += " · --connect-to {}:{}".format(
+            *rule.destination(opts.target.host, opts.target.port)
+        )
     console.print(
         Text.assemble(
             ("promptpath ", "bold"),

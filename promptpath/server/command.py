@@ -71,6 +71,15 @@ def serve(
             rich_help_panel=_L,
         ),
     ] = 30,
+    client_ca: Annotated[
+        str | None,
+        typer.Option(
+            "--client-ca",
+            metavar="FILE",
+            help="Require a client certificate signed by these PEM CAs (mTLS; turns HTTP/3 off).",
+            rich_help_panel=_L,
+        ),
+    ] = None,
     http3: Annotated[
         bool | None,
         typer.Option(
@@ -185,6 +194,7 @@ def serve(
         keyfile=keyfile,
         self_signed=self_signed,
         cert_days=cert_days,
+        client_ca=client_ca,
         http3=http3,
         behaviour=behaviour,
         api_key=api_key,

@@ -44,6 +44,7 @@ class ServerConfig:
     certfile: str | None = None
     keyfile: str | None = None
     self_signed: str | None = None  # directory for a generated CA + leaf
+    client_ca: str | None = None  # PEM CAs: require a client certificate they signed
     cert_days: int = 30
     http3: bool | None = None  # None: on when TLS is on
     behaviour: Behaviour = field(default_factory=Behaviour)
@@ -64,6 +65,7 @@ class _Prepared:
     certfile: str | None
     keyfile: str | None
     ca: Path | None
+    client_ca: str | None = None
 
     @property
     def url(self) -> str:
@@ -79,6 +81,7 @@ class _Prepared:
             "port": self.port,
             "ca": None if self.ca is None else str(self.ca),
             "http3": self.udp is not None,
+            "client_ca": self.client_ca,
         }
 
     def close(self) -> None:
@@ -168,7 +171,10 @@ def _prepare(config: ServerConfig) -> _Prepared:
                 f"cannot load certificate {certfile} / {keyfile}: {exc}"
             ) from exc
     tls = certfile is not None
-    http3 = tls if config.http3 is None else config.http3
+    _check_client_ca(config, tls=tls)
+    # hypercorn's QUIC never asks for a client certificate (aioquic's server does not send
+    # a CertificateRequest): HTTP/3 next to --client-ca would let any client in.
+    http3 = (tls and config.client_ca is None) if config.http3 is None else config.http3
     if http3 and not tls:
         raise ServerSetupError("HTTP/3 needs TLS: give --self-signed DIR or --certfile/--keyfile")
     port = config.port
@@ -183,7 +189,29 @@ def _prepare(config: ServerConfig) -> _Prepared:
         certfile=certfile,
         keyfile=keyfile,
         ca=ca,
+        client_ca=config.client_ca,
     )
+
+
+def _check_client_ca(config: ServerConfig, *, tls: bool) -> None:
+    """--client-ca needs TLS over TCP only, and a file of PEM CAs that loads."""
+    if config.client_ca is None:
+        return
+    if not tls:
+        raise ServerSetupError(
+            "--client-ca needs TLS: give --self-signed DIR or --certfile/--keyfile"
+        )
+    if config.http3:
+        raise ServerSetupError(
+            "--client-ca and --http3 exclude each other: hypercorn's HTTP/3 cannot ask for"
+            " a client certificate"
+        )
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_verify_locations(config.client_ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise ServerSetupError(
+            f"--client-ca {config.client_ca}: not a PEM CA file ({exc})"
+        ) from exc
 
 
 def _stderr_logger(name: str, level: int) -> logging.Logger:
@@ -205,6 +233,9 @@ def _hypercorn_config(config: ServerConfig, prepared: _Prepared) -> Any:
         hc.certfile = prepared.certfile
         hc.keyfile = prepared.keyfile
         hc.alpn_protocols = ["h2", "http/1.1"]
+    if prepared.client_ca is not None:
+        hc.ca_certs = prepared.client_ca
+        hc.verify_mode = ssl.CERT_REQUIRED
     if prepared.udp is not None:
         hc.quic_bind = [f"fd://{prepared.udp.detach()}"]
         hc.alt_svc_headers = [f'h3=":{prepared.port}"; ma=86400']

@@ -30,7 +30,7 @@ from promptpath.core.errors import (
 from promptpath.core.findings import Finding
 from promptpath.core.timeline import DNSAnswer, ErrorInfo, Family, ProxyInfo, Timeline
 from promptpath.net import dns
-from promptpath.net.tlsinfo import finish_tls
+from promptpath.net.tlsinfo import client_cert_refused, finish_tls, pem_cert_info
 from promptpath.net.transport import (
     Body,
     BodyPiece,
@@ -101,6 +101,14 @@ def ssl_context_for(options: RunOptions) -> ssl.SSLContext:
     if options.insecure:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
+    if options.cert is not None:
+        try:  # build_options checked them; a library caller may not have
+            ctx.load_cert_chain(options.cert, options.key, password="")  # never prompts
+        except (OSError, ssl.SSLError) as exc:
+            reason = getattr(exc, "reason", None) or exc.strerror or type(exc).__name__
+            raise UsageError(
+                f"--cert/--key: cannot load them ({reason})", kind="bad_option"
+            ) from exc
     return ctx
 
 
@@ -119,7 +127,10 @@ def transport_for(options: RunOptions) -> Transport:
         from promptpath.net.quic import QuicTransport  # aioquic: only when asked for
 
         verify = not options.insecure
-        return QuicTransport(options.target.host, cacert=options.cacert, verify=verify)
+        client_cert = None if options.cert is None else (options.cert, options.key)
+        return QuicTransport(
+            options.target.host, cacert=options.cacert, verify=verify, client_cert=client_cert
+        )
     from promptpath.net.http import TCPTransport
 
     if options.http in ("2", "auto"):
@@ -184,6 +195,11 @@ class Tracer:
         options = self.options
         host, port = options.target.host, options.target.port
         proxy = options.proxy
+        # --connect-to: resolve and dial HOST2:PORT2 (--resolve may pin it, as in curl);
+        # SNI, Host and certificate checks stay with the URL's host. Through a proxy,
+        # CONNECT names HOST2:PORT2, as curl's does.
+        rule = options.connect_to_for(host, port)
+        dial_host, dial_port = (host, port) if rule is None else rule.destination(host, port)
         hop: ProxyHop | None = None
         addresses: tuple[tuple[str, Family], ...] = ()
         if proxy is not None:
@@ -200,10 +216,12 @@ class Tracer:
                 ssl_context=self._proxy_ssl,
             )
         else:
-            addresses = (await self._resolve(timeline, host, port)).addresses
+            addresses = (await self._resolve(timeline, dial_host, dial_port)).addresses
         spec = ConnectSpec(
             host=host,
             port=port,
+            connect_host=None if dial_host == host else dial_host,
+            connect_port=None if dial_port == port else dial_port,
             scheme=options.target.scheme,
             addresses=addresses,
             alpn=alpn_for(options),
@@ -317,6 +335,9 @@ async def _trace(
     finally:
         await tracer.aclose()
     finish_tls(timeline.tls)
+    tls = timeline.tls
+    if tls is not None and tls.client_cert_sent and options.cert is not None:
+        tls.client_cert = pem_cert_info(options.cert)  # after the trace: parsing costs ms
     return result
 
 
@@ -327,6 +348,9 @@ async def consume(head: ResponseHead, body: Body, timeline: Timeline, options: R
     """Judge the response and feed its body to the decoder, piece by piece (every transport)."""
     if head.status >= 300:
         body_text = await read_limited(body)
+        refused = client_cert_status(timeline, body_text)
+        if refused is not None:
+            raise refused
         raise status_error(timeline, body_text, key_env=options.api_key_env)
     if not is_event_stream(timeline):
         raise not_a_stream_error(timeline, await read_limited(body, 2048))
@@ -346,6 +370,32 @@ async def consume(head: ResponseHead, body: Body, timeline: Timeline, options: R
             raise failure from err
         return
     ingest.finish(last_ns)
+
+
+#: nginx (``ssl_verify_client on``) completes the handshake without or with a refused
+#: client certificate, then answers 400 "No required SSL certificate was sent" / "The SSL
+#: certificate error" (495/496 where an error_page shows its own codes): checked by hand
+#: with nginx 1.22. A TLS failure all the same.
+_CLIENT_CERT_STATUSES = (400, 495, 496)
+
+
+def client_cert_status(timeline: Timeline, body: bytes) -> PromptpathError | None:
+    """The TLS error for an HTTP answer that refuses the client certificate the server
+    asked for, or None when the answer is about something else."""
+    tls = timeline.tls
+    if (
+        tls is None
+        or not tls.client_cert_requested
+        or timeline.status not in _CLIENT_CERT_STATUSES
+        or b"certificate" not in body.lower()
+    ):
+        return None
+    stage = timeline.stage("tls")
+    if stage is not None:
+        stage.ok = False
+    host = tls.sni or "the server"
+    how = f"it answered HTTP {timeline.status} after the handshake"
+    return client_cert_refused(sent=tls.client_cert_sent, host=host, how=how)
 
 
 async def next_piece(ingest: BodyIngest, body: Body) -> BodyPiece | None:

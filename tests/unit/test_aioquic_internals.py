@@ -90,7 +90,12 @@ def pki() -> tuple[trustme.LeafCert, x509.Certificate, x509.Certificate]:
     return leaf, pems[0], pems[1]
 
 
-def _pair(pki: tuple[trustme.LeafCert, x509.Certificate, x509.Certificate]) -> Pair:
+def _pair(
+    pki: tuple[trustme.LeafCert, x509.Certificate, x509.Certificate],
+    *,
+    server_cls: type[QuicConnection] = QuicConnection,
+    client_leaf: trustme.LeafCert | None = None,
+) -> Pair:
     leaf, cert, intermediate = pki
     server_config = QuicConfiguration(is_client=False, alpn_protocols=["h3"])
     server_config.certificate = cert
@@ -104,8 +109,13 @@ def _pair(pki: tuple[trustme.LeafCert, x509.Certificate, x509.Certificate]) -> P
         verify_mode=ssl.CERT_NONE,
         cipher_suites=[SUITE],
     )
+    if client_leaf is not None:  # as promptpath's --cert configures it
+        client_config.certificate = x509.load_pem_x509_certificate(
+            client_leaf.cert_chain_pems[0].bytes()
+        )
+        client_config.private_key = load_pem_private_key(client_leaf.private_key_pem.bytes(), None)
     client = QuicConnection(configuration=client_config)
-    server = QuicConnection(
+    server = server_cls(
         configuration=server_config,
         original_destination_connection_id=client.original_destination_connection_id,
     )
@@ -223,6 +233,33 @@ def test_a_fin_written_alone_is_unsent_until_it_leaves(
     assert internals.stream_fully_sent(pair.client, sid), _msg(
         "a finished stream no longer reads as fully sent"
     )
+
+
+class _AskingServer(QuicConnection):
+    """A server that sends a CertificateRequest. aioquic has no setting for it (hypercorn's
+    HTTP/3 never asks): its TLS context carries a flag "for test purposes only"."""
+
+    def _initialize(self, peer_cid: bytes) -> None:
+        super()._initialize(peer_cid)
+        self.tls._request_client_certificate = True
+
+
+def test_certificate_requested_is_whether_the_server_asked(
+    pki: tuple[trustme.LeafCert, x509.Certificate, x509.Certificate],
+) -> None:
+    pair = _pair(pki)
+    _handshake(pair)
+    assert internals.certificate_requested(pair.client) is False, _msg(
+        "tls.Context._certificate_request is set though the server sent no CertificateRequest"
+    )
+    client_leaf = trustme.CA().issue_cert("alice@example.com")
+    asking = _pair(pki, server_cls=_AskingServer, client_leaf=client_leaf)
+    _handshake(asking)
+    assert internals.certificate_requested(asking.client) is True, _msg(
+        "tls.Context._certificate_request is not set after the server's CertificateRequest"
+    )
+    # aioquic answered with the certificate it was configured with (what "sent" assumes).
+    assert asking.server.tls._peer_certificate == asking.client.configuration.certificate
 
 
 def test_a_moved_internal_fails_with_the_file_to_update() -> None:

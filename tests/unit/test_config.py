@@ -93,3 +93,30 @@ def test_relative_cacert_is_relative_to_the_config_file(tmp_path: Path) -> None:
     env = {"PROMPTPATH_CONFIG": str(write(tmp_path, text))}
     opts = build_options(RunArgs(target="p"), environ=env)
     assert opts.cacert == str(ca)
+
+
+def test_relative_cert_and_key_are_relative_to_the_config_file(tmp_path: Path) -> None:
+    import trustme
+
+    (tmp_path / "mtls").mkdir()
+    leaf = trustme.CA().issue_cert("client@example.com")
+    leaf.cert_chain_pems[0].write_to_path(str(tmp_path / "mtls" / "client.crt"))
+    leaf.private_key_pem.write_to_path(str(tmp_path / "mtls" / "client.key"))
+    text = (
+        "[profiles.p]\nurl = 'https://h/v1/messages'\n"
+        "cert = 'mtls/client.crt'\nkey = 'mtls/client.key'\n"
+    )
+    env = {"PROMPTPATH_CONFIG": str(write(tmp_path, text))}
+    opts = build_options(RunArgs(target="p"), environ=env)
+    assert (opts.cert, opts.key) == (
+        str(tmp_path / "mtls" / "client.crt"),
+        str(tmp_path / "mtls" / "client.key"),
+    )
+
+
+def test_cert_and_key_in_a_profile_must_be_strings(tmp_path: Path) -> None:
+    text = "[profiles.p]\nurl = 'https://h/v1/messages'\ncert = 1\n"
+    with pytest.raises(UsageError, match="'cert' has the wrong type"):
+        build_options(
+            RunArgs(target="p"), environ={"PROMPTPATH_CONFIG": str(write(tmp_path, text))}
+        )

@@ -6,7 +6,14 @@ import pytest
 
 from promptpath.commands import RunArgs, build_options
 from promptpath.core.errors import UsageError
-from promptpath.options import detect_provider, parse_header, parse_resolve, parse_target
+from promptpath.options import (
+    ConnectTo,
+    detect_provider,
+    parse_connect_to,
+    parse_header,
+    parse_resolve,
+    parse_target,
+)
 
 
 def test_target_defaults_port_by_scheme() -> None:
@@ -112,3 +119,55 @@ def test_timeout_must_be_a_finite_positive_number(timeout: float) -> None:
 def test_cacert_that_is_not_pem_is_a_usage_error(tmp_path: object) -> None:
     with pytest.raises(UsageError, match="not a PEM"):
         build_options(RunArgs(target="https://h/v1/messages", cacert="/etc/hostname"), environ={})
+
+
+def test_connect_to_reads_curls_four_fields_with_bracketed_ipv6() -> None:
+    rule = parse_connect_to("api.example.com:443:[::1]:8443")
+    assert rule == ConnectTo(
+        host="api.example.com",
+        port=443,
+        to_host="::1",
+        to_port=8443,
+        spec="api.example.com:443:[::1]:8443",
+    )
+    assert rule.matches("API.example.com", 443) and not rule.matches("api.example.com", 8443)
+    assert rule.destination("api.example.com", 443) == ("::1", 8443)
+
+
+def test_connect_to_empty_fields_mean_any_source_and_the_same_destination() -> None:
+    anything = parse_connect_to("::backend.internal:")
+    assert anything.matches("a.example", 1) and anything.matches("b.example", 443)
+    assert anything.destination("a.example", 8443) == ("backend.internal", 8443)
+    port_only = parse_connect_to("h:443::9443")
+    assert port_only.destination("h", 443) == ("h", 9443)
+
+
+def test_the_first_matching_connect_to_rule_wins() -> None:
+    opts = build_options(
+        RunArgs(
+            target="https://h:8443/v1/messages",
+            connect_to=["other:8443:x:1", "h::first:2", "h:8443:second:3"],
+        ),
+        environ={},
+    )
+    rule = opts.connect_to_for("h", 8443)
+    assert rule is not None and rule.destination("h", 8443) == ("first", 2)
+    assert opts.connect_to_for("nothing", 1) is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ("h:443:x", "4 fields"),
+        ("h:443:x:1:2", "4 fields"),
+        ("h:443:[::1:1", "4 fields"),
+        ("h:https:x:443", "not a port"),
+        ("h:443:x:0", "not a port"),
+        ("h:443:x:65536", "not a port"),
+        ("h:-1:x:443", "not a port"),
+    ],
+)
+def test_bad_connect_to_is_a_one_line_usage_error(spec: str, match: str) -> None:
+    with pytest.raises(UsageError, match=match) as caught:
+        build_options(RunArgs(target="https://h/v1/messages", connect_to=[spec]), environ={})
+    assert "\n" not in caught.value.message and caught.value.kind == "bad_option"
