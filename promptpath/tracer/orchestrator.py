@@ -464,9 +464,13 @@ def transport_error(
 
 
 def timeout_error(options: RunOptions, stage: ErrorStage) -> TraceTimeout:
-    """The error for a trace that --timeout cut short in ``stage``."""
+    """The error for a trace that --timeout cut short in ``stage`` (naming the proxy when
+    the time ran out on the way to it or waiting for its answer)."""
+    where = ""
+    if options.proxy is not None and stage in ("proxy_dns", "proxy_connect", "proxy_tls", "tunnel"):
+        where = f" (the proxy {options.proxy.url})"
     return TraceTimeout(
-        f"timed out after {options.timeout:g} s in stage {stage!r}",
+        f"timed out after {options.timeout:g} s in stage {stage!r}{where}",
         stage=stage,
         kind="timeout",
         timeout_s=options.timeout,

@@ -105,3 +105,19 @@ def test_bad_proxy_options_are_one_line_usage_errors(
     assert words in result.stderr
     assert "hunter22" not in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_a_proxy_that_never_answers_connect_times_out_in_the_tunnel(origin: RefServer) -> None:
+    url = f"https://localhost:{origin.port}/v1/chat/completions"
+    with raw_server(b"", ending="hold") as port:
+        result = run_cli(
+            "run", url, "--json", "--timeout", "1", "--cacert", str(origin.ca),
+            "-x", f"http://127.0.0.1:{port}",
+        )  # fmt: skip
+    assert result.exit_code == 8
+    body = json.loads(result.stdout)
+    error = body["error"]
+    assert (error["stage"], error["kind"]) == ("tunnel", "timeout")
+    assert f"the proxy http://127.0.0.1:{port}" in error["message"]
+    # The stalled stage ran to the deadline, and the waterfall's axis shows it.
+    assert body["stages_ms"]["tunnel"] >= 900
