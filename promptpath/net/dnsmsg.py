@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from promptpath.core.errors import UsageError
 from promptpath.core.timeline import Family
+from promptpath.net.addr import fmt_addr
 
 if TYPE_CHECKING:
     import dns.message
@@ -107,8 +108,7 @@ def parse_server(spec: str, *, default_port: int = 53) -> Server:
 
 
 def format_server(server: Server) -> str:
-    host, port = server
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return fmt_addr(*server)
 
 
 def parse_resolv_conf(text: str) -> list[str]:

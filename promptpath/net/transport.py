@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from promptpath.core.timeline import CloseKind, CloseRecord, Family, Read, Timeline
+from promptpath.net.addr import fmt_addr
 from promptpath.net.dns import is_ip_literal
 
 
@@ -198,11 +199,6 @@ class Recorder:
         if self.timeline.close is None:
             stamp = time.perf_counter_ns() if t_ns is None else t_ns
             self.timeline.close = CloseRecord(kind=kind, t_ns=stamp, code=code)
-
-
-def fmt_addr(ip: str, port: int) -> str:
-    """``ip:port``, with an IPv6 address in brackets."""
-    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
 
 
 __all__ = [
