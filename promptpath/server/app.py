@@ -144,9 +144,10 @@ class ReferenceApp:
         # Every answer, early errors included, waits for the whole request body. Observed
         # with hypercorn 0.18: an answer sent while the body was still arriving made
         # hypercorn close the stream, and the body that followed crashed the connection's
-        # task ("Unhandled exception in client_connected_cb"): on HTTP/2 and HTTP/3 a
-        # KeyError on the stream id when the DATA arrived (h2.py, h3.py look the closed
-        # stream up unguarded), on HTTP/1.1 an SSLError for data after its close_notify.
+        # task ("Unhandled exception in client_connected_cb"): on HTTP/2 a KeyError on the
+        # stream id when the DATA arrived (h2.py looks the removed stream up unguarded, as
+        # h3.py does too; HTTP/3 early answers failed before this as well), on HTTP/1.1
+        # an SSLError for application data after the server's close_notify.
         ex = Exchange(receive, send)
         raw = await ex.read_body()
         # Delays count from the whole request received, as a model server's queue would:

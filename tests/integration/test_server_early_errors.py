@@ -6,7 +6,8 @@ client's body can arrive after an early answer. Observed before the fix (hyperco
 0.18, curl 7.88 ``--http2 -H 'x-promptpath-rate: abc' -d ...``): the 400 reached the
 client, then hypercorn logged "Unhandled exception in client_connected_cb ...
 ExceptionGroup ... KeyError: 1" from ``h2.py`` handling the DATA frame for a stream it
-had already removed. h1 stayed clean; this test's split request reproduced it on h2.
+had already removed. This test's split request reproduced it on h2, on h1 (an
+SSLError: data after close_notify) and made the h3 requests fail.
 """
 
 from __future__ import annotations
