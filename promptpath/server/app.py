@@ -137,10 +137,22 @@ class ReferenceApp:
     # -- requests --------------------------------------------------------------------
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         loop = asyncio.get_running_loop()
-        t_recv = loop.time()
         started_unix_ns = time.time_ns()
         path: str = scope["path"]
         method: str = scope["method"]
+
+        # Every answer, early errors included, waits for the whole request body. Observed
+        # with hypercorn 0.18: an answer sent while the body was still arriving made
+        # hypercorn close the stream, and the body that followed crashed the connection's
+        # task ("Unhandled exception in client_connected_cb"): on HTTP/2 a KeyError on the
+        # stream id when the DATA arrived (h2.py looks the removed stream up unguarded, as
+        # h3.py does too; HTTP/3 early answers failed before this as well), on HTTP/1.1
+        # an SSLError for application data after the server's close_notify.
+        ex = Exchange(receive, send)
+        raw = await ex.read_body()
+        # Delays count from the whole request received, as a model server's queue would:
+        # the client's request_sent is the comparable stamp on its side.
+        t_recv = loop.time()
 
         if path.rstrip("/") == "/healthz":
             await self._reply(send, 200, b"ok", "text/plain; charset=utf-8")
@@ -176,11 +188,6 @@ class ReferenceApp:
             await self._error(send, record, dialect_cls, 400, str(exc), param=exc.header)
             return
 
-        ex = Exchange(receive, send)
-        raw = await ex.read_body()
-        # Delays count from the whole request received, as a model server's queue would:
-        # the client's request_sent is the comparable stamp on its side.
-        t_recv = loop.time()
         if raw is None:
             await self._error(send, record, dialect_cls, 413, "request body too large")
             return

@@ -35,7 +35,8 @@ class Exchange:
         self._send_failed = False
 
     async def read_body(self) -> bytes | None:
-        """The request body, or None when it is larger than ``MAX_BODY``."""
+        """The request body, or None when it is larger than ``MAX_BODY``; either way the
+        request is read to its end (see ``ReferenceApp._http`` for why)."""
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -45,11 +46,10 @@ class Exchange:
                 return b""
             chunk = bytes(message.get("body", b""))
             size += len(chunk)
-            if size > MAX_BODY:
-                return None
-            chunks.append(chunk)
+            if size <= MAX_BODY:
+                chunks.append(chunk)
             if not message.get("more_body", False):
-                return b"".join(chunks)
+                return None if size > MAX_BODY else b"".join(chunks)
 
     def watch(self) -> None:
         """From now on, notice the client leaving."""

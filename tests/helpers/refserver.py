@@ -36,6 +36,7 @@ class RefServer:
     ca: str | None  # CA file that verifies its certificate (None without TLS)
     http3: bool
     process: subprocess.Popen[str] = field(repr=False)
+    stderr: Path = field(repr=False)  # the file the server's stderr (its log) goes to
 
     def path(self, path: str) -> str:
         return self.url + path
@@ -124,6 +125,7 @@ def reference_server(
             ca=None if info.get("ca") is None else str(info["ca"]),
             http3=bool(info.get("http3")),
             process=process,
+            stderr=stderr_path,
         )
     finally:
         _stop(process)
@@ -282,8 +284,10 @@ async def h3_request(
     headers: Sequence[tuple[str, str]] = (),
     ca: str | None,
     timeout: float = 10.0,
+    body_after_s: float = 0.0,
 ) -> H3Response:
-    """One HTTP/3 request to 127.0.0.1:port (SNI localhost), verified with ``ca``."""
+    """One HTTP/3 request to 127.0.0.1:port (SNI localhost), verified with ``ca``;
+    ``body_after_s`` sends the body that long after the headers."""
     from aioquic.asyncio.protocol import QuicConnectionProtocol
     from aioquic.h3.connection import H3_ALPN, H3Connection
     from aioquic.h3.events import DataReceived, HeadersReceived
@@ -331,6 +335,9 @@ async def h3_request(
             *((k.lower().encode(), v.encode()) for k, v in headers),
         ]
         protocol.h3.send_headers(stream_id, request_headers, end_stream=not body)
+        if body and body_after_s > 0:
+            protocol.transmit()
+            await asyncio.sleep(body_after_s)
         if body:
             protocol.h3.send_data(stream_id, body, end_stream=True)
         protocol.transmit()
