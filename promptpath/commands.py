@@ -263,44 +263,19 @@ def report_console(json_out: bool, env: Environment) -> Console:
     )
 
 
-def scrub(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "[redacted]")
-    return text
-
-
-def _secrets(options: RunOptions) -> list[str]:
-    """Values that must never be shown: the API key and any credential header we sent."""
-    from promptpath.tracer.request import is_secret_header
-
-    values = [options.api_key] if options.api_key else []
-    for name, value in options.headers:
-        if is_secret_header(name) and value:
-            values.append(value)
-            bare = value.split(" ", 1)[-1]  # "Bearer sk-..." → also the bare token
-            if len(bare) >= 8:
-                values.append(bare)
-    proxy = options.proxy
-    if proxy is not None and proxy.authorization is not None:
-        values.append(proxy.authorization.split(" ", 1)[-1])  # the Basic token
-        if proxy.password:
-            values.append(proxy.password)
-    return [v for v in values if len(v) >= 4]
-
-
 def scrub_result(result: TraceResult) -> None:
-    """Servers echo keys in error bodies; take them out of everything we report."""
-    secrets = _secrets(result.options)
-    if not secrets:
-        return
+    """Servers echo keys in error bodies; take them out of the messages the terminal shows."""
+    from promptpath.report.redact import Redactor
+
+    redactor = Redactor.for_options(result.options)
     for res in (result, result.warm):
         if res is None:
             continue
         err = res.timeline.error
         if err is not None:
-            err.message = scrub(err.message, secrets)
+            err.message = redactor.text(err.message)
         if res.exc is not None:
-            res.exc.message = scrub(res.exc.message, secrets)
+            res.exc.message = redactor.text(res.exc.message)
 
 
 def emit(
@@ -318,15 +293,10 @@ def emit(
     scrub_result(result)
     terminal.render(console, result)
     if json_out:
-        import json
-
         from promptpath.report.json import dumps, result_json
 
+        # result_json redacts by structure, inside string values, never in this text.
         text = dumps(result_json(result, exit_code=int(code)))
-        # Last line of defence: a key echoed anywhere in the object (an error event, a
-        # finding's evidence) is replaced in the serialised text, escaped form included.
-        for secret in _secrets(result.options):
-            text = text.replace(json.dumps(secret)[1:-1], "[redacted]")
         env.stdout.write(text + "\n")
         env.stdout.flush()
     return int(code)

@@ -304,6 +304,11 @@ def parse_header(spec: str) -> tuple[str, str]:
 _SECRET_QUERY = ("key", "token", "secret", "sig", "signature", "auth", "password", "code")
 
 
+def is_secret_query(name: str) -> bool:
+    """A query parameter whose value is a credential (generous: only the URL shown loses it)."""
+    return any(w in name.lower() for w in _SECRET_QUERY)
+
+
 def display_url(url: str) -> str:
     """The target URL safe to print: credential-like query values replaced."""
     from urllib.parse import parse_qsl, urlencode, urlunsplit
@@ -312,7 +317,7 @@ def display_url(url: str) -> str:
     if not parts.query:
         return url
     query = [
-        (k, "[redacted]" if any(w in k.lower() for w in _SECRET_QUERY) else v)
+        (k, "[redacted]" if is_secret_query(k) else v)
         for k, v in parse_qsl(parts.query, keep_blank_values=True)
     ]
     return urlunsplit(parts._replace(query=urlencode(query, safe="[]")))

@@ -10,6 +10,7 @@ from promptpath.core.analysis import Metrics, compute
 from promptpath.core.stats import Summary
 from promptpath.core.timeline import DNSAnswer, Interception, Timeline, TLSInfo
 from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
+from promptpath.report.redact import Redactor, headers_json
 from promptpath.tracer.orchestrator import TraceResult
 from promptpath.tracer.request import SECRET_HEADERS, SHAPES, sent_header
 
@@ -137,7 +138,7 @@ def _proxy(timeline: Timeline) -> dict[str, Any] | None:
         "tunnel": proxy.tunnel,
         "connect_status": proxy.status,
         "connect_reason": proxy.reason,
-        "headers": dict(proxy.headers),
+        "headers": headers_json(proxy.headers),
         "authenticated": proxy.authenticated,
         "stages_ms": stages,
         "tls": tls_json(proxy.tls),
@@ -249,7 +250,9 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
     body["warm"] = None if result.warm is None else timeline_json(result.warm.timeline)
     body["h3"] = result.h3
     body["findings"] = [f.as_dict() for f in result.findings]
-    return body
+    # Last, over the whole object: a key echoed anywhere (an error event, a finding's
+    # evidence) leaves the values it sits in, and the JSON stays JSON.
+    return Redactor.for_options(opts).mapping(body)
 
 
 def _connect_to(result: TraceResult) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 from dataclasses import dataclass
 
 from promptpath.options import ClientName, HTTPChoice, Provider, RunOptions
@@ -17,7 +18,24 @@ PRODUCT = "promptpath/0.1"
 
 #: Headers that carry credentials: never printed, logged or written to JSON.
 SECRET_HEADERS = frozenset(
-    {"authorization", "x-api-key", "api-key", "proxy-authorization", "cookie", "set-cookie"}
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "apikey",
+        "cookie",
+        "set-cookie",
+        "x-auth",
+        "x-csrf-token",
+        "x-xsrf-token",
+    }
+)
+#: The last word of a header name that makes it a credential (``X-Goog-Api-Key``,
+#: ``x-amz-security-token``). Whole words only: ``x-promptpath-tokens`` counts tokens and
+#: ``X-Session-Sticky`` pins a route; redacting either would hide data, not a secret.
+_SECRET_LAST_WORDS = frozenset(
+    {"key", "apikey", "token", "secret", "password", "passwd", "authorization", "credentials"}
 )
 
 
@@ -225,12 +243,9 @@ def _refuses(param: str) -> bool:
 
 
 def is_secret_header(name: str) -> bool:
-    """Credentials by name: the well-known ones, and anything that calls itself a key."""
+    """Credentials by name: the well-known ones, and names whose last word says key/token/secret."""
     lowered = name.lower()
-    return lowered in SECRET_HEADERS or any(
-        word in lowered
-        for word in ("auth", "key", "token", "secret", "cookie", "session", "password")
-    )
+    return lowered in SECRET_HEADERS or re.split(r"[-_.]", lowered)[-1] in _SECRET_LAST_WORDS
 
 
 def redact_headers(

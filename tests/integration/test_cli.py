@@ -199,6 +199,27 @@ def test_api_key_from_a_named_env_var_for_anthropic(keyed: RefServer) -> None:
     assert code == 0 and SECRET not in json.dumps(body) + stderr
 
 
+def test_a_key_of_true_and_a_sticky_header_keep_the_json_valid(ref: RefServer) -> None:
+    # Redaction by substring once printed "ok": [redacted] here, and exited 0.
+    res = invoke(
+        "run",
+        url(ref),
+        "--cacert",
+        str(ref.ca),
+        "--json",
+        "-v",
+        "-H",
+        "X-Session-Sticky: true",
+        env={"OPENAI_API_KEY": "true"},
+    )
+    assert res.exit_code == 0, res.stderr
+    body = json.loads(res.stdout)
+    jsonschema.validate(body, SCHEMA)
+    assert body["ok"] is True and body["error"] is None
+    assert "x-session-sticky: true" in res.stderr.lower()  # -v: not a credential, shown
+    assert "> authorization: [redacted]" in res.stderr
+
+
 def test_demo_runs_offline() -> None:
     res = invoke("demo", "--json")
     assert res.exit_code == 0, res.stderr

@@ -1,0 +1,194 @@
+"""Secrets leave the report by structure: credential headers by name, the key inside strings."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from promptpath.core.errors import HTTPStatusError, http_status_kind
+from promptpath.core.findings import Finding, Verdict
+from promptpath.core.timeline import (
+    CertInfo,
+    ErrorInfo,
+    ProxyInfo,
+    Stage,
+    StreamEvent,
+    Timeline,
+    TLSInfo,
+)
+from promptpath.options import RunOptions, parse_target
+from promptpath.report.json import dumps, result_json
+from promptpath.report.redact import MARKER, Redactor
+from promptpath.tracer.orchestrator import TraceResult
+from promptpath.tracer.request import is_secret_header
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
+#: Built once: jsonschema.validate would check the schema itself on every example.
+VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+MS = 1_000_000
+NOT_AFTER = "2026-12-31T23:59:59+00:00"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Authorization",
+        "proxy-authorization",
+        "X-API-Key",
+        "api-key",
+        "Cookie",
+        "Set-Cookie",
+        "X-Goog-Api-Key",
+        "x-auth-token",
+        "x-amz-security-token",
+        "X-Client-Secret",
+        "x_api_key",
+    ],
+)
+def test_credential_headers_are_secret(name: str) -> None:
+    assert is_secret_header(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "X-Session-Sticky",
+        "x-promptpath-tokens",
+        "x-promptpath-pause-s",
+        "Accept",
+        "keep-alive",
+        "x-keyboard",
+        "x-token-count",
+        "content-type",
+    ],
+)
+def test_headers_that_only_mention_a_word_are_not_secret(name: str) -> None:
+    assert not is_secret_header(name)
+
+
+def test_a_long_key_is_found_in_every_spelling_a_message_carries() -> None:
+    key = 'sk-"a b"/9'
+    redactor = Redactor.of([key])
+    echoed = f"raw {key} json {json.dumps(key)} url ?k=sk-%22a%20b%22%2F9"
+    assert redactor.text(echoed) == f'raw {MARKER} json "{MARKER}" url ?k={MARKER}'
+
+
+def test_a_short_key_is_not_searched_for_in_text() -> None:
+    # "2026" as a key must not rewrite a certificate date, nor reveal itself by the gaps.
+    assert Redactor.of(["2026", "true", "0"]).text(f"expires {NOT_AFTER}, ok true") == (
+        f"expires {NOT_AFTER}, ok true"
+    )
+
+
+def _result(options: RunOptions, echo: str) -> TraceResult:
+    """A run that failed with a 401 whose body, event and finding all echo ``echo``."""
+    t0 = 10_000 * MS
+    tl = Timeline(t0_ns=t0, t0_unix_ns=0)
+    tl.stages.append(Stage(name="connect", start_ns=t0, end_ns=t0 + 5 * MS))
+    tl.milestones["connected"] = t0 + 5 * MS
+    tl.address = ("127.0.0.1", 443)
+    tl.family = "ipv4"
+    tl.http_version = "HTTP/1.1"
+    tl.status = 401
+    tl.tls = TLSInfo(
+        sni="h",
+        alpn_offered=("h2",),
+        version="TLSv1.3",
+        verified=True,
+        cert=CertInfo(
+            subject="CN=h",
+            issuer="CN=ca 2026",
+            sans=("h",),
+            not_before="2026-01-01T00:00:00+00:00",
+            not_after=NOT_AFTER,
+            days_left=31,
+        ),
+    )
+    tl.response_headers = [*options.headers, ("content-type", "application/json")]
+    tl.proxy = ProxyInfo(url="http://127.0.0.1:3128", source="--proxy", headers=[*options.headers])
+    tl.events.append(
+        StreamEvent(t_ns=t0 + 6 * MS, kind="error", error=json.dumps({"message": echo}))
+    )
+    exc = HTTPStatusError(
+        f"401 from the server: Incorrect API key provided: {echo}",
+        stage="response",
+        kind=http_status_kind(401),
+        status=401,
+    )
+    tl.error = ErrorInfo.from_error(exc)
+    finding = Finding(
+        probe="buffering", verdict=Verdict.WARN, summary=f"saw {echo}", evidence={"body": echo}
+    )
+    return TraceResult(options=options, timeline=tl, findings=[finding])
+
+
+def _strings(obj: Any) -> Iterator[str]:
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _strings(v)
+
+
+TOKEN = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_names = st.one_of(
+    st.sampled_from(
+        ["Authorization", "x-api-key", "X-Session-Sticky", "x-promptpath-tokens", "content-type"]
+    ),
+    st.text(TOKEN, min_size=1, max_size=20),
+)
+_values = st.one_of(
+    st.sampled_from(["true", "false", "null", "0", "2026", '"', "[redacted]", "Bearer sk-x"]),
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=30),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(headers=st.lists(st.tuples(_names, _values), max_size=4), key=_values)
+def test_json_report_stays_valid_and_keeps_no_secret(
+    headers: list[tuple[str, str]], key: str
+) -> None:
+    options = RunOptions(
+        target=parse_target("https://h/v1/chat/completions"),
+        provider="openai",
+        model="m",
+        api_key=key or None,
+        headers=tuple(headers),
+    )
+    text = dumps(result_json(_result(options, key), exit_code=6))
+    body = json.loads(text)
+    VALIDATOR.validate(body)
+    assert body["ok"] is False and body["exit_code"] == 6
+    assert body["tls"]["cert"]["not_after"] == NOT_AFTER
+    secrets = [key] + [v for n, v in headers if is_secret_header(n)]
+    values = list(_strings(body))
+    # A "key" inside the marker itself (``redacted``) is the one spelling that must remain.
+    for secret in (s for s in secrets if len(s) >= 8 and s not in MARKER):
+        assert not any(secret in v for v in values), secret
+    redactor = Redactor.for_options(options)
+    for name, value in body["proxy"]["headers"].items():
+        sent = dict(headers)[name]
+        assert value == (MARKER if is_secret_header(name) else redactor.text(sent))
+
+
+def test_a_sticky_header_and_a_key_of_true_leave_true_alone() -> None:
+    options = RunOptions(
+        target=parse_target("https://h/v1/chat/completions"),
+        provider="openai",
+        model="m",
+        api_key="true",
+        headers=(("X-Session-Sticky", "true"),),
+    )
+    body = json.loads(dumps(result_json(_result(options, "true"), exit_code=0)))
+    assert body["proxy"]["headers"] == {"X-Session-Sticky": "true"}
+    assert body["error"]["message"].endswith("provided: true")
