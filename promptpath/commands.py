@@ -15,7 +15,12 @@ from promptpath.core.errors import PromptpathError, UsageError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.findings import Verdict
 from promptpath.environment import Environment
-from promptpath.interrupts import exit_code_of, quiet_on_closed_pipe, stop_on_signals
+from promptpath.interrupts import (
+    PipeConsole,
+    exit_code_of,
+    quiet_on_closed_pipe,
+    stop_on_signals,
+)
 from promptpath.options import (
     DEFAULT_CLIENT,
     DEFAULT_KEY_ENV,
@@ -253,7 +258,7 @@ def report_console(json_out: bool, env: Environment) -> Console:
     to_stdout = not json_out and env.stdout_isatty
     file, isatty = (env.stdout, True) if to_stdout else (env.stderr, env.stderr_isatty)
     colour = env.colour(isatty)
-    return Console(
+    return PipeConsole(
         file=file,
         # The Environment decides, not the file object (a test's StringIO) nor os.environ.
         force_terminal=isatty or colour,

@@ -12,6 +12,7 @@ signal: whoever sends it again has stopped waiting for a report.
 from __future__ import annotations
 
 import asyncio
+import errno
 import functools
 import io
 import os
@@ -23,6 +24,7 @@ from types import FrameType
 from typing import ParamSpec, TypeVar
 
 import anyio
+from rich.console import Console
 
 from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
@@ -110,6 +112,15 @@ def quiet_on_closed_pipe(command: Callable[P, int]) -> Callable[P, int]:
             return int(ExitCode.PIPE_CLOSED)
 
     return wrapper
+
+
+class PipeConsole(Console):
+    """rich's Console, but a closed pipe raises BrokenPipeError for quiet_on_closed_pipe
+    to handle: rich's own answer is SystemExit(1), and 1 is the probe-finding code."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # nothing more to write, even from a finally block
+        raise BrokenPipeError(errno.EPIPE, "the reader closed the pipe")
 
 
 def _to_devnull(env: Environment) -> None:

@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 
 from tests.helpers.refserver import RefServer, reference_server
 from tests.helpers.waiting import unread_socket_bytes, wait_for
+from tests.integration.test_compare_schema import _validator as compare_validator
 
+RUN_SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
 TTFT_MS = 20000
 #: Bounds for the child to start and get the headers (~1 s), well inside TTFT_MS.
 HEADERS_WAIT_S, READ_WAIT_S = 12.0, 4.0
@@ -102,7 +105,9 @@ def test_a_stop_signal_during_a_trace_gives_the_partial_json_and_128_plus_it(
     returncode, out, err = _interrupt_mid_stream(tmp_path, mode, signum)
     assert returncode == code, (out, err)
     assert f"interrupted ({signum.name})" in err and "Traceback" not in err
-    _assert_partial_run(json.loads(out), code, signum)
+    body = json.loads(out)
+    jsonschema.validate(body, RUN_SCHEMA)
+    _assert_partial_run(body, code, signum)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads the child's sockets in /proc")
@@ -114,6 +119,7 @@ def test_compare_http_interrupted_on_http2_prints_the_compare_object(
     assert returncode == code, (out, err)
     assert "Traceback" not in err
     body = json.loads(out)
+    compare_validator().validate(body)
     assert body["schema"] == "promptpath.compare/1" and body["ok"] is False
     h2, h3 = body["results"]
     _assert_partial_run(h2, code, signum)
