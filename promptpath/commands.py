@@ -426,16 +426,16 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         return result
 
     with stop_on_signals() as stopper:
-        finished = anyio.run(stopper.run, main)
-    if finished is None:
-        signum = stopper.signum or signal.SIGINT
+        result = anyio.run(stopper.run, main)
+    if result is None:
+        signum = stopper.signum
+        assert signum is not None  # only a stop signal cancels the run
         print(f"promptpath: interrupted ({signal.Signals(signum).name})", file=env.stderr)
         if not started:
             return int(exit_code_of(signum))
         # Report what was measured up to the signal: a CI job still gets its JSON.
-        finished = started[0]
-        _mark_interrupted(finished, signum)
-    result = finished
+        result = started[0]
+        _mark_interrupted(result, signum)
     return emit(result, json_out=json_out, fail_on=fail_on, env=env, console=console)
 
 
@@ -466,9 +466,10 @@ def _compare(options: RunOptions, *, json_out: bool, console: Console, env: Envi
         return await trace_pair(options, on_start=started.append)
 
     with stop_on_signals() as stopper:
-        finished = anyio.run(stopper.run, both)
-    if finished is None:
-        signum = stopper.signum or signal.SIGINT
+        results = anyio.run(stopper.run, both)
+    if results is None:
+        signum = stopper.signum
+        assert signum is not None  # only a stop signal cancels the run
         print(f"promptpath: interrupted ({signal.Signals(signum).name})", file=env.stderr)
         if not started:
             return int(exit_code_of(signum))
@@ -481,8 +482,7 @@ def _compare(options: RunOptions, *, json_out: bool, console: Console, env: Envi
             h3 = TraceResult(options=pair_options(options)[1], timeline=new_timeline())
             _mark_interrupted(h3, signum, before_start=True)
             started.append(h3)
-        finished = started
-    results = finished
+        results = started
     codes = [int(exit_code_for(r, "fail")) for r in results]
     render_compare(console, results)
     if json_out:
