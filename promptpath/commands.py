@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -14,6 +15,12 @@ from promptpath.core.errors import PromptpathError, UsageError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.findings import Verdict
 from promptpath.environment import Environment
+from promptpath.interrupts import (
+    PipeConsole,
+    exit_code_of,
+    quiet_on_closed_pipe,
+    stop_on_signals,
+)
 from promptpath.options import (
     DEFAULT_CLIENT,
     DEFAULT_KEY_ENV,
@@ -251,7 +258,7 @@ def report_console(json_out: bool, env: Environment) -> Console:
     to_stdout = not json_out and env.stdout_isatty
     file, isatty = (env.stdout, True) if to_stdout else (env.stderr, env.stderr_isatty)
     colour = env.colour(isatty)
-    return Console(
+    return PipeConsole(
         file=file,
         # The Environment decides, not the file object (a test's StringIO) nor os.environ.
         force_terminal=isatty or colour,
@@ -324,6 +331,7 @@ def usage_failure(exc: PromptpathError, json_out: bool, env: Environment) -> int
     return int(exc.exit_code)
 
 
+@quiet_on_closed_pipe
 def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) -> int:
     if fail_on not in ("warn", "fail"):
         return usage_failure(
@@ -387,24 +395,33 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
             result.findings = await run_probes(options, result, probes, progress)
         return result
 
-    try:
-        result = anyio.run(main)
-    except KeyboardInterrupt:
-        print("promptpath: interrupted", file=env.stderr)
+    with stop_on_signals() as stopper:
+        result = anyio.run(stopper.run, main)
+    if result is None:
+        signum = stopper.signum
+        assert signum is not None  # only a stop signal cancels the run
+        print(f"promptpath: interrupted ({signal.Signals(signum).name})", file=env.stderr)
         if not started:
-            return int(ExitCode.INTERRUPTED)
-        # Report what was measured up to Ctrl-C: a CI job still gets its JSON.
+            return int(exit_code_of(signum))
+        # Report what was measured up to the signal: a CI job still gets its JSON.
         result = started[0]
-        _mark_interrupted(result, options)
+        _mark_interrupted(result, signum)
     return emit(result, json_out=json_out, fail_on=fail_on, env=env, console=console)
 
 
-def _mark_interrupted(result: TraceResult, options: RunOptions) -> None:
+def _mark_interrupted(result: TraceResult, signum: int, *, before_start: bool = False) -> None:
     from promptpath.core.errors import Interrupted
     from promptpath.tracer.orchestrator import phase_of, record_error
 
-    stage = phase_of(result.timeline, options)
-    error = Interrupted(f"interrupted in stage {stage!r}", stage=stage, kind="interrupted")
+    stage = phase_of(result.timeline, result.options)
+    name = signal.Signals(signum).name
+    message = (
+        f"interrupted by {name} before this run started"
+        if before_start
+        else f"interrupted by {name} in stage {stage!r}"
+    )
+    error = Interrupted(message, stage=stage, kind="interrupted")
+    error.exit_code = exit_code_of(signum)  # the class's 130 is SIGINT's
     record_error(result.timeline, error)
 
 
@@ -418,15 +435,23 @@ def _compare(options: RunOptions, *, json_out: bool, console: Console, env: Envi
     async def both() -> list[TraceResult]:
         return await trace_pair(options, on_start=started.append)
 
-    try:
-        results = anyio.run(both)
-    except KeyboardInterrupt:
-        print("promptpath: interrupted", file=env.stderr)
+    with stop_on_signals() as stopper:
+        results = anyio.run(stopper.run, both)
+    if results is None:
+        signum = stopper.signum
+        assert signum is not None  # only a stop signal cancels the run
+        print(f"promptpath: interrupted ({signal.Signals(signum).name})", file=env.stderr)
         if not started:
-            return int(ExitCode.INTERRUPTED)
-        _mark_interrupted(started[-1], options)
-        if len(started) == 1:  # still on HTTP/2: report it as the run it is
-            return emit(started[0], json_out=json_out, fail_on="fail", env=env, console=console)
+            return int(exit_code_of(signum))
+        _mark_interrupted(started[-1], signum)
+        if len(started) == 1:
+            # Still on HTTP/2: the HTTP/3 run never began, but a reader of this schema
+            # expects both runs, each with its error.
+            from promptpath.tracer.orchestrator import new_timeline, pair_options
+
+            h3 = TraceResult(options=pair_options(options)[1], timeline=new_timeline())
+            _mark_interrupted(h3, signum, before_start=True)
+            started.append(h3)
         results = started
     codes = [int(exit_code_for(r, "fail")) for r in results]
     render_compare(console, results)

@@ -17,4 +17,9 @@ class ExitCode(IntEnum):
     TIMEOUT = 8
     SLO = 9  # an SLO threshold breached
     INTERNAL = 70  # a bug in promptpath (EX_SOFTWARE): please report it
-    INTERRUPTED = 130
+    # 128 + the signal, as a shell reports a process that signal killed: the run stopped
+    # early and the report holds what was measured until then.
+    HANGUP = 129  # SIGHUP: the terminal or session went away
+    INTERRUPTED = 130  # SIGINT (Ctrl-C)
+    PIPE_CLOSED = 141  # 128 + SIGPIPE: stdout or stderr was closed by its reader
+    TERMINATED = 143  # SIGTERM: CI runners, timeout(1), kill

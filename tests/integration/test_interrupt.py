@@ -1,4 +1,5 @@
-"""Ctrl-C during a trace: one line, exit 130, no traceback, and the partial JSON."""
+"""A stop signal during a trace (Ctrl-C, SIGTERM, SIGHUP): one line, exit 128 + the
+signal, no traceback, and the partial JSON."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ import ssl
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
+import jsonschema
 import pytest
 
 from tests.helpers.refserver import RefServer, reference_server
 from tests.helpers.waiting import unread_socket_bytes, wait_for
+from tests.integration.test_compare_schema import _validator as compare_validator
 
+RUN_SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
 TTFT_MS = 20000
 #: Bounds for the child to start and get the headers (~1 s), well inside TTFT_MS.
 HEADERS_WAIT_S, READ_WAIT_S = 12.0, 4.0
@@ -32,15 +37,10 @@ def _has_read_everything(proc: subprocess.Popen[str]) -> bool:
     return unread_socket_bytes(proc.pid) == 0
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="reads the child's sockets in /proc")
-@pytest.mark.parametrize(
-    "mode",
-    [["--http", "1.1"], ["--http", "2"], ["--http", "3"], ["--compare-http"]],
-    ids=["h1", "h2", "h3", "compare"],
-)
-def test_sigint_during_a_trace_exits_130_with_the_partial_json(
-    tmp_path: Path, mode: list[str]
-) -> None:
+def _interrupt_mid_stream(
+    tmp_path: Path, mode: list[str], signum: signal.Signals
+) -> tuple[int, str, str]:
+    """Run a child waiting for its first token, send it ``signum``; (code, stdout, stderr)."""
     with reference_server(tls=True, http3=True, tmp_path=tmp_path) as srv:
         proc = subprocess.Popen(
             [
@@ -71,17 +71,61 @@ def test_sigint_during_a_trace_exits_130_with_the_partial_json(
             wait_for(
                 lambda: _has_read_everything(proc), timeout=READ_WAIT_S, what="the child's read"
             )
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signum)
             out, err = proc.communicate(timeout=10)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-    assert proc.returncode == 130, (out, err)
-    assert "interrupted" in err and "Traceback" not in err
-    body = json.loads(out)
-    assert body["exit_code"] == 130 and body["error"]["kind"] == "interrupted"
+    return proc.returncode, out, err
+
+
+def _assert_partial_run(body: dict[str, Any], code: int, signum: signal.Signals) -> None:
+    assert body["exit_code"] == code and body["error"]["kind"] == "interrupted"
     assert body["error"]["stage"] == "first_token" and "ttfb" in body["milestones_ms"]
+    assert signum.name in body["error"]["message"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads the child's sockets in /proc")
+@pytest.mark.parametrize(
+    ("mode", "signum", "code"),
+    [
+        (["--http", "1.1"], signal.SIGINT, 130),
+        (["--http", "2"], signal.SIGINT, 130),
+        (["--http", "3"], signal.SIGINT, 130),
+        (["--http", "2"], signal.SIGTERM, 143),
+        (["--http", "3"], signal.SIGTERM, 143),
+        (["--http", "1.1"], signal.SIGHUP, 129),
+    ],
+    ids=["h1-int", "h2-int", "h3-int", "h2-term", "h3-term", "h1-hup"],
+)
+def test_a_stop_signal_during_a_trace_gives_the_partial_json_and_128_plus_it(
+    tmp_path: Path, mode: list[str], signum: signal.Signals, code: int
+) -> None:
+    returncode, out, err = _interrupt_mid_stream(tmp_path, mode, signum)
+    assert returncode == code, (out, err)
+    assert f"interrupted ({signum.name})" in err and "Traceback" not in err
+    body = json.loads(out)
+    jsonschema.validate(body, RUN_SCHEMA)
+    _assert_partial_run(body, code, signum)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads the child's sockets in /proc")
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_compare_http_interrupted_on_http2_prints_the_compare_object(
+    tmp_path: Path, signum: signal.Signals, code: int
+) -> None:
+    returncode, out, err = _interrupt_mid_stream(tmp_path, ["--compare-http"], signum)
+    assert returncode == code, (out, err)
+    assert "Traceback" not in err
+    body = json.loads(out)
+    compare_validator().validate(body)
+    assert body["schema"] == "promptpath.compare/1" and body["ok"] is False
+    h2, h3 = body["results"]
+    _assert_partial_run(h2, code, signum)
+    # The HTTP/3 run never began: it says so, with the same code.
+    assert h3["exit_code"] == code and h3["error"]["kind"] == "interrupted"
+    assert "before this run started" in h3["error"]["message"]
 
 
 def test_click_usage_errors_still_give_json_through_main() -> None:
