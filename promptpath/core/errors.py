@@ -8,7 +8,7 @@
      ├── HTTPStatusError            4xx/5xx before the stream              exit 6
      ├── StreamError                truncated, malformed, error event      exit 7
      ├── TraceTimeout               --timeout elapsed in some stage        exit 8
-     └── Interrupted                Ctrl-C in some stage                   exit 130
+     └── Interrupted                Ctrl-C, SIGTERM, SIGHUP in some stage  exit 128 + signal
 
 Foreign exceptions (OSError, ssl.SSLError, httpcore.*) are translated only at the
 transport boundary, with ``raise ... from exc``.
