@@ -45,6 +45,7 @@ async def open_tunnel(
         response = await conn.handle_async_request(request)
     except (httpcore.ProtocolError, httpcore.NetworkError, OSError) as exc:
         timeline.end("tunnel", time.perf_counter_ns(), ok=False)
+        await stream.aclose()
         raise ConnectError(
             f"the proxy {hop.url} closed the connection instead of answering CONNECT {target}"
             f" ({exc or type(exc).__name__})",
@@ -71,6 +72,7 @@ async def open_tunnel(
         return
     timeline.end("tunnel", answered, ok=False)
     await response.aclose()
+    await stream.aclose()  # no tunnel: nothing else will use (or close) this connection
     raise _refusal(response.status, hop, target)
 
 
