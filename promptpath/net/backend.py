@@ -26,11 +26,16 @@ import httpcore
 from anyio.streams.tls import TLSAttribute, TLSStream
 
 from promptpath.core.errors import ConnectError, ErrorKind, TLSError
-from promptpath.core.timeline import ConnectAttempt, Stage
+from promptpath.core.timeline import ConnectAttempt, Stage, TLSInfo
 from promptpath.net import dns
 from promptpath.net.clientauth import ClientAuth, HandshakeTap
 from promptpath.net.tcp import connect_address
-from promptpath.net.tlsinfo import client_cert_refused, describe_tls, tls_failure
+from promptpath.net.tlsinfo import (
+    cert_info,
+    client_cert_refused,
+    describe_tls,
+    tls_failure,
+)
 from promptpath.net.transport import Recorder, fmt_addr
 
 
@@ -228,10 +233,31 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         except ssl.SSLError as exc:
             _start_at_client_hello(stage, self.raw)
             timeline.end(stage_name, time.perf_counter_ns(), ok=False)
+            elapsed_ns = _since(stage.start_ns)
+            address = self._stream.extra(anyio.abc.SocketAttribute.remote_address, None)
             await self._stream.aclose()
             if stage_name == "tls":
                 _raise_if_auth_refused(tap, server_hostname or "", _refusal_words(exc), exc)
-            error = tls_failure(exc, host=server_hostname or "", elapsed_ns=_since(stage.start_ns))
+            cert = None
+            # Through a CONNECT tunnel the socket's peer is the proxy: a second handshake
+            # would need a second tunnel, so the failure goes without the certificate.
+            if (
+                isinstance(exc, ssl.SSLCertVerificationError)
+                and stage_name == "tls"
+                and timeline.proxy is None
+                and isinstance(address, tuple)
+            ):
+                der = await _unverified_peer_cert(address[0], address[1], server_hostname)
+                cert = cert_info(der)
+                timeline.tls = TLSInfo(
+                    sni=sni,
+                    alpn_offered=alpn,
+                    verified=False,
+                    verify_error=exc.verify_message or exc.reason,
+                    cert=cert,
+                    cert_der=der,
+                )
+            error = tls_failure(exc, host=server_hostname or "", elapsed_ns=elapsed_ns, cert=cert)
             error.stage = stage_name
             raise error from exc
         except (anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
@@ -323,6 +349,35 @@ def _handshake_done(stage: Stage, raw: StampingStream, recorder: Recorder) -> in
     server's Finished). Stamping when wrap() returns also counted that send, and whoever
     it woke (a server on this host) running first: up to 1.7 ms on a busy loopback."""
     return max(stage.start_ns, raw.send_began_ns or 0, recorder.last_read_ns or 0)
+
+
+#: A bound on the second handshake after a refused certificate: it only reads what the
+#: first one already showed, so a server slow to repeat it is not worth waiting for.
+CERT_PEEK_TIMEOUT_S = 2.0
+
+
+async def _unverified_peer_cert(ip: str, port: int, server_hostname: str | None) -> bytes | None:
+    """The certificate a server presents, read by a second handshake with verification off,
+    done only after the first refused it (Python before 3.13 keeps no peer certificate
+    from a failed handshake). It carries no request and ends at the handshake."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with anyio.fail_after(CERT_PEEK_TIMEOUT_S):
+            stream = await anyio.connect_tcp(ip, port)
+            try:
+                tls = await TLSStream.wrap(
+                    stream,
+                    ssl_context=context,
+                    hostname=server_hostname,
+                    standard_compatible=False,
+                )
+                return tls.extra(TLSAttribute.ssl_object).getpeercert(binary_form=True)
+            finally:
+                await anyio.aclose_forcefully(stream)
+    except (OSError, ssl.SSLError, TimeoutError, anyio.BrokenResourceError, anyio.EndOfStream):
+        return None
 
 
 def _since(start_ns: int) -> int:

@@ -132,26 +132,74 @@ def client_cert_refused(*, sent: bool | None, host: str, how: str) -> TLSError:
     )
 
 
-def tls_failure(exc: ssl.SSLError, *, host: str, elapsed_ns: int) -> TLSError:
-    """Translate an ssl error into a one-line TLSError naming what is wrong."""
+#: OpenSSL's reasons when the answer to our ClientHello is not TLS at all: a plain-HTTP
+#: server's "HTTP/1.1 400" read as a record header (3.0: WRONG_VERSION_NUMBER; 3.2+:
+#: RECORD_LAYER_FAILURE; HTTP_REQUEST is the server side's own name for it).
+_PLAIN_HTTP_REASONS = frozenset({"WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "HTTP_REQUEST"})
+#: The server refused every version we offer (TLS 1.2 and 1.3).
+_VERSION_REASONS = frozenset(
+    {"TLSV1_ALERT_PROTOCOL_VERSION", "UNSUPPORTED_PROTOCOL", "NO_PROTOCOLS_AVAILABLE"}
+)
+
+#: How a certificate got into a failure's report: the refused handshake keeps none.
+SECOND_HANDSHAKE = "certificate read by a second, unverified handshake"
+
+
+def _refused_cert_words(kind: str, host: str, cert: CertInfo | None) -> str:
+    """The refused certificate in words, with the fact that decides it when we have it."""
+    if cert is None:
+        return cert_hint(kind, host)
+    if kind == "cert_expired":
+        ago = -cert.days_left
+        return (
+            f"the server's certificate expired on {cert.not_after[:10]}"
+            f" ({ago} day{'s' if ago != 1 else ''} ago)"
+        )
+    if kind == "cert_not_yet_valid":
+        return f"the server's certificate is not valid before {cert.not_before[:10]}"
+    if kind in ("hostname_mismatch", "ip_mismatch"):
+        names = ", ".join(cert.sans) or f"no SAN (subject {cert.subject})"
+        return f"the certificate is not valid for {host!r}: it names {names}"
+    if kind == "self_signed":
+        return f"the certificate is self-signed by {cert.issuer} (--cacert FILE to trust it)"
+    if kind == "unknown_ca":
+        return f"the certificate's issuer {cert.issuer} is not a trusted CA (--cacert FILE)"
+    return cert_hint(kind, host)
+
+
+def tls_failure(
+    exc: ssl.SSLError, *, host: str, elapsed_ns: int, cert: CertInfo | None = None
+) -> TLSError:
+    """Translate an ssl error into a one-line TLSError naming what is wrong; ``cert`` is the
+    refused certificate when a second, unverified handshake could read it."""
+    elapsed_ms = round(elapsed_ns / 1e6, 3)
     if isinstance(exc, ssl.SSLCertVerificationError):
         code = exc.verify_code
         kind = VERIFY_KINDS.get(code, "cert_verify_failed")
         reason = exc.verify_message or exc.reason or str(exc)
+        how = f"; {SECOND_HANDSHAKE}" if cert is not None else ""
         return TLSError(
-            f"TLS: {cert_hint(kind, host)} ({reason})",
+            f"TLS: {_refused_cert_words(kind, host, cert)} ({reason}{how})",
             stage="tls",
             kind=kind,
             host=host,
             verify_code=code,
-            elapsed_ms=round(elapsed_ns / 1e6, 3),
+            elapsed_ms=elapsed_ms,
         )
     reason = exc.reason or type(exc).__name__
+    if reason in _PLAIN_HTTP_REASONS:
+        words = "the server answered in plain HTTP: try http://"
+    elif reason in _VERSION_REASONS:
+        # The alert names no version (OpenSSL's record says 0x0303 whatever the server
+        # speaks): all we know is that it refused 1.2 and 1.3.
+        words = "the server offers only TLS 1.1 (or older); TLS 1.2 or later is required"
+    else:
+        words = f"handshake with {host} failed"
     return TLSError(
-        f"TLS handshake with {host} failed: {reason}",
+        f"TLS: {words} ({reason})",
         stage="tls",
         kind="handshake_failed",
         host=host,
         reason=str(reason),
-        elapsed_ms=round(elapsed_ns / 1e6, 3),
+        elapsed_ms=elapsed_ms,
     )

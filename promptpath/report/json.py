@@ -90,6 +90,7 @@ def tls_json(tls: TLSInfo | None) -> dict[str, Any] | None:
         "cipher": tls.cipher,
         "resumed": tls.resumed,
         "verified": tls.verified,
+        "verify_error": tls.verify_error,
         "cert": None
         if cert is None
         else {

@@ -148,8 +148,9 @@ def tls_line(timeline: Timeline) -> str | None:
     offered = ", ".join(tls.alpn_offered) or "none"
     parts = [
         f"SNI {tls.sni or '(none: IP literal)'} → ALPN {tls.alpn or 'none'} (offered {offered})",
-        f"{tls.version} {tls.cipher}",
     ]
+    if tls.version is not None:  # a refused handshake negotiated nothing
+        parts.append(f"{tls.version} {tls.cipher}")
     if tls.resumed:
         parts.append("resumed")
     if tls.cert is not None:
@@ -161,7 +162,11 @@ def tls_line(timeline: Timeline) -> str | None:
         )
         parts.append(f"cert {c.subject} {when}")
     parts.append(
-        "verified" if tls.verified else "NOT verified (-k)" if tls.verified is None else "failed"
+        "verified"
+        if tls.verified
+        else "NOT verified (-k)"
+        if tls.verified is None
+        else f"failed: {tls.verify_error or 'verification'}"
     )
     client = client_cert_words(tls)
     if client:

@@ -71,3 +71,43 @@ def test_cert_hint_fills_in_the_host_and_falls_back_for_unnamed_kinds() -> None:
         cert_hint("hostname_mismatch", "api.test") == "the certificate is not valid for 'api.test'"
     )
     assert cert_hint("cert_verify_failed", "api.test") == "certificate verification failed"
+
+
+def _ssl_error(reason: str) -> ssl.SSLError:
+    exc = ssl.SSLError(1, reason)
+    exc.reason = reason
+    return exc
+
+
+@pytest.mark.parametrize(
+    ("reason", "words"),
+    [
+        # OpenSSL 3.0 and 3.2+ name a plain-HTTP answer differently (only 3.0 is here to
+        # produce it over a socket: tests/integration/test_tls_failures.py).
+        ("WRONG_VERSION_NUMBER", "the server answered in plain HTTP: try http://"),
+        ("RECORD_LAYER_FAILURE", "the server answered in plain HTTP: try http://"),
+        ("TLSV1_ALERT_PROTOCOL_VERSION", "the server offers only TLS 1.1 (or older)"),
+        ("UNSUPPORTED_PROTOCOL", "the server offers only TLS 1.1 (or older)"),
+        ("SSLV3_ALERT_HANDSHAKE_FAILURE", "handshake with api.test failed"),
+    ],
+)
+def test_handshake_failures_in_plain_words(reason: str, words: str) -> None:
+    err = tls_failure(_ssl_error(reason), host="api.test", elapsed_ns=0)
+    assert err.kind == "handshake_failed" and err.stage == "tls"
+    assert err.message.startswith(f"TLS: {words}") and err.message.endswith(f"({reason})")
+
+
+def test_a_refused_certificate_read_again_gives_the_fact_that_decides() -> None:
+    cert = cert_info(der(NOW - dt.timedelta(days=3, hours=1)), now=NOW)
+    assert cert is not None
+    expired = tls_failure(
+        _verify_error(10, "certificate has expired"), host="api.test", elapsed_ns=0, cert=cert
+    )
+    assert expired.message == (
+        "TLS: the server's certificate expired on 2026-11-27 (3 days ago) (certificate has"
+        " expired; certificate read by a second, unverified handshake)"
+    )
+    wrong = tls_failure(_verify_error(62, "mismatch"), host="other.test", elapsed_ns=0, cert=cert)
+    assert "not valid for 'other.test': it names api.test (" in wrong.message
+    unknown = tls_failure(_verify_error(20, "no issuer"), host="api.test", elapsed_ns=0, cert=cert)
+    assert "issuer CN=api.test is not a trusted CA (--cacert FILE)" in unknown.message
