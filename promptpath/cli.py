@@ -6,13 +6,14 @@ Nothing here measures or formats by itself.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import socket
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from promptpath import __version__
 from promptpath.core.errors import PromptpathError
@@ -40,8 +41,26 @@ class _Group(_HelpToEnvironment, TyperGroup):
     pass
 
 
+class _Argument(TyperArgument):
+    """Typer shows an argument as ``{TARGET}`` and ``TARGET <str>``: the metavar alone reads
+    better, and its help line says what it is."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        # An optional argument spells its brackets in its metavar ("[NAME]...").
+        return self.display_name_raw
+
+
 class _Command(_HelpToEnvironment, TyperCommand):
-    pass
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Typer builds the parameters itself with no hook for their class; _Argument only
+        # overrides two display methods, so changing the class of each one is safe.
+        for param in self.params:
+            if type(param) is TyperArgument:
+                param.__class__ = _Argument
 
 
 app = typer.Typer(
@@ -72,6 +91,12 @@ def _root(
 
 
 # -- option declarations shared by `run` and `probe` --------------------------------------
+# The choices are spelled out here, not imported, so that `--help` stays fast; a unit test
+# holds them equal to the Literal types the commands check values against.
+_PROVIDER_CHOICES = "openai|responses|anthropic|ollama"
+_HTTP_CHOICES = "1.1|2|3|auto"
+_CLIENT_CHOICES = "openai-python|anthropic-python|ollama-python|curl|browser|identity"
+
 Target = Annotated[
     str,
     typer.Argument(
@@ -82,23 +107,35 @@ Target = Annotated[
 ProviderOpt = Annotated[
     str | None,
     typer.Option(
-        "--provider", help="openai | responses | anthropic | ollama (default: from the URL path)."
+        "--provider",
+        metavar=_PROVIDER_CHOICES,
+        help="The API dialect (default: from the URL path).",
     ),
 ]
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model name.")]
-PromptOpt = Annotated[str | None, typer.Option("--prompt", "-p", help="The prompt to send.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", metavar="NAME", help="Model name.")]
+PromptOpt = Annotated[
+    str | None, typer.Option("--prompt", "-p", metavar="PROMPT", help="The prompt to send.")
+]
 MaxTokensOpt = Annotated[
     int | None,
-    typer.Option("--max-tokens", help="Cap on generated tokens (default 64: probes cost money)."),
+    typer.Option(
+        "--max-tokens", metavar="N", help="Cap on generated tokens (default 64: probes cost money)."
+    ),
 ]
 HeaderOpt = Annotated[
     list[str] | None,
-    typer.Option("--header", "-H", help="Extra request header 'Name: value' (repeatable)."),
+    typer.Option(
+        "--header",
+        "-H",
+        metavar="'NAME: VALUE'",
+        help="Extra request header 'Name: value' (repeatable).",
+    ),
 ]
 KeyEnvOpt = Annotated[
     str | None,
     typer.Option(
         "--api-key-env",
+        metavar="NAME",
         help="Env var holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).",
     ),
 ]
@@ -106,17 +143,22 @@ HTTPOpt = Annotated[
     str | None,
     typer.Option(
         "--http",
-        help="HTTP version: 1.1, 2, 3 or auto (h2 via ALPN, else 1.1)."
+        metavar=_HTTP_CHOICES,
+        help="HTTP version; auto: h2 via ALPN, else 1.1."
         " [default: the --as client's: 1.1 for the Python SDKs, else auto]",
     ),
 ]
 ResolveOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--resolve", help="HOST:PORT:ADDR: connect there instead of resolving (repeatable)."
+        "--resolve",
+        metavar="HOST:PORT:ADDR",
+        help="Connect to ADDR for HOST:PORT instead of resolving (repeatable).",
     ),
 ]
-CACertOpt = Annotated[str | None, typer.Option("--cacert", help="PEM file of CAs to trust.")]
+CACertOpt = Annotated[
+    str | None, typer.Option("--cacert", metavar="FILE", help="PEM file of CAs to trust.")
+]
 InsecureOpt = Annotated[
     bool | None,
     typer.Option(
@@ -127,20 +169,33 @@ IPv4Opt = Annotated[bool, typer.Option("-4", help="IPv4 only.")]
 IPv6Opt = Annotated[bool, typer.Option("-6", help="IPv6 only.")]
 TimeoutOpt = Annotated[
     float | None,
-    typer.Option("--timeout", help="Deadline for the whole request, in seconds. [default: 60]"),
+    typer.Option(
+        "--timeout",
+        metavar="SECONDS",
+        help="Deadline for the whole request, in seconds. [default: 60]",
+    ),
 ]
 JSONOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 FailOnOpt = Annotated[
-    str, typer.Option("--fail-on", help="Exit 1 when a finding is at or above: warn or fail.")
+    str,
+    typer.Option(
+        "--fail-on", metavar="warn|fail", help="Exit 1 when a finding is at or above this verdict."
+    ),
 ]
 ResolverOpt = Annotated[
     str | None,
-    typer.Option("--resolver", help="Use this DNS resolver ADDR[:PORT] instead of the system's."),
+    typer.Option(
+        "--resolver",
+        metavar="ADDR[:PORT]",
+        help="Use this DNS resolver ADDR[:PORT] instead of the system's.",
+    ),
 ]
 AuthoritativeOpt = Annotated[
     str | None,
     typer.Option(
-        "--authoritative", help="Authoritative DNS server ADDR[:PORT] for the dns-cache probe."
+        "--authoritative",
+        metavar="ADDR[:PORT]",
+        help="Authoritative DNS server for the dns-cache probe.",
     ),
 ]
 CanaryOpt = Annotated[
@@ -150,14 +205,21 @@ CanaryOpt = Annotated[
     ),
 ]
 IdleMaxOpt = Annotated[
-    float, typer.Option("--idle-max", help="idle-timeout probe: longest idle wait, seconds.")
+    float,
+    typer.Option(
+        "--idle-max", metavar="SECONDS", help="idle-timeout probe: longest idle wait, seconds."
+    ),
 ]
 WarmOpt = Annotated[
     bool, typer.Option("--warm", help="Then send a second request over the same connection.")
 ]
 DNSRecheckOpt = Annotated[
     float,
-    typer.Option("--dns-recheck", help="dns-cache probe: seconds between the two TTL queries."),
+    typer.Option(
+        "--dns-recheck",
+        metavar="SECONDS",
+        help="dns-cache probe: seconds between the two TTL queries.",
+    ),
 ]
 ProxyOpt = Annotated[
     str | None,
@@ -194,9 +256,8 @@ ClientOpt = Annotated[
     str | None,
     typer.Option(
         "--as",
-        metavar="CLIENT",
-        help="Shape the request like this client: openai-python, anthropic-python,"
-        " ollama-python, curl, browser or identity (its Accept-Encoding, User-Agent, Accept"
+        metavar=_CLIENT_CHOICES,
+        help="Shape the request like this client (its Accept-Encoding, User-Agent, Accept"
         " and HTTP version). [default: the provider's SDK]",
     ),
 ]
@@ -261,7 +322,12 @@ def run(
     authoritative: AuthoritativeOpt = None,
     probe: Annotated[
         list[str] | None,
-        typer.Option("--probe", help="Run a probe after the trace (repeatable, or 'all')."),
+        typer.Option(
+            "--probe",
+            metavar="NAME",
+            help="Run a probe after the trace: buffering, idle-timeout, dns-cache or all"
+            " (repeatable).",
+        ),
     ] = None,
     canary: CanaryOpt = False,
     idle_max: IdleMaxOpt = 120.0,
@@ -324,7 +390,10 @@ def probe(
     target: Target,
     names: Annotated[
         list[str] | None,
-        typer.Argument(help="Probes to run: buffering, idle-timeout, dns-cache (default: all)."),
+        typer.Argument(
+            metavar="[NAME]...",
+            help="Probes to run: buffering, idle-timeout, dns-cache (default: all).",
+        ),
     ] = None,
     provider: ProviderOpt = None,
     model: ModelOpt = None,
@@ -367,10 +436,10 @@ def probe(
 @app.command(cls=_Command)
 def demo(
     ctx: typer.Context,
-    http: Annotated[str, typer.Option("--http", help="HTTP version: 1.1, 2 or 3.")] = "2",
+    http: Annotated[str, typer.Option("--http", metavar="1.1|2|3", help="HTTP version.")] = "2",
     provider: Annotated[
         str,
-        typer.Option("--provider", help="Dialect: openai | responses | anthropic | ollama."),
+        typer.Option("--provider", metavar=_PROVIDER_CHOICES, help="The API dialect."),
     ] = "openai",
     json_out: JSONOpt = False,
     warm: Annotated[bool, typer.Option("--warm", help="Also show a warm request.")] = False,
@@ -383,12 +452,22 @@ def demo(
     raise typer.Exit(run_demo(http=http, provider=provider, json_out=json_out, warm=warm, env=env))
 
 
+_SERVE_HELP = """Run the reference endpoint (a streaming API you control).
+
+Every behaviour option below (--ttft-ms to --accel-buffering) is also a request header,
+x-promptpath-<option>, that overrides it for that request alone, e.g.
+'x-promptpath-pause-after: 3' and 'x-promptpath-pause-s: 30'; an unknown x-promptpath-*
+header is refused rather than ignored.
+
+GET /stats answers JSON counters (requests, tokens_sent, client_disconnects and the recent
+requests with path, status and tokens sent); GET /healthz answers 200. Neither counts as a request.
+"""
+
+
 def _register_serve() -> None:
     from promptpath.server.command import serve
 
-    app.command(
-        "serve", cls=_Command, help="Run the reference endpoint (a streaming API you control)."
-    )(serve)
+    app.command("serve", cls=_Command, help=_SERVE_HELP)(serve)
 
 
 _register_serve()
@@ -426,12 +505,17 @@ def _click_or_bug(exc: Exception, env: Environment) -> int:
     show = getattr(exc, "show", None)
     exit_code = getattr(exc, "exit_code", None)
     if callable(show) and isinstance(exit_code, int):
-        show(file=env.stderr)
+        message = getattr(exc, "format_message", lambda: str(exc))()
+        unknown = _unknown_option(exc)
+        if unknown is not None:
+            message = unknown
+            print(f"promptpath: {unknown}", file=env.stderr)
+        else:
+            show(file=env.stderr)
         if "--json" in env.argv and exit_code == ExitCode.USAGE:
             from promptpath.commands import usage_json
             from promptpath.core.errors import UsageError
 
-            message = getattr(exc, "format_message", lambda: str(exc))()
             print(usage_json(UsageError(str(message))), file=env.stdout)
         return exit_code
     if env.debug:
@@ -440,6 +524,19 @@ def _click_or_bug(exc: Exception, env: Environment) -> int:
     print(f"promptpath: internal error: {type(exc).__name__}: {exc}", file=env.stderr)
     print("promptpath: set PROMPTPATH_DEBUG=1 for the traceback", file=env.stderr)
     return int(ExitCode.INTERNAL)
+
+
+def _unknown_option(exc: Exception) -> str | None:
+    """click's NoSuchOption as one line naming the nearest real option, if one is near."""
+    name = getattr(exc, "option_name", None)
+    command = getattr(getattr(exc, "ctx", None), "command", None)
+    if not isinstance(name, str) or command is None:
+        return None
+    known = [o for p in command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("-")]
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    if near:
+        return f"no such option {name}: did you mean {near[0]}?"
+    return f"no such option {name} (promptpath {command.name} --help lists them)"
 
 
 __all__ = ["app", "main"]

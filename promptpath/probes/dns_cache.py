@@ -74,6 +74,20 @@ def used_addresses(ctx: ProbeContext) -> tuple[tuple[str, ...], str, str | None]
     return (), "none", error
 
 
+def not_resolved_through_dns(host: str) -> str | None:
+    """Why no resolver answers for ``host``, or None when one does. A localhost name must
+    not even be sent to one (RFC 6761 §6.3): a canary on loopback has nothing to check."""
+    name = host.strip("[]").lower().rstrip(".")
+    if is_ip_literal(name):
+        return f"{name} is an IP address: it is not resolved at all, so no DNS answer to check"
+    if name == "localhost" or name.endswith(".localhost"):
+        return (
+            f"{name} is this machine: it is answered by /etc/hosts (RFC 6761), not resolved"
+            " through DNS, so no DNS answer to check"
+        )
+    return None
+
+
 @register
 class DNSCacheProbe(Probe):
     name: ClassVar[str] = "dns-cache"
@@ -91,8 +105,9 @@ class DNSCacheProbe(Probe):
 
         opts = ctx.options
         host = opts.target.host.strip("[]")
-        if is_ip_literal(host):
-            return skipped(host, f"{host} is an IP address: there is no DNS answer to check")
+        reason = not_resolved_through_dns(host)
+        if reason is not None:
+            return skipped(host, reason)
         recheck = recheck_seconds(opts)
         t0 = time.perf_counter_ns()
         querier = dnsquery.Querier(

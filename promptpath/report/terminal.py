@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -73,7 +73,8 @@ def stage_spans(timeline: Timeline) -> list[tuple[str, str, float, float]]:
 
 
 def bar(start: float, end: float, total: float, width: int) -> Text:
-    if total <= 0:
+    # A stage shown as 0.0 ms draws nothing: even one block would claim time not spent.
+    if total <= 0 or end - start < 0.05:
         return Text("")
     a = int(start / total * width)
     b = max(a + 1, round(end / total * width))
@@ -102,6 +103,15 @@ def waterfall(
         cells.stylize(STAGE_STYLE.get(key, "white"))
         table.add_row(label, f"{end - start:.1f}", cells)
     return table
+
+
+def print_trimmed(console: Console, renderable: RenderableType) -> None:
+    """rich pads every table cell to its column's width, so table lines end in spaces that
+    a pipe, a CI log or a diff keeps: print each line without them."""
+    for line in console.render_lines(renderable, pad=False):
+        text = Text.assemble(*((segment.text, segment.style or "") for segment in line))
+        text.rstrip()
+        console.print(text)
 
 
 def proxy_line(timeline: Timeline) -> str | None:
@@ -238,7 +248,7 @@ def render_timeline(
     metrics = compute(timeline)
     width = console.width
     if with_waterfall:
-        console.print(waterfall(timeline, metrics, width, title, total))
+        print_trimmed(console, waterfall(timeline, metrics, width, title, total))
     elif title:
         console.print(Text(title, style="bold"))
     if timeline.reused_connection:
@@ -325,7 +335,7 @@ def render(console: Console, result: TraceResult) -> None:
             waterfall(tl, compute(tl), half, "cold", total),
             waterfall(result.warm.timeline, compute(result.warm.timeline), half, "warm", total),
         )
-        console.print(grid)
+        print_trimmed(console, grid)
     metrics = render_timeline(
         console, tl, "cold" if result.warm else "", total, with_waterfall=not side_by_side
     )

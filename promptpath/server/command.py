@@ -36,11 +36,12 @@ def build_behaviour(flags: dict[str, object]) -> Behaviour:
 def serve(
     ctx: typer.Context,
     host: Annotated[
-        str, typer.Option(help="Address to listen on.", rich_help_panel=_L)
+        str, typer.Option(metavar="ADDR", help="Address to listen on.", rich_help_panel=_L)
     ] = "127.0.0.1",
     port: Annotated[
         int | None,
         typer.Option(
+            metavar="PORT",
             help="Port (default 8443 with TLS, 8080 without; 0 = any free port).",
             min=0,
             max=PORT_MAX,
@@ -48,10 +49,11 @@ def serve(
         ),
     ] = None,
     certfile: Annotated[
-        str | None, typer.Option(help="PEM certificate (chain) to serve.", rich_help_panel=_L)
+        str | None,
+        typer.Option(metavar="FILE", help="PEM certificate (chain) to serve.", rich_help_panel=_L),
     ] = None,
     keyfile: Annotated[
-        str | None, typer.Option(help="PEM private key.", rich_help_panel=_L)
+        str | None, typer.Option(metavar="FILE", help="PEM private key.", rich_help_panel=_L)
     ] = None,
     self_signed: Annotated[
         str | None,
@@ -65,6 +67,7 @@ def serve(
     cert_days: Annotated[
         int,
         typer.Option(
+            metavar="DAYS",
             help="Validity of the generated leaf, in days (negative: already expired).",
             min=-CERT_DAYS_MAX,
             max=CERT_DAYS_MAX,
@@ -100,42 +103,57 @@ def serve(
         bool, typer.Option("--verbose", "-v", help="Access logs on stderr.")
     ] = False,
     ttft_ms: Annotated[
-        float | None, typer.Option(help="First-token delay in ms [0].", rich_help_panel=_B)
+        float | None,
+        typer.Option(metavar="MS", help="First-token delay in ms [0].", rich_help_panel=_B),
     ] = None,
     tokens: Annotated[
-        int | None, typer.Option(help="Tokens per answer [32].", rich_help_panel=_B)
+        int | None, typer.Option(metavar="N", help="Tokens per answer [32].", rich_help_panel=_B)
     ] = None,
     rate: Annotated[
-        float | None, typer.Option(help="Tokens per second, 0 = flat out [50].", rich_help_panel=_B)
+        float | None,
+        typer.Option(metavar="N", help="Tokens per second, 0 = flat out [50].", rich_help_panel=_B),
     ] = None,
     pause_after: Annotated[
-        int | None, typer.Option(help="Pause after this many tokens.", rich_help_panel=_B)
+        int | None,
+        typer.Option(metavar="N", help="Pause after this many tokens.", rich_help_panel=_B),
     ] = None,
     pause_s: Annotated[
-        float | None, typer.Option(help="Length of that pause in s.", rich_help_panel=_B)
+        float | None,
+        typer.Option(metavar="SECONDS", help="Length of that pause in s.", rich_help_panel=_B),
     ] = None,
     keepalive_s: Annotated[
         float | None,
         typer.Option(
-            help="SSE keepalive comment every N s during longer waits (0 = off, min 0.01).",
+            metavar="SECONDS",
+            help="SSE keepalive comment every SECONDS during longer waits (0 = off, min 0.01).",
             rich_help_panel=_B,
         ),
     ] = None,
     truncate_after: Annotated[
         int | None,
-        typer.Option(help="Cut the connection after this many tokens.", rich_help_panel=_B),
+        typer.Option(
+            metavar="N", help="Cut the connection after this many tokens.", rich_help_panel=_B
+        ),
     ] = None,
     error_after: Annotated[
         int | None,
-        typer.Option(help="Mid-stream error event after this many tokens.", rich_help_panel=_B),
+        typer.Option(
+            metavar="N", help="Mid-stream error event after this many tokens.", rich_help_panel=_B
+        ),
     ] = None,
     malformed_after: Annotated[
         int | None,
-        typer.Option(help="One non-JSON event after this many tokens.", rich_help_panel=_B),
+        typer.Option(
+            metavar="N", help="One non-JSON event after this many tokens.", rich_help_panel=_B
+        ),
     ] = None,
     status: Annotated[
         int | None,
-        typer.Option(help="Answer with this HTTP status and an error body.", rich_help_panel=_B),
+        typer.Option(
+            metavar="CODE",
+            help="Answer with this HTTP status and an error body.",
+            rich_help_panel=_B,
+        ),
     ] = None,
     body: Annotated[
         str | None,
@@ -144,7 +162,8 @@ def serve(
         ),
     ] = None,
     batch: Annotated[
-        int | None, typer.Option(help="Events per transport write [1].", rich_help_panel=_B)
+        int | None,
+        typer.Option(metavar="N", help="Events per transport write [1].", rich_help_panel=_B),
     ] = None,
     accel_buffering: Annotated[
         str | None,

@@ -15,6 +15,7 @@ from promptpath.probes.dns_cache import (
     MAX_QUERIES,
     MIN_RECHECK_S,
     DNSCacheProbe,
+    not_resolved_through_dns,
     recheck_seconds,
     used_addresses,
 )
@@ -103,3 +104,15 @@ async def test_ip_literal_target_is_skipped_without_a_query() -> None:
     assert finding.verdict is Verdict.SKIP
     ipv6 = await DNSCacheProbe().run(ctx_with(None, url="http://[::1]:8080/api/chat"))
     assert ipv6.verdict is Verdict.SKIP
+
+
+@pytest.mark.parametrize(
+    "host", ["localhost", "LOCALHOST.", "app.localhost", "127.0.0.1", "[::1]", "::1"]
+)
+def test_localhost_names_and_ip_literals_are_not_resolved_through_dns(host: str) -> None:
+    assert not_resolved_through_dns(host) is not None
+
+
+@pytest.mark.parametrize("host", ["api.example.com", "localhost.example.com", "mylocalhost"])
+def test_other_names_are_resolved_through_dns(host: str) -> None:
+    assert not_resolved_through_dns(host) is None

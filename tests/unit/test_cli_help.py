@@ -1,0 +1,92 @@
+"""`--help` and unknown options: what a new user reads before anything runs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import get_args
+
+import jsonschema
+import pytest
+
+from promptpath.core.exitcodes import ExitCode
+from promptpath.options import ClientName, HTTPChoice, Provider
+from tests.helpers.cli import run_cli
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
+
+
+def help_text(*command: str) -> str:
+    res = run_cli(*command, "--help")
+    assert res.exit_code == 0 and res.stderr == ""
+    return res.stdout
+
+
+@pytest.mark.parametrize("command", ["run", "probe", "demo", "serve"])
+def test_help_shows_no_type_placeholders(command: str) -> None:
+    text = help_text(command)
+    assert not re.search(r"<(str|int|float|list\[str\]|int range)>", text), text
+    assert " TEXT" not in text and "{TARGET}" not in text
+
+
+@pytest.mark.parametrize("command", ["run", "probe"])
+def test_help_lists_the_choices_each_checked_option_accepts(command: str) -> None:
+    options = {
+        line.split()[0]: line.split()[1]
+        for line in help_text(command).splitlines()
+        if line.startswith("  --") and len(line.split()) >= 2
+    }
+    # The metavars are spelled out in cli.py; these are the sets the values are checked
+    # against, so a new provider, client or HTTP version must reach --help too.
+    assert options["--http"].split("|") == list(get_args(HTTPChoice))
+    assert options["--provider"].split("|") == list(get_args(Provider))
+    assert options["--as"].split("|") == list(get_args(ClientName))
+    assert options["--fail-on"] == "warn|fail"
+
+
+@pytest.mark.parametrize(
+    ("option", "metavar"),
+    [
+        ("--resolve", "HOST:PORT:ADDR"),
+        ("--cacert", "FILE"),
+        ("--timeout", "SECONDS"),
+        ("--max-tokens", "N"),
+        ("--api-key-env", "NAME"),
+        ("--idle-max", "SECONDS"),
+    ],
+)
+def test_help_names_what_an_option_takes(option: str, metavar: str) -> None:
+    assert re.search(rf"^  {re.escape(option)} {re.escape(metavar)}\b", help_text("run"), re.M)
+
+
+def test_help_shows_the_target_argument_plainly() -> None:
+    text = help_text("probe")
+    assert text.startswith("Usage: promptpath probe [OPTIONS] TARGET [NAME]...\n")
+
+
+def test_serve_help_tells_of_the_header_controls_and_stats() -> None:
+    text = help_text("serve")
+    assert "x-promptpath-<option>" in text and "x-promptpath-pause-after: 3" in text
+    assert "GET /stats" in text
+
+
+def test_a_misspelt_option_gets_one_line_naming_the_real_one() -> None:
+    res = run_cli("run", "https://h/v1/messages", "--timout", "3")
+    assert res.exit_code == ExitCode.USAGE and res.stdout == ""
+    assert res.stderr == "promptpath: no such option --timout: did you mean --timeout?\n"
+
+
+def test_a_misspelt_option_under_json_gives_the_suggestion_in_the_usage_json() -> None:
+    res = run_cli("probe", "https://h/v1/messages", "--timout", "3", "--json")
+    assert res.exit_code == ExitCode.USAGE
+    body = json.loads(res.stdout)
+    jsonschema.validate(body, SCHEMA)
+    assert body["error"]["kind"] == "usage"
+    assert body["error"]["message"] == "no such option --timout: did you mean --timeout?"
+
+
+def test_an_option_near_nothing_points_to_help() -> None:
+    res = run_cli("run", "https://h/v1/messages", "--zzz")
+    assert res.exit_code == ExitCode.USAGE
+    assert res.stderr == "promptpath: no such option --zzz (promptpath run --help lists them)\n"

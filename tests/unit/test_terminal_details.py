@@ -1,0 +1,74 @@
+"""Terminal report details a person notices: NO_COLOR, empty stages, trailing spaces."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from promptpath.commands import RunArgs, build_options, report_console
+from promptpath.core.findings import Finding, Verdict
+from promptpath.core.timeline import Timeline
+from promptpath.environment import Environment
+from promptpath.report import terminal
+from promptpath.tracer.orchestrator import TraceResult
+
+MS = 1_000_000
+
+
+def traced(*, dns_ns: int, warm: bool = False) -> TraceResult:
+    """A finished request whose DNS stage took ``dns_ns``, with one finding."""
+    tl = Timeline(t0_ns=0, t0_unix_ns=0)
+    stages = [("dns", 0, dns_ns), ("connect", dns_ns, 2 * MS), ("tls", 2 * MS, 5 * MS)]
+    stages += [("request", 5 * MS, 6 * MS), ("wait", 6 * MS, 40 * MS)]
+    for name, start, end in stages:
+        tl.begin(name, start)
+        tl.end(name, end)
+    tl.address, tl.family, tl.http_version, tl.status = ("127.0.0.1", 443), "ipv4", "HTTP/2", 200
+    tl.closed_ns = 60 * MS
+    options = build_options(RunArgs(target="https://localhost:1/v1/chat/completions"), environ={})
+    finding = Finding(probe="dns-cache", verdict=Verdict.SKIP, summary="not resolved by DNS")
+    result = TraceResult(options=options, timeline=tl, findings=[finding])
+    if warm:
+        result.warm = TraceResult(options=options, timeline=tl)
+    return result
+
+
+def rendered(result: TraceResult, *, tty: bool, environ: dict[str, str]) -> str:
+    out = io.StringIO()
+    env = Environment(
+        stdout=out, stderr=out, stdout_isatty=tty, environ={"COLUMNS": "100", **environ}
+    )
+    terminal.render(report_console(json_out=False, env=env), result)
+    return out.getvalue()
+
+
+def row(text: str, label: str) -> str:
+    [line] = [line for line in text.splitlines() if line.startswith(label + " ")]
+    return line
+
+
+def test_no_color_on_a_terminal_emits_no_escape_code_at_all() -> None:
+    text = rendered(traced(dns_ns=MS), tty=True, environ={"NO_COLOR": "1", "TERM": "xterm"})
+    assert "\x1b" not in text
+    # The same report without NO_COLOR does style it (bold on "promptpath " and the probe
+    # name): so the check above is about NO_COLOR, not a console that never styles.
+    assert "\x1b[1m" in rendered(traced(dns_ns=MS), tty=True, environ={"TERM": "xterm"})
+
+
+def test_a_stage_shown_as_zero_ms_draws_no_bar() -> None:
+    text = rendered(traced(dns_ns=40_000), tty=False, environ={})
+    assert row(text, "DNS").split() == ["DNS", "0.0"]
+    assert "█" in row(text, "TCP connect")
+
+
+def test_a_stage_of_a_tenth_of_a_millisecond_still_draws_one_block() -> None:
+    text = rendered(traced(dns_ns=100_000), tty=False, environ={})
+    assert row(text, "DNS").split() == ["DNS", "0.1", "█"]
+
+
+@pytest.mark.parametrize("columns", ["100", "150"])  # stacked, and side by side when warm
+def test_piped_report_has_no_trailing_spaces(columns: str) -> None:
+    text = rendered(traced(dns_ns=MS, warm=True), tty=False, environ={"COLUMNS": columns})
+    assert "█" in text
+    assert [line for line in text.splitlines() if line != line.rstrip()] == []
