@@ -80,7 +80,7 @@ class TokenMetrics:
     gap_summary: Summary | None
     content_types: dict[str, int]
     hidden_reasoning: int = 0  # reasoning tokens the server counted but did not stream
-    #: False when an error cut the stream (the rate and gaps cover only what arrived).
+    #: False when an error cut the body (the rate and gaps cover only what arrived).
     finished: bool = True
     #: The open gap an error cut: last content event to the error (a timeout: the deadline).
     stall_ms: float | None = None
@@ -139,7 +139,7 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
     if content and err is not None and err.t_ns is not None and err.stage == "stream":
         stall = round((err.t_ns - content[-1].t_ns) / 1e6, 3)
     return TokenMetrics(
-        finished=err is None or err.stage != "stream",
+        finished=err is None or err.stage not in ("first_token", "stream"),
         stall_ms=stall,
         count=count,
         count_source=source,
