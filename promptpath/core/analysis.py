@@ -21,14 +21,50 @@ DERIVED_STAGES = (
 )
 
 
+#: The derived stage a failure in each error stage left open: it runs to the error.
+_OPEN_AT_ERROR = {
+    "request": "request",
+    "wait": "wait",
+    "first_token": "first_token",
+    "stream": "streaming",
+}
+
+
 def derived_bounds(timeline: Timeline) -> dict[str, tuple[int, int]]:
     """Start and end stamps of the stages after the connection, back to back, so the
-    stage durations add up to the milestones (nothing the client did falls between)."""
+    stage durations add up to the milestones (nothing the client did falls between).
+
+    When an error ended the trace, the stage it cut runs to the error's stamp (a timeout:
+    the deadline), so the time lost waiting shows as that stage's duration."""
     m = dict(timeline.milestones)
     m["ready"] = m.get("tls_done", m.get("connected", timeline.t0_ns))
-    return {
-        name: (m[start], m[end]) for name, start, end in DERIVED_STAGES if start in m and end in m
-    }
+    err = timeline.error
+    cut = None if err is None or err.t_ns is None else _OPEN_AT_ERROR.get(err.stage)
+    bounds: dict[str, tuple[int, int]] = {}
+    for name, start, end in DERIVED_STAGES:
+        if name == cut and start in m and err is not None and err.t_ns is not None:
+            bounds[name] = (m[start], max(err.t_ns, m.get(end, err.t_ns)))
+        elif start in m and end in m:
+            bounds[name] = (m[start], m[end])
+    return bounds
+
+
+def open_stage_at_error(timeline: Timeline) -> str | None:
+    """The derived stage the error cut short (it ran to the error), if one was open."""
+    err = timeline.error
+    cut = None if err is None or err.t_ns is None else _OPEN_AT_ERROR.get(err.stage)
+    return cut if cut is not None and cut in derived_bounds(timeline) else None
+
+
+def final_silence_ns(timeline: Timeline) -> int | None:
+    """How long nothing arrived before the error ended a trace that had a response: from
+    the last byte read (or the headers) to the error's stamp."""
+    err = timeline.error
+    if err is None or err.t_ns is None or err.stage not in ("wait", "first_token", "stream"):
+        return None
+    last = [r.t_ns for r in timeline.reads[-1:]]
+    last += [timeline.milestones[k] for k in ("request_sent", "ttfb") if k in timeline.milestones]
+    return err.t_ns - max(last) if last else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +80,10 @@ class TokenMetrics:
     gap_summary: Summary | None
     content_types: dict[str, int]
     hidden_reasoning: int = 0  # reasoning tokens the server counted but did not stream
+    #: False when an error cut the body (the rate and gaps cover only what arrived).
+    finished: bool = True
+    #: The open gap an error cut: last content event to the error (a timeout: the deadline).
+    stall_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,7 +134,13 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
         if span_ns > 0:
             mean_itl = span_ns / 1e6 / (count - 1)
             per_second = 1000.0 / mean_itl
+    err = timeline.error
+    stall = None
+    if content and err is not None and err.t_ns is not None and err.stage == "stream":
+        stall = round((err.t_ns - content[-1].t_ns) / 1e6, 3)
     return TokenMetrics(
+        finished=err is None or err.stage not in ("first_token", "stream"),
+        stall_ms=stall,
         count=count,
         count_source=source,
         events=len(content),
@@ -139,6 +185,30 @@ def compute(timeline: Timeline) -> Metrics:
     )
 
 
+def _timeout_verdict(timeline: Timeline) -> str | None:
+    """Where a timeout's time went once a response was under way: one silence (a stall),
+    or bytes still dribbling in at the deadline (a trickle)."""
+    err = timeline.error
+    silence = final_silence_ns(timeline)
+    if err is None or err.kind != "timeout" or err.t_ns is None or silence is None:
+        return None
+    timeout_s = err.detail.get("timeout_s")
+    deadline = (
+        f"the {timeout_s:g} s deadline" if isinstance(timeout_s, float | int) else "the deadline"
+    )
+    cut = open_stage_at_error(timeline)
+    start = derived_bounds(timeline)[cut][0] if cut is not None else err.t_ns - silence
+    # A silence shorter than half the stage: data was still coming, just too slowly.
+    if 2 * silence < err.t_ns - start:
+        nbytes = sum(r.nbytes for r in timeline.reads if r.t_ns > start)
+        return (
+            f"still trickling ({nbytes} bytes in {(err.t_ns - start) / 1e9:.2f} s of stage"
+            f" {err.stage}, the last {silence / 1e9:.2f} s before the end): the stream"
+            f" never finished within {deadline}"
+        )
+    return f"no byte for {silence / 1e9:.2f} s in stage {err.stage}, then {deadline}"
+
+
 def headline(timeline: Timeline, metrics: Metrics) -> str:
     """One line a person can paste into a ticket: where the time went, or what broke."""
     err = timeline.error
@@ -147,6 +217,9 @@ def headline(timeline: Timeline, metrics: Metrics) -> str:
     if err is not None:
         reached = [name for name in MILESTONES if name in ms]
         last = f", last milestone {reached[-1]} at {ms[reached[-1]]:.0f} ms" if reached else ""
+        timed_out = _timeout_verdict(timeline)
+        if timed_out is not None:
+            return f"FAILED in {err.stage}: {timed_out}{last}"
         return f"FAILED in {err.stage}: {err.message}{last}"
     setup = sum(st.get(k, 0.0) for k in ("dns", "connect", "tls", "quic_handshake"))
     ttft = ms.get("ttft")

@@ -230,12 +230,20 @@ class ErrorInfo:
     detail: dict[str, object] = field(default_factory=dict)
     #: The exception itself (its class is the exit code, its cause the evidence); not data.
     exc: PromptpathError | None = field(default=None, repr=False, compare=False)
+    #: When the error ended the trace (a timeout: the deadline), on the timeline's clock:
+    #: the stage still open at that moment runs to it, so the time lost shows as a stage.
+    t_ns: int | None = None
 
     @classmethod
-    def from_error(cls, exc: PromptpathError) -> ErrorInfo:
+    def from_error(cls, exc: PromptpathError, t_ns: int | None = None) -> ErrorInfo:
         # Its own detail dict: an edit to the record must not reach back into the exception.
         return cls(
-            stage=exc.stage, kind=exc.kind, message=exc.message, detail=dict(exc.detail), exc=exc
+            stage=exc.stage,
+            kind=exc.kind,
+            message=exc.message,
+            detail=dict(exc.detail),
+            exc=exc,
+            t_ns=t_ns,
         )
 
 

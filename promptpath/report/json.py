@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from promptpath.core.analysis import Metrics, compute
+from promptpath.core.analysis import Metrics, compute, open_stage_at_error
 from promptpath.core.stats import Summary
 from promptpath.core.timeline import DNSAnswer, Interception, Timeline, TLSInfo
 from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
@@ -198,6 +198,8 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "compressed": timeline.compressed,
             "bytes": sum(c.nbytes for c in timeline.chunks),
             "socket_reads": len(timeline.reads),
+            "finished": tok.finished,
+            "stall_ms": tok.stall_ms,
         },
         "response_headers": {
             k.lower(): v
@@ -212,6 +214,10 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "stage": timeline.error.stage,
             "kind": timeline.error.kind,
             "message": timeline.error.message,
+            "at_ms": None
+            if timeline.error.t_ns is None
+            else round((timeline.error.t_ns - timeline.t0_ns) / 1e6, 3),
+            "cut_stage": open_stage_at_error(timeline),
         },
     }
 

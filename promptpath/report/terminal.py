@@ -6,7 +6,13 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from promptpath.core.analysis import Metrics, compute, derived_bounds, headline
+from promptpath.core.analysis import (
+    Metrics,
+    compute,
+    derived_bounds,
+    headline,
+    open_stage_at_error,
+)
 from promptpath.core.findings import Verdict
 from promptpath.core.stats import sparkline
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
@@ -83,7 +89,11 @@ def bar(start: float, end: float, total: float, width: int) -> Text:
 
 def axis_ms(timeline: Timeline, metrics: Metrics) -> float:
     """Where a waterfall's time axis ends: the last stage or the close, at least 1 ms."""
-    return max([end for *_x, end in stage_spans(timeline)] + [metrics.closed_ms or 0.0, 1.0])
+    ends = [end for *_x, end in stage_spans(timeline)] + [metrics.closed_ms or 0.0, 1.0]
+    err = timeline.error
+    if err is not None and err.t_ns is not None:
+        ends.append((err.t_ns - timeline.t0_ns) / 1e6)  # a timeout's axis reaches the deadline
+    return max(ends)
 
 
 def waterfall(
@@ -98,10 +108,12 @@ def waterfall(
     table.add_column("stage", no_wrap=True)
     table.add_column("ms", justify="right", no_wrap=True)
     table.add_column(f"0 … {total:.0f} ms", no_wrap=True)
+    err = timeline.error
+    cut = open_stage_at_error(timeline) if err is not None and err.kind == "timeout" else None
     for label, key, start, end in spans:
         cells = bar(start, end, total, bar_width)
         cells.stylize(STAGE_STYLE.get(key, "white"))
-        table.add_row(label, f"{end - start:.1f}", cells)
+        table.add_row(f"{label} (timed out)" if key == cut else label, f"{end - start:.1f}", cells)
     return table
 
 
@@ -232,6 +244,12 @@ def token_lines(metrics: Metrics, width: int) -> list[str]:
             f"  max {g.max:.1f}"
         )
         lines.append("gap timeline " + sparkline(tok.gaps, max(10, min(width - 14, 80))))
+    if tok.stall_ms is not None:
+        # The open gap is the one that mattered; the figures above stop before it.
+        lines.append(
+            f"unfinished: no token for {tok.stall_ms:.1f} ms after the last one, then the"
+            " error (figures above: what arrived)"
+        )
     if metrics.mostly_coalesced:
         lines.append("most tokens arrived several per socket read: true per-token gaps are hidden")
     return lines

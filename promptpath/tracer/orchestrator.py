@@ -168,11 +168,15 @@ class Tracer:
         else:
             self.recorder.switch(timeline)
         options = self.options
+        # The deadline on the timeline's clock too: the stage it cuts ends exactly there,
+        # not at whenever the event loop got round to the cancellation.
+        deadline_ns = time.perf_counter_ns() + round(options.timeout * 1e9)
         try:
             with anyio.fail_after(options.timeout):
                 await self._exchange(timeline, time.monotonic() + options.timeout)
         except TimeoutError:
             exc: PromptpathError = timeout_error(options, phase_of(timeline, options))
+            return record_error(timeline, exc, at_ns=deadline_ns)
         except PromptpathError as err:
             exc = err
         except (TransportError, OSError) as err:
@@ -477,13 +481,16 @@ def timeout_error(options: RunOptions, stage: ErrorStage) -> TraceTimeout:
     )
 
 
-def record_error(timeline: Timeline, exc: PromptpathError) -> PromptpathError:
-    """Close the stages left open and put ``exc`` on the timeline; return it."""
-    now = time.perf_counter_ns()
+def record_error(
+    timeline: Timeline, exc: PromptpathError, *, at_ns: int | None = None
+) -> PromptpathError:
+    """Close the stages left open at ``at_ns`` (default now) and put ``exc``, stamped with
+    that moment, on the timeline; return it."""
+    now = time.perf_counter_ns() if at_ns is None else at_ns
     for stage in timeline.stages:
         if stage.end_ns is None:
             stage.end_ns, stage.ok = now, False
-    timeline.error = ErrorInfo.from_error(exc)
+    timeline.error = ErrorInfo.from_error(exc, now)
     return exc
 
 
