@@ -141,7 +141,7 @@ def select_proxy(
     """The proxy for this target and a note on the choice (why none, when one was bypassed)."""
     if flag is not None:
         if flag.strip() == "":
-            return None, f"{flag_source} \"\" turns the proxy off"
+            return None, f'{flag_source} "" turns the proxy off'
         chosen: tuple[str, str] | None = (flag_source, flag)
     else:
         wanted = "https_proxy" if target_scheme == "https" else "http_proxy"

@@ -9,8 +9,10 @@ it turned ``"ok": true`` into ``"ok": [redacted]`` when a secret was ``true``.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
@@ -47,6 +49,11 @@ class Redactor:
         return cls(tuple(sorted(spellings, key=len, reverse=True)))
 
     def text(self, value: str) -> str:
+        if value in vocabulary():
+            # One of promptpath's own words (an enum of the schema: a client shape, a
+            # stage, a kind): ours, not data a secret could have leaked into, and blanking
+            # part of it would break the report. A key that spells one reveals nothing.
+            return value
         for secret in self.secrets:
             value = value.replace(secret, MARKER)
         return value
@@ -64,6 +71,27 @@ class Redactor:
 
     def mapping(self, obj: dict[str, Any]) -> dict[str, Any]:
         return {k: self.tree(v) for k, v in obj.items()}
+
+
+@functools.cache
+def vocabulary() -> frozenset[str]:
+    """Every string an enum of report/schema.json allows: words promptpath itself writes."""
+    schema = json.loads(Path(__file__).with_name("schema.json").read_text())
+    words: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "enum" and isinstance(value, list):
+                    words.update(v for v in value if isinstance(v, str))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(schema)
+    return frozenset(words)
 
 
 def secret_values(options: RunOptions) -> list[str]:
