@@ -16,6 +16,8 @@ from promptpath.core.errors import HTTPStatusError, http_status_kind
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import (
     CertInfo,
+    CloseKind,
+    CloseRecord,
     ErrorInfo,
     ProxyInfo,
     Stage,
@@ -201,3 +203,14 @@ def test_a_key_that_spells_one_of_our_own_words_leaves_them_whole() -> None:
     assert redactor.text("identity") == "identity"
     assert redactor.text("openai-python") == "openai-python"
     assert redactor.text("the key identity leaked") == f"the key {MARKER} leaked"
+
+
+@pytest.mark.parametrize("kind", ["fin", "rst", "tls_close_notify", "quic_close", "stream_reset"])
+def test_every_close_kind_the_socket_layer_records_is_valid_json(kind: CloseKind) -> None:
+    target = parse_target("https://h/v1/chat/completions")
+    options = RunOptions(target=target, provider="openai", model="m")
+    result = _result(options, "nothing secret here")
+    result.timeline.close = CloseRecord(kind=kind, t_ns=result.timeline.t0_ns + 1)
+    body = json.loads(dumps(result_json(result, exit_code=7)))
+    VALIDATOR.validate(body)
+    assert body["stream"]["closed_by"] == kind
