@@ -77,6 +77,7 @@ class RunArgs:
     noproxy: str | None = None
     proxy_user: str | None = field(default=None, repr=False)
     proxy_cacert: str | None = None
+    proxy_source: str = "--proxy"  # "profile" when the profile's proxy filled --proxy
     # mTLS and --connect-to
     cert: str | None = None
     key: str | None = None
@@ -110,6 +111,8 @@ def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str |
         # Only what the command line left unsaid: an explicit value, even the default, wins.
         if key in profile and getattr(args, key) is None:
             merged[key] = profile[key]
+    if "proxy" in merged:
+        merged["proxy_source"] = "profile"
     if "headers" in profile:
         merged["headers"] = [f"{k}: {v}" for k, v in profile["headers"].items()] + args.headers
     if "as" in profile and args.client is None:  # `as` is a Python keyword: RunArgs.client
@@ -196,6 +199,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         target.scheme,
         target.host,
         flag=args.proxy,
+        flag_source=args.proxy_source,
         noproxy=args.noproxy,
         user=args.proxy_user,
         environ=env,

@@ -120,3 +120,24 @@ def test_cert_and_key_in_a_profile_must_be_strings(tmp_path: Path) -> None:
         build_options(
             RunArgs(target="p"), environ={"PROMPTPATH_CONFIG": str(write(tmp_path, text))}
         )
+
+
+PROXY_CONFIG = """
+[profiles.corp]
+url = "https://api.example.com/v1/chat/completions"
+proxy = "http://proxy.corp:3128"
+noproxy = "internal.corp"
+"""
+
+
+def test_a_profiles_proxy_is_named_as_the_profiles_and_the_command_line_wins(
+    tmp_path: Path,
+) -> None:
+    env = {"PROMPTPATH_CONFIG": str(write(tmp_path, PROXY_CONFIG)), "HTTPS_PROXY": "http://e:1"}
+    opts = build_options(RunArgs(target="corp"), environ=env)
+    assert opts.proxy is not None and (opts.proxy.url, opts.proxy.source) == (
+        "http://proxy.corp:3128",
+        "profile",
+    )
+    opts = build_options(RunArgs(target="corp", proxy="http://cli:8080"), environ=env)
+    assert opts.proxy is not None and (opts.proxy.host, opts.proxy.source) == ("cli", "--proxy")
