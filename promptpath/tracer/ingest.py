@@ -64,12 +64,17 @@ def error_message(body: bytes) -> str:
     return snippet(text)
 
 
-def status_error(timeline: Timeline, body: bytes, *, key_env: str | None) -> HTTPStatusError:
+def status_error(
+    timeline: Timeline, body: bytes, *, key_env: str | None, key_sent: bool = True
+) -> HTTPStatusError:
     """A one-line error for a 3xx/4xx/5xx answer, with Retry-After and what to check."""
     status = timeline.status or 0
     retry_after = timeline.header("retry-after")
     hint = STATUS_HINTS.get(status, "")
-    if status == 401:
+    if status == 401 and not key_sent:
+        where = f"set {key_env}" if key_env else "set the provider's key variable"
+        hint = f"no API key was sent: {where}, or pass -H 'Authorization: Bearer …'"
+    elif status == 401:
         hint = hint.format(env=key_env or "the Authorization header")
     parts = [f"HTTP {status}", error_message(body) or "(empty body)"]
     if retry_after:

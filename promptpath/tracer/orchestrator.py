@@ -51,7 +51,7 @@ from promptpath.tracer.ingest import (
     not_a_stream_error,
     status_error,
 )
-from promptpath.tracer.request import prepare
+from promptpath.tracer.request import key_sent, prepare
 
 #: How long to keep reading after the terminal marker or an error event.
 AFTER_END_GRACE_S = 1.0
@@ -355,7 +355,9 @@ async def consume(head: ResponseHead, body: Body, timeline: Timeline, options: R
         refused = client_cert_status(timeline, body_text)
         if refused is not None:
             raise refused
-        raise status_error(timeline, body_text, key_env=options.api_key_env)
+        raise status_error(
+            timeline, body_text, key_env=options.api_key_env, key_sent=key_sent(options)
+        )
     if not is_event_stream(timeline):
         raise not_a_stream_error(timeline, await read_limited(body, 2048))
     ingest = BodyIngest(timeline, options.provider)

@@ -16,6 +16,9 @@ ANTHROPIC_VERSION = "2023-06-01"
 #: while a hop that matches the client's own tokens still sees them first.
 PRODUCT = "promptpath/0.1"
 
+#: Headers that carry the API key, in any of the dialects' spellings.
+KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
+
 #: Headers that carry credentials: never printed, logged or written to JSON.
 SECRET_HEADERS = frozenset(
     {
@@ -197,7 +200,9 @@ def request_headers(options: RunOptions) -> list[tuple[str, str]]:
         headers.append(("anthropic-version", ANTHROPIC_VERSION))
     user_names = {name.lower() for name, _ in options.headers}
     headers = [(n, v) for n, v in headers if n not in user_names]
-    if not user_names & {"authorization", "x-api-key"}:
+    # Any credential header given with -H (Azure's api-key too) replaces the key from the
+    # environment: two keys in one request would make a 401 ambiguous.
+    if not user_names & KEY_HEADERS:
         headers += auth_headers(options.provider, options.api_key)
     headers += list(options.headers)
     return headers
@@ -213,6 +218,11 @@ def prepare(options: RunOptions) -> PreparedRequest:
         body=body,
         expects=stream_type(options.provider),
     )
+
+
+def key_sent(options: RunOptions) -> bool:
+    """Whether the request carries a key at all (from the environment or from -H)."""
+    return any(n.lower() in KEY_HEADERS and v.strip() for n, v in request_headers(options))
 
 
 def sent_header(options: RunOptions, name: str) -> str | None:
