@@ -15,6 +15,7 @@ from promptpath.core.errors import HTTPStatusError, StreamError, http_status_kin
 from promptpath.core.timeline import BodyChunk, StreamEvent, Timeline
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.streams.dialects import Provider
+from promptpath.streams.sniff import provider_hint
 
 #: Content codings the ingest decodes (zlib): the only ones a request may offer.
 DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
@@ -104,11 +105,15 @@ def is_event_stream(timeline: Timeline) -> bool:
     return content_type(timeline) in STREAM_TYPES
 
 
-def not_a_stream_error(timeline: Timeline, body: bytes) -> StreamError:
+def not_a_stream_error(
+    timeline: Timeline, body: bytes, provider: Provider | None = None
+) -> StreamError:
     ctype = content_type(timeline)
     what = ctype or "no content-type"
+    hint = provider_hint(body, provider) if provider is not None else ""
     return StreamError(
-        f"expected an event stream, got {what}: {snippet(body.decode('utf-8', 'replace'), 80)!r}",
+        f"expected an event stream, got {what}:"
+        f" {snippet(body.decode('utf-8', 'replace'), 80)!r}{hint}",
         stage="response",
         kind="not_event_stream",
         content_type=ctype,
@@ -117,6 +122,14 @@ def not_a_stream_error(timeline: Timeline, body: bytes) -> StreamError:
 
 def count_content(events: list[StreamEvent]) -> int:
     return sum(1 for e in events if e.kind == "content")
+
+
+def with_hint(err: StreamError, hint: str) -> StreamError:
+    """``err`` with ``hint`` appended to its message (the JSON message and str() alike)."""
+    if hint:
+        err.message += hint
+        err.args = (err.message,)
+    return err
 
 
 def note(timeline: Timeline, new: list[StreamEvent]) -> None:
@@ -140,6 +153,9 @@ class BodyIngest:
     def __init__(self, timeline: Timeline, provider: Provider) -> None:
         self.timeline = timeline
         self.decoder = StreamDecoder(provider)
+        self.provider = provider
+        # The first bytes, kept to name the dialect they parse as when this one fails.
+        self._head = bytearray()
         self._inflate: Any = None
         encoding = (timeline.header("content-encoding") or "identity").strip().lower()
         if encoding != "identity":
@@ -170,9 +186,13 @@ class BodyIngest:
                     stage="stream",
                     kind="bad_encoding",
                 ) from exc
+        if len(self._head) < SNIFF_LIMIT:
+            self._head += data[: SNIFF_LIMIT - len(self._head)]
         try:
             new = self.decoder.feed(data, t_ns, read_index)
         except StreamError as err:
+            if err.kind == "malformed_event":
+                with_hint(err, self.hint())
             # Events decoded before the bad one in the same read still happened.
             earlier = getattr(err, "events", None)
             if earlier:
@@ -183,6 +203,15 @@ class BodyIngest:
         if new:
             note(tl, new)
             tl.events.extend(new)
+
+    def hint(self) -> str:
+        """Which ``--provider`` to try, when the bytes so far parse as another dialect."""
+        return provider_hint(bytes(self._head), self.provider)
+
+    def _truncated_hint(self) -> str:
+        # Only a stream with no token at all may be in the wrong dialect: tokens mean
+        # this one parsed it.
+        return "" if count_content(self.timeline.events) else self.hint()
 
     @property
     def terminal(self) -> bool:
@@ -203,11 +232,14 @@ class BodyIngest:
         tl = self.timeline
         tl.closed_ns = closed_ns
         tl.stream_end = "truncated"
-        return StreamError(
-            f"stream truncated after {count_content(tl.events)} tokens: the connection ended"
-            f" without the terminal marker ({snippet(reason, 80)})",
-            stage="stream",
-            kind="truncated",
+        return with_hint(
+            StreamError(
+                f"stream truncated after {count_content(tl.events)} tokens: the connection"
+                f" ended without the terminal marker ({snippet(reason, 80)})",
+                stage="stream",
+                kind="truncated",
+            ),
+            self._truncated_hint(),
         )
 
     def finish(self, closed_ns: int) -> None:
@@ -229,9 +261,12 @@ class BodyIngest:
             )
         if tl.stream_end is None:
             tl.stream_end = "truncated"
-            raise StreamError(
-                f"stream truncated after {count_content(tl.events)} tokens: the body ended"
-                " without the terminal marker",
-                stage="stream",
-                kind="truncated",
+            raise with_hint(
+                StreamError(
+                    f"stream truncated after {count_content(tl.events)} tokens: the body ended"
+                    " without the terminal marker",
+                    stage="stream",
+                    kind="truncated",
+                ),
+                self._truncated_hint(),
             )

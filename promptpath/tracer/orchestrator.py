@@ -359,7 +359,7 @@ async def consume(head: ResponseHead, body: Body, timeline: Timeline, options: R
             timeline, body_text, key_env=options.api_key_env, key_sent=key_sent(options)
         )
     if not is_event_stream(timeline):
-        raise not_a_stream_error(timeline, await read_limited(body, 2048))
+        raise not_a_stream_error(timeline, await read_limited(body, 2048), options.provider)
     ingest = BodyIngest(timeline, options.provider)
     last_ns = head.t_ns
     try:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
+from promptpath.core.errors import StreamError
 from promptpath.core.timeline import Timeline
 from promptpath.options import RunOptions, parse_target
-from promptpath.tracer.ingest import status_error
+from promptpath.streams.sniff import other_dialect, provider_hint
+from promptpath.tracer.ingest import BodyIngest, status_error
 from promptpath.tracer.request import key_sent, request_headers
 
 
@@ -50,3 +54,40 @@ def test_an_azure_api_key_header_replaces_the_environment_key() -> None:
     values = [v for _, v in headers]
     assert "azure" in values
     assert not any("sk-env" in v for v in values)
+
+
+ANTHROPIC_STREAM = (
+    b"event: message_start\n"
+    b'data: {"type":"message_start","message":{"usage":{"input_tokens":3}}}\n\n'
+    b"event: content_block_delta\n"
+    b'data: {"type":"content_block_delta","delta":{"type":"text_delta","text":"hi"}}\n\n'
+    b"event: message_stop\n"
+    b'data: {"type":"message_stop"}\n\n'
+)
+OPENAI_STREAM = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+
+
+def test_an_anthropic_stream_read_as_openai_names_the_provider_to_try() -> None:
+    assert other_dialect(ANTHROPIC_STREAM, "openai") == "anthropic"
+    assert "try --provider anthropic" in provider_hint(ANTHROPIC_STREAM, "openai")
+
+
+def test_an_openai_stream_read_as_anthropic_names_openai() -> None:
+    assert other_dialect(OPENAI_STREAM, "anthropic") == "openai"
+
+
+def test_bytes_no_dialect_parses_give_no_hint() -> None:
+    assert provider_hint(b"<html>bad gateway</html>", "openai") == ""
+    assert provider_hint(b"", "openai") == ""
+
+
+def test_a_truncated_stream_with_no_token_in_this_dialect_carries_the_hint() -> None:
+    tl = Timeline(t0_ns=0, t0_unix_ns=0)
+    tl.response_headers = [("content-type", "text/event-stream")]
+    ingest = BodyIngest(tl, "openai")
+    ingest.feed(ANTHROPIC_STREAM, 1, 0)
+    with pytest.raises(StreamError) as info:
+        ingest.finish(2)
+    assert info.value.kind == "truncated"
+    assert "try --provider anthropic" in str(info.value)
+    assert info.value.message == str(info.value)
