@@ -77,7 +77,14 @@ def status_error(
         hint = f"no API key was sent: {where}, or pass -H 'Authorization: Bearer …'"
     elif status == 401:
         hint = hint.format(env=key_env or "the Authorization header")
-    parts = [f"HTTP {status}", error_message(body) or "(empty body)"]
+    message = error_message(body)
+    # A body that only repeats the status line ("HTTP 529", the OpenAI dialect's default
+    # for codes it has no text for) would print it twice.
+    if message.strip().upper() in (f"HTTP {status}", str(status)):
+        message = ""
+    parts = [f"HTTP {status}", message or "(empty body)"]
+    if not message and body.strip():
+        parts.pop()
     if retry_after:
         parts.append(f"Retry-After: {retry_after}")
     location = timeline.header("location")

@@ -91,3 +91,11 @@ def test_a_truncated_stream_with_no_token_in_this_dialect_carries_the_hint() -> 
     assert info.value.kind == "truncated"
     assert "try --provider anthropic" in str(info.value)
     assert info.value.message == str(info.value)
+
+
+def test_a_body_that_only_repeats_the_status_is_not_printed_twice() -> None:
+    tl = Timeline(t0_ns=0, t0_unix_ns=0)
+    tl.status = 529
+    body = b'{"error":{"message":"HTTP 529","type":"server_error","param":null,"code":null}}'
+    err = status_error(tl, body, key_env=None)
+    assert str(err) == "HTTP 529 — the provider is overloaded"
