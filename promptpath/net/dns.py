@@ -67,12 +67,15 @@ async def resolve(
 
         answer = await resolve_with(resolver, host, family=family, timeout=timeout)
     else:
-        answer = await resolve_system(host, port, family=family)
+        try:
+            answer = await resolve_system(host, port, family=family)
+        except DNSError as err:
+            raise await _family_missing(err, host, port, family) from err
     usable = tuple(a for a in answer.addresses if _wanted(a[1], family))
     if not usable:
         fam = {int(socket.AF_INET): "IPv4", int(socket.AF_INET6): "IPv6"}.get(family, "any")
         raise DNSError(
-            f"DNS: {host!r} has no {fam} address", stage="dns", kind="no_address", host=host
+            f"DNS: no {fam} address for {host}", stage="dns", kind="no_address", host=host
         )
     return DNSAnswer(
         resolver=answer.resolver,
@@ -81,6 +84,28 @@ async def resolve(
         end_ns=answer.end_ns,
         ttl=answer.ttl,
         cname_chain=answer.cname_chain,
+    )
+
+
+async def _family_missing(err: DNSError, host: str, port: int, family: int) -> DNSError:
+    """getaddrinfo restricted by -4/-6 says "Name or service not known" for a name that
+    exists in the other family only (glibc, checked by hand): ``err`` reworded as "no IPv6
+    address for NAME" when the name has addresses of the other family, else ``err``."""
+    if family == 0:
+        return err
+    try:
+        other = await resolve_system(host, port)  # after the stage: its time is not counted
+    except DNSError:
+        return err
+    if not other.addresses:
+        return err
+    fam, flag = ("IPv6", "-6") if family == socket.AF_INET6 else ("IPv4", "-4")
+    found = ", ".join(ip for ip, _ in other.addresses[:3])
+    return DNSError(
+        f"DNS: no {fam} address for {host} (it resolves to {found}): drop {flag}",
+        stage="dns",
+        kind="no_address",
+        **{**err.detail, "status": "no_address"},
     )
 
 

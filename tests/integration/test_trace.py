@@ -330,3 +330,13 @@ async def test_family_flags_apply_to_literals_and_pins(ref: RefServer) -> None:
     literal = opts(ref, host="[::1]", family=socket.AF_INET)
     result = await trace(literal)
     assert result.exc is not None and result.exc.kind == "no_address"
+
+
+async def test_ipv6_only_asked_of_a_name_with_only_ipv4_says_so(ref: RefServer) -> None:
+    # /etc/hosts names localhost 127.0.0.1 only here (no ::1 line), and glibc's getaddrinfo
+    # with AF_INET6 then answers EAI_NONAME: checked by hand.
+    if any(f == socket.AF_INET6 for f, *_ in socket.getaddrinfo("localhost", 80)):
+        pytest.skip("localhost has an IPv6 address on this machine")
+    result = await trace(opts(ref, host="localhost", family=socket.AF_INET6))
+    assert result.exc is not None and result.exc.kind == "no_address"
+    assert "no IPv6 address for localhost" in str(result.exc)
