@@ -345,6 +345,9 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         options = build_options(args, env.environ)
     except PromptpathError as exc:
         return usage_failure(exc, json_out, env)
+    for entry in options.unused_resolve():
+        where = f"{options.target.host}:{options.target.port}"
+        print(f"promptpath: warning: --resolve {entry} matches nothing ({where})", file=env.stderr)
     from promptpath.probes.suite import run_probes, select
     from promptpath.tracer.orchestrator import trace
 

@@ -122,6 +122,23 @@ class RunOptions:
                 return r_addr
         return None
 
+    def unused_resolve(self) -> list[str]:
+        """The --resolve entries (as HOST:PORT:ADDR) that name no host:port this run looks
+        up: the target, a --connect-to destination, or the proxy. curl ignores them
+        silently, which hides a typo behind a real DNS answer."""
+        t = self.target
+        used = {(t.host.lower(), t.port)}
+        rule = self.connect_to_for(t.host, t.port)
+        if rule is not None:
+            used.add(((rule.to_host or t.host).lower(), rule.to_port or t.port))
+        if self.proxy is not None:
+            used.add((self.proxy.host.lower(), self.proxy.port))
+        return [
+            f"{host}:{port}:{addr}"
+            for host, port, addr in self.resolve
+            if (host.lower(), port) not in used
+        ]
+
     def connect_to_for(self, host: str, port: int) -> ConnectTo | None:
         """The first --connect-to rule for ``host:port`` (curl's order), if any."""
         return next((rule for rule in self.connect_to if rule.matches(host, port)), None)

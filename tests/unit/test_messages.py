@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from promptpath.core.errors import StreamError
 from promptpath.core.timeline import Timeline
-from promptpath.options import RunOptions, parse_target
+from promptpath.options import ConnectTo, RunOptions, parse_target
 from promptpath.streams.sniff import other_dialect, provider_hint
 from promptpath.tracer.ingest import BodyIngest, status_error
 from promptpath.tracer.request import key_sent, request_headers
+from tests.helpers.cli import run_cli
 
 
 def _options(**kw: object) -> RunOptions:
@@ -99,3 +102,32 @@ def test_a_body_that_only_repeats_the_status_is_not_printed_twice() -> None:
     body = b'{"error":{"message":"HTTP 529","type":"server_error","param":null,"code":null}}'
     err = status_error(tl, body, key_env=None)
     assert str(err) == "HTTP 529 — the provider is overloaded"
+
+
+def test_a_resolve_entry_for_another_host_or_port_is_unused() -> None:
+    options = _options(resolve=(("127.0.0.1", 9, "127.0.0.2"), ("api.example", 443, "::1")))
+    assert options.unused_resolve() == ["api.example:443:::1"]
+
+
+def test_a_resolve_entry_for_the_connect_to_destination_is_used() -> None:
+    rule = ConnectTo(host=None, port=None, to_host="backend", to_port=8443, spec="::backend:8443")
+    options = _options(resolve=(("backend", 8443, "127.0.0.1"),), connect_to=(rule,))
+    assert options.unused_resolve() == []
+
+
+def test_an_unused_resolve_entry_is_a_one_line_warning_on_stderr() -> None:
+    # Port 9 on loopback refuses at once: the run fails in connect, after the warning.
+    result = run_cli(
+        "run",
+        "http://127.0.0.1:9/v1/chat/completions",
+        "--resolve",
+        "typo:9:127.0.0.1",
+        "--timeout",
+        "2",
+        "--json",
+    )
+    warnings = [line for line in result.stderr.splitlines() if "warning" in line]
+    assert warnings == [
+        "promptpath: warning: --resolve typo:9:127.0.0.1 matches nothing (127.0.0.1:9)"
+    ]
+    json.loads(result.stdout)
