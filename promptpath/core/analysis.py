@@ -244,4 +244,10 @@ def headline(timeline: Timeline, metrics: Metrics) -> str:
         )
     if timeline.compressed:
         parts.append(f"stream compressed with {timeline.compressed} (a buffering risk)")
+    bad = timeline.invalid_utf8
+    if bad.replacements:
+        parts.append(
+            f"{bad.replacements} invalid UTF-8 sequence(s) in {bad.events} event(s),"
+            " shown as U+FFFD (a hop that splits or recodes bytes?)"
+        )
     return "OK: " + ", ".join(parts)

@@ -64,6 +64,15 @@ class BodyChunk:
     read_index: int  # index into Timeline.reads (-1 when unknown)
 
 
+@dataclass(frozen=True, slots=True)
+class InvalidUTF8:
+    """Invalid UTF-8 inside the stream's events: each sequence was replaced by U+FFFD, as
+    the SSE spec decodes, and counted here so the report can say the text is damaged."""
+
+    events: int = 0  # events (and comments) that carried at least one
+    replacements: int = 0  # invalid sequences in all of them
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Token counts the server reported about itself."""
@@ -277,6 +286,7 @@ class Timeline:
     close_after_end: str | None = None  # the connection outlived the terminal marker: how
     compressed: str | None = None  # Content-Encoding of the event stream, when not identity
     proxy: ProxyInfo | None = None  # set when the run went through a forward proxy
+    invalid_utf8: InvalidUTF8 = InvalidUTF8()  # replaced sequences inside events
 
     # -- appending facts -------------------------------------------------------------
     def begin(self, name: str, t_ns: int, **detail: object) -> Stage:

@@ -200,6 +200,10 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "socket_reads": len(timeline.reads),
             "finished": tok.finished,
             "stall_ms": tok.stall_ms,
+            "invalid_utf8": {
+                "events": timeline.invalid_utf8.events,
+                "replacements": timeline.invalid_utf8.replacements,
+            },
         },
         "response_headers": {
             k.lower(): v

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from promptpath.core.timeline import StreamEvent
+from promptpath.core.timeline import InvalidUTF8, StreamEvent
 from promptpath.streams.dialects import Frame, MalformedEvent, Provider, decoder_for
 from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge
 from promptpath.streams.ndjson import NDJSONDecoder
@@ -29,6 +29,7 @@ class StreamDecoder:
         "_last_read_index",
         "_terminal",
         "_truncated_tail",
+        "invalid_utf8",
         "provider",
     )
 
@@ -44,6 +45,8 @@ class StreamDecoder:
         self._ended = False
         self._terminal = False
         self._truncated_tail = False
+        #: Invalid UTF-8 in the frames decoded so far (events and comments alike).
+        self.invalid_utf8 = InvalidUTF8()
 
     @property
     def framing(self) -> str:
@@ -104,6 +107,11 @@ class StreamDecoder:
     def _decode(self, frames: list[Frame], read_index: int) -> list[StreamEvent]:
         events: list[StreamEvent] = []
         for frame in frames:
+            if frame.invalid_utf8:
+                seen = self.invalid_utf8
+                self.invalid_utf8 = InvalidUTF8(
+                    seen.events + 1, seen.replacements + frame.invalid_utf8
+                )
             try:
                 decoded = self._dialect.decode(frame, read_index=read_index)
             except MalformedEvent as exc:

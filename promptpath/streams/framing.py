@@ -7,9 +7,32 @@ so, and ``StreamDecoder`` turns that into the dialect layer's ``MalformedEvent``
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable, Sequence
 
-__all__ = ["MAX_LINE_BYTES", "FrameTooLarge"]
+__all__ = ["INVALID_UTF8_MARK", "MAX_LINE_BYTES", "FrameTooLarge", "decode_counting"]
+
+#: What an invalid UTF-8 sequence decodes to inside a framer, so the event it lands in
+#: can count it before it becomes U+FFFD: U+FDD0 is a noncharacter, which Unicode
+#: reserves for exactly this internal use (a stream that sends one is counted too).
+INVALID_UTF8_MARK = "\ufdd0"
+
+
+def _mark(exc: UnicodeError) -> tuple[str, int]:
+    assert isinstance(exc, UnicodeDecodeError), "registered for decoding only"
+    return INVALID_UTF8_MARK, exc.end
+
+
+codecs.register_error("promptpath-mark", _mark)
+
+
+def decode_counting(raw: bytes) -> tuple[str, int]:
+    """``raw`` decoded as UTF-8 the way errors="replace" does (one U+FFFD per invalid
+    sequence), and how many replacements that took."""
+    text = raw.decode("utf-8", errors="promptpath-mark")
+    count = text.count(INVALID_UTF8_MARK)
+    return (text.replace(INVALID_UTF8_MARK, "\ufffd"), count) if count else (text, 0)
+
 
 #: Longest line (and, for SSE, the most data one event may collect) a framer accepts.
 #: 16 MiB, not 1: legitimate single lines reach megabytes (a base64 partial image in a

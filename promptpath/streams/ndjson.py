@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NoReturn
 
-from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge, head_of
+from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge, decode_counting, head_of
 
 __all__ = ["NDJSONDecoder", "NDJSONLine"]
 
@@ -21,6 +21,7 @@ class NDJSONLine:
 
     text: str
     t_ns: int  # stamp of the feed() that carried the line's last byte
+    invalid_utf8: int = 0  # invalid UTF-8 sequences replaced by U+FFFD in this line
 
 
 class NDJSONDecoder:
@@ -122,10 +123,10 @@ class NDJSONDecoder:
     def _emit(self, raw: bytes, t_ns: int, out: list[NDJSONLine]) -> None:
         if raw.endswith(b"\r"):
             raw = raw[:-1]
-        text = raw.decode("utf-8", errors="replace")
+        text, invalid = decode_counting(raw)
         if self._at_start:  # a BOM can only lead the first line of the stream
             self._at_start = False
             if text.startswith("\ufeff"):
                 text = text[1:]
         if text.strip():
-            out.append(NDJSONLine(text, t_ns))
+            out.append(NDJSONLine(text, t_ns, invalid))

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NoReturn
 
-from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge, head_of
+from promptpath.streams.framing import INVALID_UTF8_MARK, MAX_LINE_BYTES, FrameTooLarge, head_of
 
 __all__ = ["SSEDecoder", "SSEMessage"]
 
@@ -50,6 +50,7 @@ class SSEMessage:
     retry: int | None  # reconnection time (ms) in force at dispatch (None: never set)
     t_ns: int  # stamp of the feed() whose bytes completed the message
     comment: bool = False  # True for a ":" comment line
+    invalid_utf8: int = 0  # invalid UTF-8 sequences replaced by U+FFFD in ``data``
 
 
 class SSEDecoder:
@@ -65,6 +66,7 @@ class SSEDecoder:
         "_event",
         "_fields_pending",
         "_id_buffer",
+        "_invalid",
         "_last_id",
         "_max_line",
         "_partial",
@@ -75,8 +77,9 @@ class SSEDecoder:
 
     def __init__(self, *, max_line: int = MAX_LINE_BYTES) -> None:
         self._max_line = max_line
-        # "replace" turns invalid sequences into U+FFFD, as the spec's UTF-8 decode does.
-        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # Invalid sequences become U+FFFD, as the spec's UTF-8 decode does, by way of a
+        # mark that the message they land in counts first (framing.INVALID_UTF8_MARK).
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="promptpath-mark")
         self._at_start = True  # no text decoded yet: a leading BOM is still to be stripped
         self._partial: list[str] = []  # fragments of the current, unterminated line
         self._partial_len = 0  # their total length, kept so the cap check is O(1)
@@ -88,6 +91,7 @@ class SSEDecoder:
         self._last_id: str | None = None
         self._retry: int | None = None
         self._fields_pending = False  # a field line arrived since the last blank line
+        self._invalid = 0  # invalid UTF-8 sequences in the lines of the pending event
         self._bytes_seen = 0
         self._closed = False
 
@@ -181,6 +185,10 @@ class SSEDecoder:
         if not line:
             self._dispatch(t_ns, out)
             return
+        invalid = 0
+        if INVALID_UTF8_MARK in line:
+            invalid = line.count(INVALID_UTF8_MARK)
+            line = line.replace(INVALID_UTF8_MARK, "\ufffd")
         if line[0] == ":":
             body = line[1:]
             if body[:1] == " ":
@@ -193,9 +201,11 @@ class SSEDecoder:
                     retry=self._retry,
                     t_ns=t_ns,
                     comment=True,
+                    invalid_utf8=invalid,
                 )
             )
             return
+        self._invalid += invalid
         name, colon, value = line.partition(":")
         if colon and value[:1] == " ":
             value = value[1:]
@@ -229,6 +239,7 @@ class SSEDecoder:
     def _dispatch(self, t_ns: int, out: list[SSEMessage]) -> None:
         self._fields_pending = False
         self._last_id = self._id_buffer
+        invalid, self._invalid = self._invalid, 0
         if not self._data:
             self._event = ""
             return
@@ -239,6 +250,7 @@ class SSEDecoder:
                 id=self._last_id,
                 retry=self._retry,
                 t_ns=t_ns,
+                invalid_utf8=invalid,
             )
         )
         self._data = []

@@ -207,6 +207,8 @@ class BodyIngest:
                 tl.events.extend(earlier)
             tl.stream_end = "error"
             raise
+        finally:
+            tl.invalid_utf8 = self.decoder.invalid_utf8
         if new:
             note(tl, new)
             tl.events.extend(new)
@@ -257,6 +259,7 @@ class BodyIngest:
         if tail:
             note(tl, tail)
             tl.events.extend(tail)
+        tl.invalid_utf8 = self.decoder.invalid_utf8
         if tl.stream_end == "error":
             err_event = next(e for e in tl.events if e.kind == "error")
             raise StreamError(

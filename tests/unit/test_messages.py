@@ -7,8 +7,9 @@ import json
 import pytest
 
 from promptpath.core.errors import StreamError
-from promptpath.core.timeline import Timeline
+from promptpath.core.timeline import InvalidUTF8, Timeline
 from promptpath.options import ConnectTo, RunOptions, parse_target
+from promptpath.streams.ndjson import NDJSONDecoder
 from promptpath.streams.sniff import other_dialect, provider_hint
 from promptpath.tracer.ingest import BodyIngest, status_error
 from promptpath.tracer.request import key_sent, request_headers
@@ -131,3 +132,28 @@ def test_an_unused_resolve_entry_is_a_one_line_warning_on_stderr() -> None:
         "promptpath: warning: --resolve typo:9:127.0.0.1 matches nothing (127.0.0.1:9)"
     ]
     json.loads(result.stdout)
+
+
+def test_invalid_utf8_inside_events_is_counted_not_silently_replaced() -> None:
+    tl = Timeline(t0_ns=0, t0_unix_ns=0)
+    tl.response_headers = [("content-type", "text/event-stream")]
+    ingest = BodyIngest(tl, "openai")
+    # Two bad sequences in one event, one split across reads in another, and a genuine
+    # U+FFFD (valid UTF-8) that must not count.
+    ingest.feed(b'data: {"choices":[{"delta":{"content":"a\xff\xfe"}}]}\n\ndata: {"choices"', 1, 0)
+    ingest.feed(b':[{"delta":{"content":"\xe2\x82"}}]}\n\n', 2, 1)
+    ingest.feed(
+        b'data: {"choices":[{"delta":{"content":"\xef\xbf\xbd"}}]}\n\ndata: [DONE]\n\n', 3, 2
+    )
+    ingest.finish(4)
+    assert tl.invalid_utf8 == InvalidUTF8(events=2, replacements=3)
+    assert [e.text for e in tl.events if e.kind == "content"] == [
+        "a\ufffd\ufffd",
+        "\ufffd",
+        "\ufffd",
+    ]
+
+
+def test_invalid_utf8_in_an_ndjson_line_is_counted() -> None:
+    line = NDJSONDecoder().feed(b'{"a":"\xff"}\n{"b":1}\n', 1)
+    assert [x.invalid_utf8 for x in line] == [1, 0]
