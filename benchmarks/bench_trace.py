@@ -1,6 +1,6 @@
 """Speed and accuracy of promptpath against the reference endpoint on loopback.
 
-    python3 benchmarks/bench_trace.py [--runs 50] [--http 2]
+    python3 benchmarks/bench_trace.py [--runs 50] [--http 2] [--progress]
 
 Prints:
 - startup: wall time of `promptpath --version` (median of 10);
@@ -9,6 +9,10 @@ Prints:
   measured gaps minus the server's own send-time gaps (from each event's sent_unix_ns),
   median and p99 over all runs.
 
+--progress draws the CLI's live progress line during each trace, into a terminal-like
+console on /dev/null: its ticks share the event loop with the read loop, so the gap error
+with it on shows what it costs the measurement.
+
 Loopback only: the server is `python -m promptpath.server` on 127.0.0.1.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import subprocess
@@ -26,6 +31,7 @@ from itertools import pairwise
 from pathlib import Path
 
 import anyio
+from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -33,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 from promptpath.commands import RunArgs, build_options  # noqa: E402
 from promptpath.core.analysis import compute  # noqa: E402
 from promptpath.core.stats import percentile  # noqa: E402
-from promptpath.tracer.orchestrator import trace  # noqa: E402
+from promptpath.progress import LiveProgress  # noqa: E402
+from promptpath.tracer.orchestrator import TraceResult, trace  # noqa: E402
 
 INJECTED_TTFT_MS = 200.0
 RATE = 50.0  # tokens/s → 20 ms cadence
@@ -119,11 +126,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--http", default="2")
+    parser.add_argument("--progress", action="store_true", help="live progress line on")
     ns = parser.parse_args()
 
     print(line("startup: promptpath --version", startup_ms()))
     with tempfile.TemporaryDirectory() as tmp:
         proc, info = start_server(tmp)
+        devnull = open(os.devnull, "w")  # noqa: SIM115 - closed with the server below
         try:
             args = RunArgs(
                 target=f"https://localhost:{info['port']}/v1/chat/completions",
@@ -138,10 +147,17 @@ def main() -> None:
                 ],
             )
             options = build_options(args, environ={})
+            console = Console(file=devnull, force_terminal=True, width=100) if ns.progress else None
+
+            async def traced() -> TraceResult:
+                live = LiveProgress(console, fallback=print)
+                async with live.running():
+                    return await trace(options, on_start=lambda r: live.watch(r.timeline))
+
             overhead, ttft_err, gap_err, arrival_lag = [], [], [], []
             for _ in range(ns.runs):
                 start = time.perf_counter_ns()
-                result = anyio.run(trace, options)
+                result = anyio.run(traced)
                 wall = time.perf_counter_ns() - start
                 assert result.exc is None, result.exc
                 tl = result.timeline
@@ -163,6 +179,8 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(5)
+            devnull.close()
+    print(f"live progress: {'on' if ns.progress else 'off'}")
     print(line("overhead: trace() wall − measured", overhead))
     print(line("overhead: CLI run wall − measured", cli_overhead))
     print(line(f"ttft error vs injected {INJECTED_TTFT_MS:g} ms", ttft_err))

@@ -357,8 +357,12 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
     except PromptpathError as exc:
         return usage_failure(exc, json_out, env)
 
-    def progress(message: str) -> None:
+    def progress_line(message: str) -> None:
         console.print(f"[dim]… {message}[/dim]")
+
+    from promptpath.progress import LiveProgress, progress_console
+
+    live = LiveProgress(progress_console(env), fallback=progress_line)
 
     if args.compare_http:
         clash = [
@@ -386,8 +390,16 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
 
     started: list[TraceResult] = []
 
+    def on_start(result: TraceResult) -> None:
+        started.append(result)
+        live.watch(result.timeline)
+
     async def main() -> TraceResult:
-        result = await trace(options, on_start=started.append)
+        async with live.running():
+            return await traced()
+
+    async def traced() -> TraceResult:
+        result = await trace(options, on_start=on_start)
         if options.http != "3" and options.target.scheme == "https" and result.timeline.status:
             from promptpath.tracer.h3discovery import discover_h3
 
@@ -399,7 +411,7 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         if probes:
             # Probes run even when the trace failed: a refused connection to a stale
             # address is exactly when the DNS probe matters.
-            result.findings = await run_probes(options, result, probes, progress)
+            result.findings = await run_probes(options, result, probes, live.note)
         return result
 
     with stop_on_signals() as stopper:
