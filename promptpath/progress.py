@@ -53,8 +53,12 @@ def stage_label(timeline: Timeline) -> str:
 
 
 def progress_console(env: Environment) -> Console | None:
-    """A console on stderr when stderr is a terminal; None (no live line) otherwise."""
-    if not env.stderr_isatty:
+    """A console on stderr when stderr is a terminal; None (no live line) otherwise.
+
+    NO_COLOR takes the colour out of the line but not the line: no-color.org is about
+    colour, and the line's cursor codes go to the terminal's stderr only, erased before
+    the report. A ``TERM=dumb`` terminal cannot move its cursor, so it gets none."""
+    if not env.stderr_isatty or env.environ.get("TERM") == "dumb":
         return None
     colour = env.colour(True)
     return Console(

@@ -80,3 +80,17 @@ def test_the_line_is_erased_when_the_run_ends() -> None:
 def io_console() -> Console | None:
     env = Environment(stdout=io.StringIO(), stderr=io.StringIO(), stderr_isatty=True)
     return progress_console(env)
+
+
+def test_a_dumb_terminal_gets_no_live_line() -> None:
+    # TERM=dumb cannot move its cursor: the erase codes would print as garbage.
+    env = Environment(
+        stdout=io.StringIO(), stderr=io.StringIO(), stderr_isatty=True, environ={"TERM": "dumb"}
+    )
+    assert progress_console(env) is None
+    assert (
+        progress_console(
+            Environment(stdout=io.StringIO(), stderr=io.StringIO(), stderr_isatty=True)
+        )
+        is not None
+    )
