@@ -112,10 +112,12 @@ class ReferenceApp:
         *,
         param: str | None = None,
         request_id: str = "",
+        extra: tuple[tuple[str, str], ...] = (),
     ) -> None:
         reply: ErrorReply = dialect.error_reply(status, message, param=param)
         record.status = status
         headers = (*reply.headers, ("x-request-id", request_id)) if request_id else reply.headers
+        headers = (*headers, *extra)
         await self._json(send, status, reply.body, headers)
 
     def _authorized(self, headers: list[tuple[bytes, bytes]]) -> bool:
@@ -201,7 +203,14 @@ class ReferenceApp:
             return
 
         if behaviour.status is not None and behaviour.status != 200:
-            await self._error(send, record, dialect_cls, behaviour.status, request_id=request_id)
+            await self._error(
+                send,
+                record,
+                dialect_cls,
+                behaviour.status,
+                request_id=request_id,
+                extra=behaviour.response_headers,
+            )
             return
 
         now = datetime.now(UTC)
@@ -222,6 +231,7 @@ class ReferenceApp:
         )
         if behaviour.accel_buffering is not None:
             common = (*common, ("x-accel-buffering", behaviour.accel_buffering))
+        common = (*common, *behaviour.response_headers)
 
         record.status = 200
         if behaviour.body == "html":

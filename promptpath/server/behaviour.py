@@ -46,6 +46,9 @@ class Behaviour:
     body: BodyKind | None = None  # answer 200 with HTML or JSON instead of a stream
     batch: int = 1  # events per transport write
     accel_buffering: Literal["yes", "no"] | None = None  # X-Accel-Buffering response header
+    # Extra response headers, on streams and error answers alike: lets a test play a
+    # provider's rate-limit, timing or edge headers over real sockets.
+    response_headers: tuple[tuple[str, str], ...] = ()
 
 
 def _parse_float(*, minimum: float = 0.0) -> Callable[[str], float]:
@@ -110,6 +113,40 @@ CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
 }
 
 
+#: The one control that may repeat: each occurrence adds one response header.
+RESPONSE_HEADER = "response-header"
+_TOKEN_CHARS = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+#: Headers the server itself must own: a test that set them would break the framing.
+_RESERVED = frozenset(
+    {
+        "content-length",
+        "content-type",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "upgrade",
+        "te",
+        "trailer",
+        "host",
+    }
+)
+
+
+def parse_response_header(name: str, raw: str) -> tuple[str, str]:
+    """``"Name: value"`` as one response header, or ``BehaviourError`` saying why not."""
+    key, sep, value = raw.partition(":")
+    key, value = key.strip(), value.strip()
+    if not sep or not key or not set(key) <= _TOKEN_CHARS:
+        raise BehaviourError(name, f"{raw!r} is not 'Name: value'")
+    if key.lower() in _RESERVED:
+        raise BehaviourError(name, f"{key} is set by the server itself")
+    if any(c in value for c in "\r\n\0"):
+        raise BehaviourError(name, "a header value cannot hold CR, LF or NUL")
+    return key.lower(), value
+
+
 def _pairs(headers: HeaderPairs) -> Iterable[tuple[str, str]]:
     items: Iterable[tuple[bytes | str, bytes | str]] = (
         headers.items() if isinstance(headers, Mapping) else headers
@@ -127,15 +164,21 @@ def from_headers(defaults: Behaviour, headers: HeaderPairs) -> Behaviour:
     ``x-promptpath-*`` names are rejected so a typo does not silently do nothing.
     """
     changes: dict[str, object] = {}
+    added: list[tuple[str, str]] = []
     for name, value in _pairs(headers):
         if not name.startswith(HEADER_PREFIX):
             continue
         control = name[len(HEADER_PREFIX) :]
+        if control == RESPONSE_HEADER:
+            added.append(parse_response_header(name, value))
+            continue
         if control not in CONTROLS:
-            known = ", ".join(HEADER_PREFIX + c for c in CONTROLS)
+            known = ", ".join(HEADER_PREFIX + c for c in (*CONTROLS, RESPONSE_HEADER))
             raise BehaviourError(name, f"unknown control header (known: {known})")
         field_name, parse = CONTROLS[control]
         changes[field_name] = _parse_value(name, field_name, parse, value)
+    if added:
+        changes["response_headers"] = (*defaults.response_headers, *added)
     return dataclasses.replace(defaults, **changes) if changes else defaults  # type: ignore[arg-type]
 
 

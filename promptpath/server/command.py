@@ -7,6 +7,7 @@ and cryptography load only when the server starts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated
 
@@ -14,7 +15,12 @@ import typer
 
 from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
-from promptpath.server.behaviour import Behaviour, BehaviourError, parse_control
+from promptpath.server.behaviour import (
+    Behaviour,
+    BehaviourError,
+    parse_control,
+    parse_response_header,
+)
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
 
 _B = "Behaviour (per request: header x-promptpath-<name>)"
@@ -171,6 +177,15 @@ def serve(
             metavar="yes|no", help="Send X-Accel-Buffering with this value.", rich_help_panel=_B
         ),
     ] = None,
+    response_header: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="'NAME: VALUE'",
+            help="Add this header to every answer (repeatable), e.g. a provider's rate-limit "
+            "or Server-Timing header.",
+            rich_help_panel=_B,
+        ),
+    ] = None,
 ) -> None:
     """Run the reference endpoint: a streaming AI API (OpenAI, Responses, Anthropic,
     Ollama) whose timing and failures you control."""
@@ -195,6 +210,10 @@ def serve(
                 "accel-buffering": accel_buffering,
             }
         )
+        added = tuple(
+            parse_response_header("--response-header", raw) for raw in response_header or ()
+        )
+        behaviour = dataclasses.replace(behaviour, response_headers=added)
     except BehaviourError as exc:
         raise typer.BadParameter(exc.message, param_hint=exc.header) from None
 

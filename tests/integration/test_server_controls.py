@@ -316,6 +316,37 @@ def test_no_accel_buffering_header_by_default(h1: httpx.Client, url: str) -> Non
     assert "x-accel-buffering" not in got.headers
 
 
+def test_response_header_control_repeats_and_reaches_error_answers(
+    h1: httpx.Client, url: str
+) -> None:
+    # Two occurrences of the control are two headers; a 429 carries them as well, as a
+    # provider's rate-limit headers ride on its 429.
+    headers = [
+        ("x-promptpath-response-header", "x-ratelimit-remaining-requests: 7"),
+        ("x-promptpath-response-header", "Server-Timing: db;dur=53, app;dur=47.2"),
+        ("x-promptpath-rate", "0"),
+    ]
+    ok = h1.post(url + "/v1/chat/completions", json=CHAT, headers=headers)
+    assert ok.status_code == 200
+    assert ok.headers["x-ratelimit-remaining-requests"] == "7"
+    assert ok.headers["server-timing"] == "db;dur=53, app;dur=47.2"
+    limited = h1.post(
+        url + "/v1/chat/completions", json=CHAT, headers=[*headers, ("x-promptpath-status", "429")]
+    )
+    assert limited.status_code == 429 and limited.headers["x-ratelimit-remaining-requests"] == "7"
+
+
+def test_serve_flag_adds_a_response_header_to_every_answer(
+    start_refserver: StartRefServer,
+) -> None:
+    server = start_refserver(
+        tls=False, extra_args=["--response-header", "cf-ray: 8a1b2c3d4e5f-FRA"]
+    )
+    with httpx.Client(timeout=10.0) as client:
+        got = client.post(server.url + "/v1/chat/completions", json=CHAT, headers=ctl(rate=0))
+    assert got.headers["cf-ray"] == "8a1b2c3d4e5f-FRA"
+
+
 # -- bad controls, authentication ----------------------------------------------------------
 
 
@@ -328,6 +359,8 @@ def test_no_accel_buffering_header_by_default(h1: httpx.Client, url: str) -> Non
         ("x-promptpath-body", "xml"),
         ("x-promptpath-batch", "0"),
         ("x-promptpath-bogus", "1"),
+        ("x-promptpath-response-header", "no colon here"),
+        ("x-promptpath-response-header", "content-length: 3"),
     ],
 )
 def test_bad_control_header_is_a_400_naming_the_header(
