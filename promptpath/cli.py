@@ -459,8 +459,10 @@ x-promptpath-<option>, that overrides it for that request alone, e.g.
 'x-promptpath-pause-after: 3' and 'x-promptpath-pause-s: 30'; an unknown x-promptpath-*
 header is refused rather than ignored.
 
-GET /stats answers JSON counters (requests, tokens_sent, client_disconnects and the recent
-requests with path, status and tokens sent); GET /healthz answers 200. Neither counts as a request.
+GET /stats answers JSON counters (requests, completions, tokens_sent, tokens_generated,
+client_disconnects and the recent requests); GET /metrics the same in Prometheus text with
+TTFT and stream-duration histograms; GET /stats/requests/ID the request a probe tagged with
+'x-promptpath-probe-id: ID'; GET /healthz answers 200. None of them counts as a request.
 """
 
 

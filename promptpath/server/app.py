@@ -13,6 +13,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, MutableMapping
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +34,9 @@ from promptpath.server.streaming import Exchange, Plan, Receive, Send, write_str
 from promptpath.server.tokens import answer_tokens
 
 Scope = MutableMapping[str, Any]
+
+#: ``GET /stats/requests/<probe-id>``: the admin side of the ghost-stream probe.
+TAGGED_PREFIX = "/stats/requests/"
 
 HTML_PAGE = b"""<!DOCTYPE html>
 <html><head><title>Network Access Required</title></head>
@@ -120,6 +124,16 @@ class ReferenceApp:
         headers = (*headers, *extra)
         await self._json(send, status, reply.body, headers)
 
+    async def _tagged(self, send: Send, probe_id: str) -> None:
+        """What happened to the request a probe tagged with ``probe_id``."""
+        record = self.stats.tagged(probe_id)
+        if record is None:
+            reply = {"error": {"message": f"no request tagged {probe_id!r}", "type": "not_found"}}
+            await self._json(send, 404, reply)
+            return
+        body = json_body(asdict(record))
+        await self._reply(send, 200, body, "application/json", (("cache-control", "no-store"),))
+
     def _authorized(self, headers: list[tuple[bytes, bytes]]) -> bool:
         if self.api_key is None:
             return True
@@ -163,6 +177,13 @@ class ReferenceApp:
             body = json_body(self.stats.snapshot())
             await self._reply(send, 200, body, "application/json", (("cache-control", "no-store"),))
             return
+        if path.rstrip("/") == "/metrics":
+            body = self.stats.metrics().encode()
+            await self._reply(send, 200, body, "text/plain; version=0.0.4; charset=utf-8")
+            return
+        if path.startswith(TAGGED_PREFIX):
+            await self._tagged(send, path[len(TAGGED_PREFIX) :].rstrip("/"))
+            return
 
         dialect_cls = dialect_for_path(path)
         record = self.stats.start(
@@ -189,6 +210,8 @@ class ReferenceApp:
         except BehaviourError as exc:
             await self._error(send, record, dialect_cls, 400, str(exc), param=exc.header)
             return
+        if behaviour.probe_id is not None:
+            self.stats.tag(record, behaviour.probe_id)
 
         if raw is None:
             await self._error(send, record, dialect_cls, 413, "request body too large")
@@ -253,6 +276,7 @@ class ReferenceApp:
             return
 
         ex.watch()
+        t_recv_unix_ns = time.time_ns() - int((loop.time() - t_recv) * 1e9)
         try:
             complete = await write_stream(
                 ex,
@@ -267,6 +291,7 @@ class ReferenceApp:
                 record=record,
             )
             if not complete and ex.gone:
-                self.stats.disconnect(record)
+                self.stats.disconnect(record, ex.gone_unix_ns)
+            self.stats.ended(record, complete=complete, t_recv_unix_ns=t_recv_unix_ns)
         finally:
             ex.close()

@@ -49,6 +49,10 @@ class Behaviour:
     # Extra response headers, on streams and error answers alike: lets a test play a
     # provider's rate-limit, timing or edge headers over real sockets.
     response_headers: tuple[tuple[str, str], ...] = ()
+    # Keep generating after the client left, as a gateway that consumes the upstream in
+    # its own task would make the model do: plays a ghosting upstream in labs.
+    ignore_disconnect: bool = False
+    probe_id: str | None = None  # a probe's tag: GET /stats/requests/<id> answers for it
 
 
 def _parse_float(*, minimum: float = 0.0) -> Callable[[str], float]:
@@ -95,6 +99,22 @@ def _parse_choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def _parse_yes_no(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("yes", "no"):
+        raise ValueError("must be yes or no")
+    return value == "yes"
+
+
+def _parse_probe_id(raw: str) -> str:
+    if not 1 <= len(raw) <= 64 or not set(raw) <= _ID_CHARS:
+        raise ValueError("must be 1-64 characters of A-Z a-z 0-9 . _ -")
+    return raw
+
+
+_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
 #: control name (flag ``--<name>``, header ``x-promptpath-<name>``) -> (field, parser)
 CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "ttft-ms": ("ttft_ms", _parse_float()),
@@ -110,6 +130,8 @@ CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "body": ("body", _parse_choice("html", "json")),
     "batch": ("batch", _parse_int(minimum=1, maximum=10_000)),
     "accel-buffering": ("accel_buffering", _parse_choice("yes", "no")),
+    "ignore-disconnect": ("ignore_disconnect", _parse_yes_no),
+    "probe-id": ("probe_id", _parse_probe_id),
 }
 
 

@@ -177,6 +177,14 @@ def serve(
             metavar="yes|no", help="Send X-Accel-Buffering with this value.", rich_help_panel=_B
         ),
     ] = None,
+    ignore_disconnect: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-disconnect",
+            help="Keep generating after the client left (play a ghosting upstream).",
+            rich_help_panel=_B,
+        ),
+    ] = False,
     response_header: Annotated[
         list[str] | None,
         typer.Option(
@@ -208,6 +216,7 @@ def serve(
                 "body": body,
                 "batch": batch,
                 "accel-buffering": accel_buffering,
+                "ignore-disconnect": "yes" if ignore_disconnect else None,
             }
         )
         added = tuple(

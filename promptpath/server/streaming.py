@@ -33,6 +33,7 @@ class Exchange:
         self._send = send
         self._watcher: asyncio.Task[None] | None = None
         self._send_failed = False
+        self.gone_unix_ns: int | None = None  # when we saw the client leave
 
     async def read_body(self) -> bytes | None:
         """The request body, or None when it is larger than ``MAX_BODY``; either way the
@@ -43,6 +44,7 @@ class Exchange:
             message = await self._receive()
             if message["type"] == "http.disconnect":
                 self._send_failed = True
+                self.gone_unix_ns = time.time_ns()
                 return b""
             chunk = bytes(message.get("body", b""))
             size += len(chunk)
@@ -58,6 +60,7 @@ class Exchange:
     async def _wait_disconnect(self) -> None:
         while (await self._receive())["type"] != "http.disconnect":
             pass
+        self.gone_unix_ns = self.gone_unix_ns or time.time_ns()
 
     @property
     def gone(self) -> bool:
@@ -83,6 +86,7 @@ class Exchange:
             await self._send(message)
         except Exception:  # any send failure means the peer is gone (ASGI 2.4: OSError)
             self._send_failed = True
+            self.gone_unix_ns = self.gone_unix_ns or time.time_ns()
             return False
         return True
 
@@ -147,7 +151,11 @@ async def write_stream(
     stats: ServerStats,
     record: RequestRecord,
 ) -> bool:
-    """Write the event stream. False when it stopped early (client gone, truncated)."""
+    """Write the event stream. False when it stopped early (client gone, truncated).
+
+    Every content token counts as generated when it is produced. The disconnect check
+    runs on every chunk (each sleep and each send): a client that left stops the
+    generation at once, unless ``ignore_disconnect`` plays a ghosting upstream."""
     content_type = dialect.media_type + ("; charset=utf-8" if dialect.sse else "")
     raw_headers = [(b"content-type", content_type.encode())]
     raw_headers += [(k.encode(), v.encode()) for k, v in headers]
@@ -171,9 +179,23 @@ async def write_stream(
             {"type": "http.response.body", "body": b"", "more_body": False}
         )
 
+    async def client_left(next_token: int) -> bool:
+        """The client is gone: record when we saw it, and with ``ignore_disconnect`` go on
+        producing the rest on schedule, as an upstream nobody told would."""
+        if not ex.gone:
+            return False
+        stats.disconnect(record, ex.gone_unix_ns)
+        if behaviour.ignore_disconnect:
+            loop = asyncio.get_running_loop()
+            for j in range(next_token, len(tokens)):
+                await asyncio.sleep(max(0.0, plan.deadline(j) - loop.time()))
+                stats.generated(record, t_recv_unix_ns)
+        return False
+
+    t_recv_unix_ns = time.time_ns() - int((asyncio.get_running_loop().time() - t_recv) * 1e9)
     for event in dialect.opening():
         if not await out.emit(event):
-            return False
+            return await client_left(0)
     for i in range(len(tokens) + 1):
         # Controls fire "after token K", i.e. once K tokens have been written.
         if behaviour.malformed_after == i and not await out.emit(dialect.malformed()):
@@ -195,8 +217,11 @@ async def write_stream(
             return False
         if i == len(tokens):
             break
-        if not await wait(plan.deadline(i)) or not await out.emit(dialect.token(tokens[i])):
-            return False
+        if not await wait(plan.deadline(i)):
+            return await client_left(i)
+        stats.generated(record, t_recv_unix_ns)
+        if not await out.emit(dialect.token(tokens[i])):
+            return await client_left(i + 1)
 
     elapsed_ns = int((asyncio.get_running_loop().time() - t_recv) * 1e9)
     for event in dialect.closing(finish, len(tokens), elapsed_ns):
