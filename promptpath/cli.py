@@ -204,6 +204,15 @@ CanaryOpt = Annotated[
         "--canary", help="TARGET is promptpath serve (maybe behind proxies): use its send times."
     ),
 ]
+CanaryAdminOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--canary-admin",
+        metavar="URL",
+        help="ghost-stream probe: the canary's own address (promptpath serve), when the"
+        " path does not pass GET /stats/requests/ID.",
+    ),
+]
 IdleMaxOpt = Annotated[
     float,
     typer.Option(
@@ -325,11 +334,12 @@ def run(
         typer.Option(
             "--probe",
             metavar="NAME",
-            help="Run a probe after the trace: buffering, idle-timeout, dns-cache or all"
-            " (repeatable).",
+            help="Run a probe after the trace: buffering, idle-timeout, dns-cache,"
+            " ghost-stream or all (repeatable).",
         ),
     ] = None,
     canary: CanaryOpt = False,
+    canary_admin: CanaryAdminOpt = None,
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
     compare_http: Annotated[
@@ -375,7 +385,12 @@ def run(
         proxy_user=proxy_user,
         proxy_cacert=proxy_cacert,
         both_families=ipv4 and ipv6,
-        probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
+        probe_options={
+            "canary": canary,
+            "canary_admin": canary_admin,
+            "idle_max": idle_max,
+            "dns_recheck_s": dns_recheck,
+        },
         cert=cert,
         key=key,
         connect_to=connect_to or [],
@@ -392,7 +407,7 @@ def probe(
         list[str] | None,
         typer.Argument(
             metavar="[NAME]...",
-            help="Probes to run: buffering, idle-timeout, dns-cache (default: all).",
+            help="Probes to run: buffering, idle-timeout, dns-cache, ghost-stream (default: all).",
         ),
     ] = None,
     provider: ProviderOpt = None,
@@ -415,6 +430,7 @@ def probe(
     resolver: ResolverOpt = None,
     authoritative: AuthoritativeOpt = None,
     canary: CanaryOpt = False,
+    canary_admin: CanaryAdminOpt = None,
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
     proxy: ProxyOpt = None,
@@ -426,7 +442,8 @@ def probe(
     key: KeyOpt = None,
     connect_to: ConnectToOpt = None,
 ) -> None:
-    """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache)."""
+    """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache,
+    ghost-stream)."""
     # The same trace as `run`, with the probe names as positional arguments.
     options = dict(locals())
     names = options.pop("names")

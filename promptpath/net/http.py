@@ -11,10 +11,13 @@ middle. httpcore's exceptions are translated here, at the boundary, into
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpcore
 
 from promptpath.core.timeline import Timeline
@@ -183,6 +186,14 @@ class TCPConnection:
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             await self._conn.aclose()
+
+    async def abort(self) -> None:
+        """Close with a TCP RST instead of a FIN (a zero linger time): how a killed
+        process or a closed browser tab leaves, as against a client that ends a request."""
+        sock = self.stream.raw.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        if sock is not None and sock.fileno() >= 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await self.aclose()
 
 
 class _Body:

@@ -145,9 +145,15 @@ class Tracer:
     transport takes lands on the request it belongs to.
     """
 
-    def __init__(self, options: RunOptions, transport: Transport) -> None:
+    def __init__(
+        self, options: RunOptions, transport: Transport, *, stop_after_tokens: int | None = None
+    ) -> None:
         self.options = options
         self.transport = transport
+        # Stop reading after this many content tokens and leave the body unread (the
+        # ghost-stream probe's client walking away); ``stopped_ns`` says when it did.
+        self.stop_after_tokens = stop_after_tokens
+        self.stopped_ns: int | None = None
         self.recorder: Recorder | None = None
         self.connection: Connection | None = None
         self._first: Timeline | None = None
@@ -274,9 +280,13 @@ class Tracer:
             timeline.status = head.status
             timeline.response_headers = list(head.headers)
             timeline.http_version = head.http_version
-            await consume(head, body, timeline, self.options)
-        finally:
+            if await consume(head, body, timeline, self.options, stop_after=self.stop_after_tokens):
+                self.stopped_ns = time.perf_counter_ns()
+                return  # the body stays unread: the caller closes the connection its way
+        except BaseException:
             await body.aclose()
+            raise
+        await body.aclose()
 
 
 async def trace(
@@ -348,8 +358,17 @@ async def _trace(
 # -- the body -----------------------------------------------------------------------------
 
 
-async def consume(head: ResponseHead, body: Body, timeline: Timeline, options: RunOptions) -> None:
-    """Judge the response and feed its body to the decoder, piece by piece (every transport)."""
+async def consume(
+    head: ResponseHead,
+    body: Body,
+    timeline: Timeline,
+    options: RunOptions,
+    *,
+    stop_after: int | None = None,
+) -> bool:
+    """Judge the response and feed its body to the decoder, piece by piece (every transport).
+
+    True when it stopped early, ``stop_after`` content tokens in: the rest is left unread."""
     if head.status >= 300:
         body_text = await read_limited(body)
         refused = client_cert_status(timeline, body_text)
@@ -368,14 +387,21 @@ async def consume(head: ResponseHead, body: Body, timeline: Timeline, options: R
             if piece.end:
                 break
             ingest.feed(piece.data, piece.t_ns, piece.read_index)
+            if stop_after is not None and _content_tokens(timeline) >= stop_after:
+                return True
     except TransportError as err:
         # A reset after the terminal marker cuts nothing; before it, the stream is truncated.
         reason = network_reason(err.reason, timeline)
         failure = ingest.ended_abruptly(reason, time.perf_counter_ns())
         if failure is not None:
             raise failure from err
-        return
+        return False
     ingest.finish(last_ns)
+    return False
+
+
+def _content_tokens(timeline: Timeline) -> int:
+    return sum(1 for event in timeline.events if event.kind == "content")
 
 
 #: nginx (``ssl_verify_client on``) completes the handshake without or with a refused
