@@ -23,7 +23,9 @@ import httpx
 _HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"content-length", b"host"}
 
 
-async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, list[tuple[bytes, bytes]], bytes]:
+async def _read_request(
+    reader: asyncio.StreamReader,
+) -> tuple[str, str, list[tuple[bytes, bytes]], bytes]:
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     method, path, _ = lines[0].split(" ", 2)
