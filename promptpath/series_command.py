@@ -199,7 +199,7 @@ def run_series(
                 on_run=on_run,
             )
         else:
-            from promptpath.tracer.load import run_concurrent  # type: ignore[import-not-found,unused-ignore]
+            from promptpath.tracer.load import run_concurrent  # type: ignore[import-not-found]
 
             await run_concurrent(
                 options,
