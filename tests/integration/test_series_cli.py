@@ -7,6 +7,7 @@ tokens at once (``--rate 0``), so a run lasts about its TTFT and 20 runs a few s
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from referencing import Registry, Resource
 from promptpath.core.exitcodes import ExitCode
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.refserver import RefServer, reference_server
+from tests.integration.test_interrupt import _interrupt_mid_stream
 
 REPORT = Path(__file__).parents[2] / "promptpath/report"
 RUN_SCHEMA = json.loads((REPORT / "schema.json").read_text())
@@ -178,3 +180,14 @@ def test_a_costly_series_to_a_remote_target_needs_yes() -> None:
     assert "series: 21 requests × ≤64 tokens = ≤1,344 tokens to api.example.invalid" in res.stderr
     assert "above what a series spends without asking (20 requests or 20,000 tokens)" in res.stderr
     assert "add --yes" in res.stderr
+
+
+def test_a_stop_signal_reports_the_series_so_far_with_the_cut_run(tmp_path: Path) -> None:
+    code, out, err = _interrupt_mid_stream(tmp_path, ["--count", "3"], signal.SIGTERM)
+    assert code == 143 and "promptpath: interrupted (SIGTERM)" in err
+    body = json.loads(out)
+    validate_series(body)
+    assert body["exit_code"] == 143 and body["ok"] is False
+    [cut] = body["runs"]  # the first run was waiting for its first token; none began after
+    assert cut["error"]["kind"] == "interrupted" and cut["error"]["stage"] == "first_token"
+    assert body["failures"] == {"first_token": 1}
