@@ -201,13 +201,14 @@ def run_series(
         else:
             from promptpath.tracer.load import run_concurrent  # type: ignore[import-not-found]
 
-            await run_concurrent(
+            results = await run_concurrent(
                 options,
                 count=plan.count,
                 concurrency=level,
                 connections=min(plan.connections, level),
                 on_run=on_run,
             )
+            finished[at][: len(results)] = results  # start order, whatever on_run saw
 
     with stop_on_signals() as stopper:
         anyio.run(stopper.run, main)
@@ -276,11 +277,12 @@ def _report(
     if signum is not None:
         code = int(exit_code_of(signum))
     slo = verdicts if slos else None
+    # Built whatever the output: it is the report object (exporters read it too).
+    body = series_json(plan, levels, total=total, slo=slo, exit_code=code)
     render_series(console, plan, levels, total=total, slo=slo, exit_code=code)
     if json_out:
         from promptpath.report.json import dumps
 
-        body = series_json(plan, levels, total=total, slo=slo, exit_code=code)
         env.stdout.write(dumps(body) + "\n")
         env.stdout.flush()
     return code

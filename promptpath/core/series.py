@@ -117,6 +117,9 @@ def parse_plan(
                 " a connection with no stream on it measures nothing",
                 kind="bad_option",
             )
+    if count == 1 and not levels and (reuse or interval_s):
+        flag = "--reuse" if reuse else "--interval"
+        raise UsageError(f"{flag} is for a series: add --count N (N > 1)", kind="bad_option")
     if reuse and levels:
         raise UsageError(
             "--reuse is for streams one after another; with --concurrency, --connections"

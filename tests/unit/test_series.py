@@ -202,6 +202,8 @@ def plan(**kwargs: object) -> object:
         ({"count": 8, "concurrency": "4", "connections": 5}, "--connections 5 is more than"),
         ({"count": 8, "connections": 2}, "--connections needs --concurrency"),
         ({"count": 8, "concurrency": "4", "reuse": True}, "--reuse is for streams one after"),
+        ({"count": 1, "reuse": True}, "--reuse is for a series: add --count N"),
+        ({"count": 1, "interval_s": 2.0}, "--interval is for a series: add --count N"),
     ],
 )
 def test_bad_series_options_are_usage_errors_naming_the_option(
