@@ -290,7 +290,7 @@ CountOpt = Annotated[
     typer.Option(
         "--count",
         metavar="N",
-        help="Trace N prompts in a row and aggregate them. [default: 1]",
+        help="Trace N prompts in a row and aggregate them.",
     ),
 ]
 IntervalOpt = Annotated[
