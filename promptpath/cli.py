@@ -293,6 +293,55 @@ ConnectToOpt = Annotated[
     ),
 ]
 
+# -- series (--count, --concurrency) and SLO thresholds -----------------------------------
+CountOpt = Annotated[
+    int,
+    typer.Option(
+        "--count",
+        metavar="N",
+        help="Trace N prompts in a row and aggregate them.",
+    ),
+]
+IntervalOpt = Annotated[
+    float,
+    typer.Option(
+        "--interval", metavar="SECONDS", help="Pause between the runs of a series, in seconds."
+    ),
+]
+ReuseOpt = Annotated[
+    bool,
+    typer.Option("--reuse", help="A series keeps one connection (warm figures), not fresh ones."),
+]
+ConcurrencyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--concurrency",
+        metavar="C|C1,C2,..",
+        help="Streams in flight at once (load mode); a list sweeps and prints the curve.",
+    ),
+]
+ConnectionsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--connections",
+        metavar="K",
+        help="Load mode: spread the streams over K connections (HTTP/2). [default: 1]",
+    ),
+]
+SLOOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--slo",
+        metavar="EXPR",
+        help="Exit 9 unless METRIC OP VALUE holds, e.g. 'ttft_p95<800ms', 'error_rate<=5%'"
+        " (repeatable).",
+    ),
+]
+YesOpt = Annotated[
+    bool,
+    typer.Option("--yes", help="Go ahead with a series above the spend threshold."),
+]
+
 
 def _no_trio() -> None:
     """httpcore imports trio when it is installed (~90 ms measured) only to support it; the
@@ -354,10 +403,18 @@ def run(
     cert: CertOpt = None,
     key: KeyOpt = None,
     connect_to: ConnectToOpt = None,
+    count: CountOpt = 1,
+    interval: IntervalOpt = 0.0,
+    reuse: ReuseOpt = False,
+    concurrency: ConcurrencyOpt = None,
+    connections: ConnectionsOpt = None,
+    slo: SLOOpt = None,
+    yes: YesOpt = False,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
     _no_trio()
     from promptpath.commands import RunArgs, execute
+    from promptpath.series_command import SeriesArgs
 
     args = RunArgs(
         target=target,
@@ -394,6 +451,15 @@ def run(
         cert=cert,
         key=key,
         connect_to=connect_to or [],
+        series=SeriesArgs(
+            count=count,
+            interval=interval,
+            reuse=reuse,
+            concurrency=concurrency,
+            connections=connections,
+            slo=slo or [],
+            yes=yes,
+        ),
     )
     env = Environment.of(ctx.obj)
     raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on, env=env))

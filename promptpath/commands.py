@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -14,6 +14,7 @@ from rich.console import Console
 from promptpath.core.errors import PromptpathError, UsageError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.findings import Verdict
+from promptpath.core.slo import SLO, SLOResult
 from promptpath.environment import Environment
 from promptpath.interrupts import (
     PipeConsole,
@@ -40,6 +41,7 @@ from promptpath.options import (
     parse_target,
 )
 from promptpath.proxies import select_proxy
+from promptpath.series_command import SeriesArgs, run_series, series_inputs
 from promptpath.tracer.orchestrator import TraceResult
 from promptpath.tracer.request import SHAPES
 
@@ -82,6 +84,7 @@ class RunArgs:
     cert: str | None = None
     key: str | None = None
     connect_to: list[str] = field(default_factory=list)
+    series: SeriesArgs = field(default_factory=SeriesArgs)  # --count, --concurrency, --slo
 
 
 def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str | None]:
@@ -296,6 +299,7 @@ def emit(
     fail_on: str,
     env: Environment,
     console: Console | None = None,
+    slos: Sequence[SLO] = (),
 ) -> int:
     from promptpath.report import terminal
 
@@ -303,14 +307,30 @@ def emit(
     console = console or report_console(json_out, env)
     scrub_result(result)
     terminal.render(console, result)
+    verdicts = judge_single(result, slos, int(code))
+    if any(not v.ok for v in verdicts) and code in (ExitCode.OK, ExitCode.FINDING):
+        code = ExitCode.SLO  # a failed run's own code comes first (README, "Exit codes")
+    for verdict in verdicts:
+        console.print(verdict.describe(), style="green" if verdict.ok else "red", markup=False)
     if json_out:
         from promptpath.report.json import dumps, result_json
 
         # result_json redacts by structure, inside string values, never in this text.
-        text = dumps(result_json(result, exit_code=int(code)))
+        body = result_json(result, exit_code=int(code))
+        if slos:
+            body["slo"] = [v.as_dict() for v in verdicts]
+        text = dumps(body)
         env.stdout.write(text + "\n")
         env.stdout.flush()
     return int(code)
+
+
+def judge_single(result: TraceResult, slos: Sequence[SLO], code: int) -> list[SLOResult]:
+    """A single run's SLOs, each judged against the run's own value (its p95 is itself)."""
+    from promptpath.core.series import sample_of, single_values
+    from promptpath.core.slo import evaluate
+
+    return evaluate(slos, single_values(sample_of(result.timeline, code))) if slos else []
 
 
 def usage_json(exc: PromptpathError) -> str:
@@ -343,8 +363,30 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         )
     try:
         options = build_options(args, env.environ)
+        plan, slos = series_inputs(
+            args.series,
+            options,
+            profile=None if "://" in args.target else args.target,
+            env=env,
+            clash={
+                "--probe": bool(args.probes),
+                "--warm": args.warm,
+                "--compare-http": args.compare_http,
+            },
+        )
     except PromptpathError as exc:
         return usage_failure(exc, json_out, env)
+    if plan.is_series:
+        return run_series(
+            options,
+            plan,
+            slos,
+            json_out=json_out,
+            env=env,
+            console=report_console(json_out, env),
+            scrub=scrub_result,
+            mark_interrupted=_mark_interrupted,
+        )
     for entry in options.unused_resolve():
         where = f"{options.target.host}:{options.target.port}"
         print(f"promptpath: warning: --resolve {entry} matches nothing ({where})", file=env.stderr)
@@ -425,7 +467,7 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         # Report what was measured up to the signal: a CI job still gets its JSON.
         result = started[0]
         _mark_interrupted(result, signum)
-    return emit(result, json_out=json_out, fail_on=fail_on, env=env, console=console)
+    return emit(result, json_out=json_out, fail_on=fail_on, env=env, console=console, slos=slos)
 
 
 def _mark_interrupted(result: TraceResult, signum: int, *, before_start: bool = False) -> None:

@@ -11,6 +11,10 @@ File: $PROMPTPATH_CONFIG, else ~/.config/promptpath/config.toml:
     http = "2"
     timeout = 30
 
+    [profiles.prod-openai.slo]           # as --slo, the metric as the key: exit 9 on a breach
+    ttft_p95 = "<800ms"
+    error_rate = "<=5%"
+
 Command-line options override profile values. Keys are never printed.
 """
 
@@ -45,6 +49,7 @@ PROFILE_KEYS: dict[str, type | tuple[type, ...]] = {
     "as": str,  # the client shape (--as)
     "cert": str,
     "key": str,
+    "slo": dict,  # metric = "<800ms" (or a list of bounds): series_command.profile_slos
 }
 
 

@@ -83,6 +83,7 @@ class LiveProgress:
         self._timeline: Timeline | None = None
         self._note: str | None = None
         self._note_ns = 0
+        self._step: str | None = None
         self._started_ns = time.perf_counter_ns()
         self._spinner = Spinner("dots")
 
@@ -95,14 +96,20 @@ class LiveProgress:
             return
         self._note, self._note_ns = message, time.perf_counter_ns()
 
+    def step(self, label: str) -> None:
+        """Where a series is ("run 3 of 20"), shown before the stage; the live line only:
+        without one, a per-run line would repeat what the report lists."""
+        self._step = label
+
     def line(self, now_ns: int) -> str:
         """The text beside the spinner at ``now_ns``."""
+        step = "" if self._step is None else f"{self._step} · "
         if self._note is not None:
-            return f"{self._note} · {(now_ns - self._note_ns) / 1e9:.1f} s"
+            return f"{step}{self._note} · {(now_ns - self._note_ns) / 1e9:.1f} s"
         tl = self._timeline
         if tl is None:
-            return f"starting · {(now_ns - self._started_ns) / 1e9:.1f} s"
-        return f"{stage_label(tl)} · {(now_ns - tl.t0_ns) / 1e9:.1f} s"
+            return f"{step}starting · {(now_ns - self._started_ns) / 1e9:.1f} s"
+        return f"{step}{stage_label(tl)} · {(now_ns - tl.t0_ns) / 1e9:.1f} s"
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[LiveProgress]:

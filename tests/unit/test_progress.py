@@ -48,6 +48,17 @@ def test_elapsed_from_t0_and_a_probe_note_from_its_own_start() -> None:
     assert lines == []  # on a terminal a note is shown in the line, not printed
 
 
+def test_a_series_step_leads_the_line_of_each_run() -> None:
+    lines: list[str] = []
+    live = LiveProgress(io_console(), fallback=lines.append)
+    live.step("run 3 of 20")
+    tl = timeline()
+    tl.begin("connect", tl.t0_ns + 1 * MS)
+    live.watch(tl)
+    assert live.line(tl.t0_ns + 2_000 * MS) == "run 3 of 20 · connect · 2.0 s"
+    assert lines == []  # the live line only: the report lists the runs
+
+
 def test_without_a_terminal_notes_fall_back_and_nothing_is_drawn() -> None:
     err = io.StringIO()
     env = Environment(stdout=io.StringIO(), stderr=err, stderr_isatty=False)

@@ -1,0 +1,220 @@
+"""SLO thresholds: ``--slo 'ttft_p95<800ms'`` parsed, then judged against measured values.
+
+Pure: expressions in, verdicts out. The grammar (README, "SLO thresholds")::
+
+    expr  := name op number [unit]
+    name  := METRIC "_" STAT | "error_rate" | "tls_days_left"
+    op    := "<" | "<=" | ">" | ">="
+    unit  := "ms" | "s" (times; a bare number is ms) | "%" (error_rate)
+
+A malformed expression is a UsageError (exit 2) whose message shows the expression with a
+caret under the bad part, and names the nearest metric for a misspelt one.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from promptpath.core.errors import UsageError
+
+__all__ = [
+    "METRICS",
+    "SLO",
+    "STATS",
+    "SLOResult",
+    "evaluate",
+    "metric_names",
+    "parse_slo",
+]
+
+Op = Literal["<", "<=", ">", ">="]
+
+#: Per-run metrics an SLO can name, with the unit of their thresholds. The same short
+#: names core/series.py aggregates.
+METRICS: dict[str, str] = {
+    "dns": "ms",
+    "connect": "ms",
+    "tls": "ms",
+    "quic_handshake": "ms",
+    "request": "ms",
+    "wait": "ms",
+    "ttft": "ms",
+    "ttft_from_request": "ms",
+    "itl_mean": "ms",
+    "gap_p99": "ms",
+    "tokens_per_s": "tok/s",
+    "total": "ms",
+}
+#: Statistics across the runs of a series (a single run: its own value for each).
+STATS = ("min", "p50", "p95", "p99", "max")
+#: Whole-series figures, named without a statistic.
+_PLAIN: dict[str, str] = {"error_rate": "ratio", "tls_days_left": "days"}
+
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_NAME = re.compile(r"\s*([A-Za-z0-9_]*)\s*")
+_OP = re.compile(r"(<=|>=|<|>)\s*")
+_NUMBER = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*")
+_UNIT = re.compile(r"([A-Za-z%/]*)\s*$")
+
+
+def metric_names() -> list[str]:
+    """Every name an SLO may use, in the order the README lists them."""
+    return [f"{m}_{s}" for m in METRICS for s in STATS] + list(_PLAIN)
+
+
+def unit_of(name: str) -> str:
+    """The unit of a metric name's values: ms, tok/s, ratio or days."""
+    if name in _PLAIN:
+        return _PLAIN[name]
+    return METRICS[name.rsplit("_", 1)[0]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SLO:
+    """One threshold: ``metric op threshold``, the threshold in the metric's unit."""
+
+    expr: str
+    metric: str
+    op: Op
+    threshold: float
+
+    @property
+    def unit(self) -> str:
+        return unit_of(self.metric)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SLOResult:
+    """An SLO judged: the value measured (None: nothing measured it) and whether it held."""
+
+    slo: SLO
+    value: float | None
+    ok: bool
+    #: Which sweep level it was judged at (None outside a --concurrency sweep).
+    concurrency: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        body: dict[str, object] = {
+            "expr": self.slo.expr,
+            "metric": self.slo.metric,
+            "op": self.slo.op,
+            "threshold": self.slo.threshold,
+            "unit": self.slo.unit,
+            "value": None if self.value is None else round(self.value, 6),
+            "ok": self.ok,
+        }
+        if self.concurrency is not None:
+            body["concurrency"] = self.concurrency
+        return body
+
+    def describe(self) -> str:
+        """One line: the metric, its threshold and what was measured."""
+        slo = self.slo
+        verdict = "ok" if self.ok else "BREACHED"
+        where = "" if self.concurrency is None else f" at concurrency {self.concurrency}"
+        measured = (
+            "not measured" if self.value is None else f"measured {_show(self.value, slo.unit)}"
+        )
+        return (
+            f"SLO {slo.metric} {slo.op} {_show(slo.threshold, slo.unit)}{where}: {verdict}"
+            f" ({measured})"
+        )
+
+
+def _show(value: float, unit: str) -> str:
+    if unit == "ratio":
+        return f"{value * 100:g}%"
+    if unit == "days":
+        return f"{value:g} days"
+    return f"{value:.1f} {unit}" if unit == "ms" else f"{value:g} {unit}"
+
+
+def _bad(expr: str, at: int, why: str) -> UsageError:
+    """The error for ``expr`` with a caret under column ``at``."""
+    return UsageError(f"--slo {expr!r}: {why}\n    {expr}\n    {' ' * at}^", kind="bad_option")
+
+
+def parse_slo(expr: str) -> SLO:
+    """``'ttft_p95<800ms'`` → SLO; UsageError pointing at the bad part otherwise."""
+    name_match = _NAME.match(expr)
+    assert name_match is not None  # the pattern matches the empty string
+    name = name_match.group(1)
+    known = metric_names()
+    if not name:
+        raise _bad(expr, name_match.end(), "expected a metric name, e.g. ttft_p95")
+    if name not in known:
+        near = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f": did you mean {near[0]}?" if near else f" (one of {_families()})"
+        raise _bad(expr, name_match.start(1), f"unknown metric {name!r}{hint}")
+    pos = name_match.end()
+    op_match = _OP.match(expr, pos)
+    if op_match is None:
+        raise _bad(expr, pos, "expected <, <=, > or >= after the metric")
+    op: Op = op_match.group(1)  # type: ignore[assignment]  # the pattern's four values
+    pos = op_match.end()
+    number_match = _NUMBER.match(expr, pos)
+    if number_match is None:
+        raise _bad(expr, pos, "expected a number after the operator")
+    number = float(number_match.group(1))
+    unit_match = _UNIT.match(expr, number_match.end())
+    if unit_match is None:
+        raise _bad(expr, number_match.end(), "unexpected text after the threshold")
+    threshold = _in_unit(expr, (pos, unit_match.start()), name, number, unit_match.group(1))
+    return SLO(expr=expr.strip(), metric=name, op=op, threshold=threshold)
+
+
+def _families() -> str:
+    """The names an SLO may use, in one short line."""
+    metrics = "|".join(METRICS)
+    return f"<{metrics}>_<{'|'.join(STATS)}>, {', '.join(_PLAIN)}"
+
+
+def _in_unit(expr: str, at: tuple[int, int], name: str, number: float, unit: str) -> float:
+    """The threshold in the metric's own unit (ms for times, a 0..1 ratio for error_rate);
+    ``at`` is where the number and the unit start, for the caret."""
+    at_number, at_unit = at
+    kind = unit_of(name)
+    if kind == "ms":
+        factors = {"": 1.0, "ms": 1.0, "s": 1000.0}
+        if unit not in factors:
+            raise _bad(expr, at_unit, f"unit {unit!r}: {name} takes ms or s (a bare number is ms)")
+        return number * factors[unit]
+    if kind == "ratio":
+        if unit == "%":
+            number /= 100.0
+        elif unit:
+            raise _bad(
+                expr, at_unit, f"unit {unit!r}: error_rate is a ratio (0.05) or a percentage (5%)"
+            )
+        if not 0.0 <= number <= 1.0:
+            raise _bad(expr, at_number, "error_rate is between 0 and 1 (or 0% and 100%)")
+        return number
+    if unit:
+        raise _bad(expr, at_unit, f"unit {unit!r}: {name} takes a bare number")
+    return number
+
+
+def evaluate(
+    slos: Sequence[SLO], values: Mapping[str, float | None], *, concurrency: int | None = None
+) -> list[SLOResult]:
+    """Judge each SLO against ``values`` (metric name → measured value).
+
+    A value nothing measured (a TLS time over plain http, tokens/s of runs that all
+    failed) breaches: an SLO that cannot be checked must not pass a CI gate."""
+    results = []
+    for slo in slos:
+        value = values.get(slo.metric)
+        ok = value is not None and math.isfinite(value) and _OPS[slo.op](value, slo.threshold)
+        results.append(SLOResult(slo=slo, value=value, ok=ok, concurrency=concurrency))
+    return results
