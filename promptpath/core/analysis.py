@@ -12,7 +12,8 @@ from promptpath.core.stats import Summary, intervals_ms, summarize
 from promptpath.core.timeline import MILESTONES, StreamEvent, Timeline
 
 #: Waterfall stages derived from milestones: (name, from, to). "ready" is the moment the
-#: connection could carry the request: TLS done, else TCP connected, else t0 (reused).
+#: connection could carry the request: TLS done, else TCP connected, else the end of a
+#: load-mode wait for a connection, else t0 (reused).
 DERIVED_STAGES = (
     ("request", "ready", "request_sent"),
     ("wait", "request_sent", "ttfb"),
@@ -37,7 +38,11 @@ def derived_bounds(timeline: Timeline) -> dict[str, tuple[int, int]]:
     When an error ended the trace, the stage it cut runs to the error's stamp (a timeout:
     the deadline), so the time lost waiting shows as that stage's duration."""
     m = dict(timeline.milestones)
-    m["ready"] = m.get("tls_done", m.get("connected", timeline.t0_ns))
+    # A load-mode stream that waited for a connection it then reused is ready when the
+    # wait ended: the request stage must not count the queue a second time.
+    queue = timeline.stage("queue")
+    waited = queue.end_ns if queue is not None and queue.end_ns is not None else None
+    m["ready"] = m.get("tls_done", m.get("connected", waited or timeline.t0_ns))
     err = timeline.error
     cut = None if err is None or err.t_ns is None else _OPEN_AT_ERROR.get(err.stage)
     bounds: dict[str, tuple[int, int]] = {}

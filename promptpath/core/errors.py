@@ -28,6 +28,7 @@ from promptpath.core.exitcodes import ExitCode
 #: Where a failure happened: the stages of one trip, in order (README, "Exit codes").
 ErrorStage = Literal[
     "config",
+    "queue",  # load mode: waiting for a free connection (or a stream slot on one)
     "proxy_dns",  # the forward proxy's name
     "proxy_connect",  # TCP to the proxy
     "proxy_tls",  # TLS with an https:// proxy

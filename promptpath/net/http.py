@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import h2.events
 import httpcore
 
 from promptpath.core.timeline import Timeline
@@ -117,7 +118,7 @@ class TCPConnection:
         self.http2 = selected == "h2" or (spec.scheme == "http" and h2c and spec.proxy is None)
         self._conn: httpcore.AsyncHTTP11Connection | httpcore.AsyncHTTP2Connection
         if self.http2:
-            self._conn = httpcore.AsyncHTTP2Connection(origin=origin, stream=stream)
+            self._conn = _StampedHTTP2Connection(origin, stream, recorder)
         else:
             self._conn = httpcore.AsyncHTTP11Connection(origin=origin, stream=stream)
 
@@ -131,17 +132,28 @@ class TCPConnection:
         conn = self._conn
         return conn.is_available() and not conn.is_closed() and not conn.has_expired()
 
-    async def request(self, request: WireRequest) -> tuple[ResponseHead, Body]:
+    async def request(
+        self, request: WireRequest, timeline: Timeline | None = None
+    ) -> tuple[ResponseHead, Body]:
         recorder = self._recorder
+        tl = recorder.timeline if timeline is None else timeline
+        h2conn = self._conn if isinstance(self._conn, _StampedHTTP2Connection) else None
+        stream_id = 0
 
         async def on_trace(name: str, info: dict[str, Any]) -> None:
             # Stamps come from the socket wrapper, not from now(): the trace callback runs
             # after httpcore has parsed what the read brought.
-            tl = recorder.timeline
-            if name.endswith("send_request_body.complete"):
+            nonlocal stream_id
+            if name.endswith("send_request_headers.started"):
+                stream_id = info.get("stream_id", 0)
+            elif name.endswith("send_request_body.complete"):
                 tl.mark("request_sent", recorder.last_write_ns or time.perf_counter_ns())
             elif name.endswith("receive_response_headers.complete"):
-                tl.mark("ttfb", recorder.last_read_ns or time.perf_counter_ns())
+                # On HTTP/2 the read that carried this stream's HEADERS, which is not the
+                # connection's last read when other streams share it.
+                stamp = None if h2conn is None else h2conn.stamps.get(stream_id)
+                t_ns = recorder.last_read_ns if stamp is None else stamp[0]
+                tl.mark("ttfb", t_ns or time.perf_counter_ns())
 
         spec = self._spec
         target = request.path
@@ -179,9 +191,9 @@ class TCPConnection:
             status=response.status,
             headers=tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in response.headers),
             http_version=version.decode() if isinstance(version, bytes) else str(version),
-            t_ns=recorder.timeline.milestones.get("ttfb") or time.perf_counter_ns(),
+            t_ns=tl.milestones.get("ttfb") or time.perf_counter_ns(),
         )
-        return head, _Body(response, recorder)
+        return head, _Body(response, recorder, h2conn, stream_id)
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -196,14 +208,65 @@ class TCPConnection:
         await self.aclose()
 
 
+#: The attribute an h2 event carries its socket read's stamp in: (t_ns, read index).
+_STAMP = "_promptpath_stamp"
+
+
+class _StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
+    """httpcore's HTTP/2 connection, each frame's event stamped with the read that carried it.
+
+    Streams sharing the connection take turns reading it, and a frame read for one stream
+    waits in httpcore's queue until its own stream asks: the recorder's last read is then
+    a later one. The stamp travels with the event instead (two private methods of httpcore
+    1.0, pinned in pyproject)."""
+
+    def __init__(self, origin: httpcore.Origin, stream: TracedNetworkStream, recorder: Recorder):
+        super().__init__(origin=origin, stream=stream)
+        self._recorder = recorder
+        #: Per stream id, the stamp of the last event its response took.
+        self.stamps: dict[int, tuple[int, int]] = {}
+
+    async def _read_incoming_data(self, request: httpcore.Request) -> list[h2.events.Event]:
+        events = await super()._read_incoming_data(request)
+        rec = self._recorder
+        stamp = (rec.last_read_ns or time.perf_counter_ns(), rec.read_index)
+        for event in events:
+            setattr(event, _STAMP, stamp)
+        return events
+
+    async def _receive_stream_event(
+        self, request: httpcore.Request, stream_id: int
+    ) -> h2.events.ResponseReceived | h2.events.DataReceived | h2.events.StreamEnded:
+        event = await super()._receive_stream_event(request, stream_id)
+        self.stamps[stream_id] = getattr(event, _STAMP)
+        return event
+
+
 class _Body:
     """The response body, piece by piece, each with the stamp of the read that carried it."""
 
-    def __init__(self, response: httpcore.Response, recorder: Recorder) -> None:
+    def __init__(
+        self,
+        response: httpcore.Response,
+        recorder: Recorder,
+        h2conn: _StampedHTTP2Connection | None = None,
+        stream_id: int = 0,
+    ) -> None:
         self._response = response
         self._chunks = response.aiter_stream().__aiter__()
         self._recorder = recorder
+        self._stamps = None if h2conn is None else h2conn.stamps
+        self._stream_id = stream_id
         self._done = False
+
+    def _stamp(self) -> tuple[int, int]:
+        """The stamp of the read that carried what was just taken from the body."""
+        if self._stamps is not None:
+            stamp = self._stamps.get(self._stream_id)
+            if stamp is not None:
+                return stamp
+        rec = self._recorder
+        return rec.last_read_ns or time.perf_counter_ns(), rec.read_index
 
     def __aiter__(self) -> _Body:
         return self
@@ -211,23 +274,24 @@ class _Body:
     async def __anext__(self) -> BodyPiece:
         if self._done:
             raise StopAsyncIteration
-        recorder = self._recorder
         try:
             data = await self._chunks.__anext__()
         except StopAsyncIteration:
             # The read that carried the end (the last chunk, or EOF) is the body's end.
             self._done = True
-            t_ns = recorder.last_read_ns or time.perf_counter_ns()
-            return BodyPiece(data=b"", t_ns=t_ns, read_index=recorder.read_index, end=True)
+            t_ns, index = self._stamp()
+            return BodyPiece(data=b"", t_ns=t_ns, read_index=index, end=True)
         except _FAILURES as err:
             raise _translate(err) from err
         # The stamp of the socket read that brought these bytes, not of this moment.
-        t_ns = recorder.last_read_ns or time.perf_counter_ns()
-        return BodyPiece(data=data, t_ns=t_ns, read_index=recorder.read_index)
+        t_ns, index = self._stamp()
+        return BodyPiece(data=data, t_ns=t_ns, read_index=index)
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             await self._response.aclose()
+        if self._stamps is not None:
+            self._stamps.pop(self._stream_id, None)
 
 
 def _translate(err: BaseException) -> TransportError:

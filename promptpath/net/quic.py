@@ -98,11 +98,11 @@ class QuicConnection:
         headers.append((b"content-length", str(len(request.body)).encode()))
         return headers
 
-    async def request(self, request: WireRequest) -> tuple[ResponseHead, Body]:
-        recorder = self._session.recorder
-        queue = self._session.protocol.send_request(
-            self._headers(request), request.body, recorder.timeline
-        )
+    async def request(
+        self, request: WireRequest, timeline: Timeline | None = None
+    ) -> tuple[ResponseHead, Body]:
+        tl = self._session.recorder.timeline if timeline is None else timeline
+        queue = self._session.protocol.send_request(self._headers(request), request.body, tl)
         while True:  # skip informational (1xx) responses
             head = await queue.get()
             if head.broken is not None:
@@ -112,7 +112,7 @@ class QuicConnection:
             status = next((int(v) for k, v in head.headers if k == b":status"), 0)
             if status >= 200:
                 break
-        recorder.timeline.mark("ttfb", head.t_ns)
+        tl.mark("ttfb", head.t_ns)
         response = ResponseHead(
             status=status,
             headers=tuple(

@@ -4,7 +4,7 @@ In the spirit of httpcore's Pool → Connection → Backend narrowing, one orche
 (``promptpath.tracer.orchestrator``) drives every protocol through two small interfaces::
 
     Transport.connect(spec, recorder) -> Connection        TCP (+TLS) or QUIC, stages stamped
-    Connection.request(request) -> (ResponseHead, AsyncIterator[BodyPiece])
+    Connection.request(request, timeline) -> (ResponseHead, AsyncIterator[BodyPiece])
     Connection.reusable / Connection.aclose()
 
 A transport only stamps and pumps: it appends the stages it runs (connect, tls,
@@ -144,7 +144,12 @@ class TransportError(Exception):
 class Connection(Protocol):
     """One established connection to the server."""
 
-    async def request(self, request: WireRequest) -> tuple[ResponseHead, Body]: ...
+    async def request(
+        self, request: WireRequest, timeline: Timeline | None = None
+    ) -> tuple[ResponseHead, Body]:
+        """Send ``request``; its milestones (request_sent, ttfb) go to ``timeline``, else
+        the recorder's. Streams sharing a connection each pass their own."""
+        ...
 
     @property
     def reusable(self) -> bool:

@@ -57,8 +57,10 @@ from promptpath.tracer.request import key_sent, prepare
 AFTER_END_GRACE_S = 1.0
 #: Longest wait for the body of an error answer (it only explains the status).
 SNIFF_WAIT_S = 5.0
-#: Stages a transport opens while connecting (the open one is where a failure happened).
+#: Stages open before the request (the open one is where a failure happened): a load-mode
+#: stream's wait for a connection, and those a transport opens while connecting.
 _CONNECT_STAGES = (
+    "queue",
     "proxy_dns",
     "proxy_connect",
     "proxy_tls",
@@ -168,18 +170,19 @@ class Tracer:
             )
 
     async def request(self, timeline: Timeline) -> PromptpathError | None:
-        """Run one request into ``timeline``; the error that ended it, if any."""
-        if self.recorder is None:
-            self.recorder = self.transport.recorder(timeline)
-        else:
-            self.recorder.switch(timeline)
+        """Run one request into ``timeline``; the error that ended it, if any.
+
+        --timeout counts from the timeline's t0: a load-mode stream that waited for a
+        connection has spent that much of it already."""
+        self._bind(timeline)
         options = self.options
         # The deadline on the timeline's clock too: the stage it cuts ends exactly there,
         # not at whenever the event loop got round to the cancellation.
-        deadline_ns = time.perf_counter_ns() + round(options.timeout * 1e9)
+        deadline_ns = timeline.t0_ns + round(options.timeout * 1e9)
+        left = max(0.0, (deadline_ns - time.perf_counter_ns()) / 1e9)
         try:
-            with anyio.fail_after(options.timeout):
-                await self._exchange(timeline, time.monotonic() + options.timeout)
+            with anyio.fail_after(left):
+                await self._exchange(timeline, time.monotonic() + left)
         except TimeoutError:
             exc: PromptpathError = timeout_error(options, phase_of(timeline, options))
             return record_error(timeline, exc, at_ns=deadline_ns)
@@ -190,6 +193,13 @@ class Tracer:
         else:
             return None
         return record_error(timeline, exc)
+
+    def _bind(self, timeline: Timeline) -> None:
+        """Send the transport's stamps to ``timeline`` (one request at a time)."""
+        if self.recorder is None:
+            self.recorder = self.transport.recorder(timeline)
+        else:
+            self.recorder.switch(timeline)
 
     async def aclose(self) -> None:
         if self.connection is not None:
@@ -267,6 +277,10 @@ class Tracer:
             await self.aclose()  # a connection the peer closed is not reused
             conn = self.connection = await self.connect(timeline, deadline)
             self._first = timeline
+        await self._send(conn, timeline)
+
+    async def _send(self, conn: Connection, timeline: Timeline) -> None:
+        """The request on ``conn`` and its whole response, into ``timeline``."""
         prepared = prepare(self.options)
         head, body = await conn.request(
             WireRequest(
@@ -274,7 +288,8 @@ class Tracer:
                 path=self.options.target.path,
                 headers=tuple(prepared.headers),
                 body=prepared.body,
-            )
+            ),
+            timeline,
         )
         try:
             timeline.status = head.status
