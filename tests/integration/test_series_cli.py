@@ -191,3 +191,23 @@ def test_a_stop_signal_reports_the_series_so_far_with_the_cut_run(tmp_path: Path
     [cut] = body["runs"]  # the first run was waiting for its first token; none began after
     assert cut["error"]["kind"] == "interrupted" and cut["error"]["stage"] == "first_token"
     assert body["failures"] == {"first_token": 1}
+
+
+def test_a_concurrency_sweep_shares_one_http2_connection_per_level(slow: RefServer) -> None:
+    # End to end through the CLI into the load engine: 8 prompts one at a time, then 4 in
+    # flight, over HTTP/2 (ALPN h2 from the reference endpoint).
+    res = run(slow, "--count", "8", "--concurrency", "1,4", "--http", "2", "--json", *FAST)
+    assert res.exit_code == ExitCode.OK, res.stderr
+    body = json.loads(res.stdout)
+    validate_series(body)
+    assert [level["concurrency"] for level in body["sweep"]] == [1, 4]
+    assert [level["runs"] for level in body["sweep"]] == [8, 8]
+    assert len(body["runs"]) == 16
+    for i, level in enumerate(body["sweep"]):
+        runs = body["runs"][8 * i : 8 * (i + 1)]
+        assert all(r["ok"] and r["http_version"] == "HTTP/2" for r in runs)
+        connected = [r for r in runs if "connect" in (r.get("stages_ms") or {})]
+        # One at a time is a plain series (a fresh connection each run); at 4 in flight
+        # the load engine multiplexes every stream on one HTTP/2 connection.
+        assert len(connected) == (8 if level["concurrency"] == 1 else 1)
+        assert level["aggregate"]["ttft_ms"]["n"] == 8
