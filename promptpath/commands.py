@@ -15,6 +15,7 @@ from promptpath.core.errors import PromptpathError, UsageError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.findings import Verdict
 from promptpath.environment import Environment
+from promptpath.export import ExportPlan
 from promptpath.interrupts import (
     PipeConsole,
     exit_code_of,
@@ -82,6 +83,12 @@ class RunArgs:
     cert: str | None = None
     key: str | None = None
     connect_to: list[str] = field(default_factory=list)
+    # exports (promptpath/export.py)
+    junit: str | None = None
+    har: str | None = None
+    prom_textfile: str | None = None
+    pushgateway: str | None = None
+    labels: list[str] = field(default_factory=list)
 
 
 def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str | None]:
@@ -343,6 +350,7 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         )
     try:
         options = build_options(args, env.environ)
+        exports = plan_exports(args, fail_on)
     except PromptpathError as exc:
         return usage_failure(exc, json_out, env)
     for entry in options.unused_resolve():
@@ -371,6 +379,7 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
                 ("--probe", bool(probes)),
                 ("--warm", args.warm),
                 ("--http", args.http not in (None, "auto")),
+                ("--junit/--har/--prom-textfile/--pushgateway", exports.wanted),
             )
             if given
         ]
@@ -425,7 +434,26 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         # Report what was measured up to the signal: a CI job still gets its JSON.
         result = started[0]
         _mark_interrupted(result, signum)
-    return emit(result, json_out=json_out, fail_on=fail_on, env=env, console=console)
+    code = emit(result, json_out=json_out, fail_on=fail_on, env=env, console=console)
+    if not exports.wanted:
+        return code
+    from promptpath.report.json import result_json
+
+    return exports.finish(result_json(result, exit_code=code), code, env)
+
+
+def plan_exports(args: RunArgs, fail_on: str) -> ExportPlan:
+    """--junit, --har, --prom-textfile, --pushgateway and --label, checked before the run."""
+    from promptpath.export import plan_exports as plan
+
+    return plan(
+        junit=args.junit,
+        har=args.har,
+        prom_textfile=args.prom_textfile,
+        pushgateway=args.pushgateway,
+        labels=args.labels,
+        fail_on=fail_on,
+    )
 
 
 def _mark_interrupted(result: TraceResult, signum: int, *, before_start: bool = False) -> None:
