@@ -204,7 +204,10 @@ def push(base: str, text: str, labels: Mapping[str, str], target: str) -> None:
     except httpx.HTTPError as exc:
         raise ExportFailed(f"--pushgateway {base}: {exc or type(exc).__name__}") from exc
     if not response.is_success:
-        reason = response.text.strip().splitlines()[0][:300] if response.text.strip() else ""
+        reason = " ".join(response.text.split())
+        if len(reason) > 400:
+            # The Pushgateway quotes the whole metric first and says what is wrong last.
+            reason = f"{reason[:150]} … {reason[-200:]}"
         raise ExportFailed(f"--pushgateway {base}: HTTP {response.status_code} {reason}".rstrip())
 
 
