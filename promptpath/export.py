@@ -136,6 +136,9 @@ def plan_exports(
         path = None if value is None else Path(value)
         if path is not None:
             check_writable(path, flag)
+            twin = next((f for f, p in paths.items() if p is not None and p == path), None)
+            if twin is not None:
+                raise UsageError(f"{twin} and {flag} name the same file {path}", kind="bad_option")
         paths[flag] = path
     return ExportPlan(
         junit=paths["--junit"],
@@ -189,6 +192,8 @@ def push_url(base: str, labels: Mapping[str, str], target: str) -> str:
 def push(base: str, text: str, labels: Mapping[str, str], target: str) -> None:
     """PUT the exposition to a Pushgateway: PUT replaces this group's metrics, so a
     series' quantiles do not outlive the push of a later single run."""
+    import ssl
+
     import httpx
 
     url = push_url(base, labels, target)
@@ -200,6 +205,8 @@ def push(base: str, text: str, labels: Mapping[str, str], target: str) -> None:
             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
             timeout=PUSH_TIMEOUT_S,
             trust_env=False,
+            # The system's CAs (an internal Pushgateway's CA is installed there), not certifi's.
+            verify=ssl.create_default_context(),
         )
     except httpx.HTTPError as exc:
         raise ExportFailed(f"--pushgateway {base}: {exc or type(exc).__name__}") from exc

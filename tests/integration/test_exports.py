@@ -217,9 +217,13 @@ def test_an_unwritable_export_path_is_refused_before_any_request(flag: str, tmp_
         (["--label", "stage=x"], "sets that label itself"),
         (["--label", "a=1", "--label", "a=2"], "given twice"),
         (["--pushgateway", "ftp://127.0.0.1:9091"], "http(s)://HOST:PORT"),
+        (["--junit", "same.out", "--har", "same.out"], "--junit and --har name the same file"),
     ],
 )
-def test_bad_labels_and_pushgateway_urls_are_usage_errors(args: list[str], said: str) -> None:
+def test_bad_labels_and_pushgateway_urls_are_usage_errors(
+    args: list[str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # relative export paths land here
     res = run_cli("run", f"http://127.0.0.1:{closed_port()}/v1/chat/completions", *args)
     assert res.exit_code == ExitCode.USAGE and said in res.stderr
 
