@@ -185,6 +185,19 @@ def _failures(report: Mapping[str, Any], runs: list[Mapping[str, Any]]) -> dict[
     return {str(error.get("stage")): 1} if isinstance(error, Mapping) else {}
 
 
+def _unix(run: Mapping[str, Any]) -> float | None:
+    """The certificate's notAfter as Unix time: Prometheus wants seconds, not days left."""
+    from datetime import datetime
+
+    not_after = _path("tls", "cert", "not_after")(run)
+    if not isinstance(not_after, str):
+        return None
+    try:
+        return datetime.fromisoformat(not_after).timestamp()
+    except ValueError:
+        return None
+
+
 def render(report: Mapping[str, Any], *, labels: Mapping[str, str] | None = None) -> str:
     """The exposition text of ``report``; ``labels`` (--label) go on every sample."""
     runs = runs_of(report)
@@ -220,10 +233,12 @@ def render(report: Mapping[str, Any], *, labels: Mapping[str, str] | None = None
             measure.name, _quantiles(report, measure.aggregate, values, measure.scale), values
         )
 
-    days = _values(runs, _path("tls", "cert", "days_left"))
-    if days:
-        out.family("promptpath_tls_cert_days_left", "gauge", "Days until the certificate expires.")
-        out.sample("promptpath_tls_cert_days_left", min(days))
+    expiries = [_unix(run) for run in runs]
+    known = [e for e in expiries if e is not None]
+    if known:
+        name = "promptpath_tls_cert_expiry_timestamp_seconds"
+        out.family(name, "gauge", "When the server certificate expires (Unix time; earliest).")
+        out.sample(name, min(known))
     slos = [s for s in report.get("slo") or [] if isinstance(s, Mapping)]
     if slos:
         out.family("promptpath_slo_ok", "gauge", "1 when the SLO expression held, else 0.")

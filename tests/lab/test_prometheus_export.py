@@ -4,6 +4,7 @@ Prometheus server that scrapes it, all on 127.0.0.1 (facts observed: tests/helpe
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from promptpath.core.exitcodes import ExitCode
+from tests.conftest import require_binary
 from tests.helpers import promlab
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.proxylab import Proxy
@@ -22,19 +24,19 @@ pytestmark = pytest.mark.lab
 
 @pytest.fixture(scope="module")
 def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
-    with reference_server(tls=False, tmp_path=tmp_path_factory.mktemp("ref")) as server:
+    with reference_server(tls=True, tmp_path=tmp_path_factory.mktemp("ref")) as server:
         yield server
 
 
 def target(ref: RefServer) -> str:
-    return f"http://127.0.0.1:{ref.port}/v1/chat/completions"
+    return f"https://localhost:{ref.port}/v1/chat/completions"
 
 
 def push_run(ref: RefServer, gateway: Proxy, *labels: str) -> CliResult:
     args = [a for label in labels for a in ("--label", label)]
     return run_cli(
-        "run", target(ref), "--json", "-H", "x-promptpath-ttft-ms: 120", "--pushgateway",
-        gateway.url, *args,
+        "run", target(ref), "--cacert", str(ref.ca), "-4", "--json",
+        "-H", "x-promptpath-ttft-ms: 120", "--pushgateway", gateway.url, *args,
     )  # fmt: skip
 
 
@@ -111,3 +113,21 @@ def test_prometheus_scraping_the_pushgateway_returns_the_pushed_ttft(
     assert series["metric"]["job"] == "promptpath" and series["metric"]["region"] == "ci-runner"
     assert float(series["value"][1]) == pytest.approx(ttft)
     assert ttft >= 0.12  # the injected first-token delay, so the figure is the run's
+
+
+def test_promtool_finds_nothing_to_lint_in_a_runs_textfile(ref: RefServer, tmp_path: Path) -> None:
+    # promtool (Debian's prometheus package) checks the naming conventions: observed, it
+    # exits 3 with 'use base unit "seconds" instead of "days"' for a *_days_left gauge.
+    promtool = require_binary("promtool")
+    path = tmp_path / "promptpath.prom"
+    res = run_cli(
+        "run", target(ref), "--cacert", str(ref.ca), "-4", "--prom-textfile", str(path),
+        "--label", "region=eu-west",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    text = path.read_text()
+    assert "promptpath_tls_cert_expiry_timestamp_seconds" in text  # a TLS run: all families
+    lint = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
