@@ -211,7 +211,10 @@ def render(report: Mapping[str, Any], *, labels: Mapping[str, str] | None = None
     out.sample("promptpath_runs", len(runs))
     failures = _failures(report, runs)
     out.family("promptpath_error_rate", "gauge", "Share of the runs that failed (0 to 1).")
-    out.sample("promptpath_error_rate", sum(failures.values()) / len(runs) if runs else 0)
+    rate = report.get("error_rate") if is_series(report) else None
+    if not isinstance(rate, (int, float)):
+        rate = sum(failures.values()) / len(runs) if runs else 0
+    out.sample("promptpath_error_rate", rate)
     if failures:
         out.family("promptpath_failed_runs", "gauge", "Failed runs by the stage they failed in.")
         for stage, n in failures.items():

@@ -115,6 +115,16 @@ def test_series_failures_and_error_rate_are_exported_by_stage() -> None:
     assert found[("promptpath_ttft_seconds_count", frozenset(base))] == 3
 
 
+def test_a_percentile_the_series_left_out_for_too_few_runs_is_not_exported() -> None:
+    report = series([100.0, 200.0, 300.0])
+    report["aggregate"]["ttft_ms"]["p99"] = None  # three runs say nothing about a p99
+    report["error_rate"] = 0.5  # the series' own figure is what is exported
+    found = parse(prometheus.render(report))
+    quantiles = {dict(k).get("quantile") for n, k in found if n == "promptpath_ttft_seconds"}
+    assert quantiles == {"0", "0.5", "0.95", "1"}
+    assert found[("promptpath_error_rate", frozenset({("target", SAMPLE["target"]["url"])}))] == 0.5
+
+
 def test_a_series_gets_a_case_per_stage_of_each_run_and_one_per_slo() -> None:
     report = series([100.0, 200.0, 300.0, 400.0], failed_at=1)
     xml = JUnitXml.fromstring(junit.render(report))
