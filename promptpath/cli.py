@@ -341,6 +341,39 @@ YesOpt = Annotated[
     bool,
     typer.Option("--yes", help="Go ahead with a series above the spend threshold."),
 ]
+# -- exports for CI and monitoring (promptpath/export.py) -----------------------------------
+JUnitOpt = Annotated[
+    str | None,
+    typer.Option("--junit", metavar="FILE", help="Also write the run as JUnit XML to FILE."),
+]
+HAROpt = Annotated[
+    str | None,
+    typer.Option("--har", metavar="FILE", help="Also write the run as a HAR 1.2 log to FILE."),
+]
+PromTextfileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--prom-textfile",
+        metavar="FILE",
+        help="Also write Prometheus metrics to FILE (node_exporter textfile collector; atomic).",
+    ),
+]
+PushgatewayOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--pushgateway",
+        metavar="URL",
+        help="Also push Prometheus metrics to this Pushgateway (job promptpath).",
+    ),
+]
+LabelOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--label",
+        metavar="NAME=VALUE",
+        help="Label on every exported metric, e.g. region=eu-west (repeatable).",
+    ),
+]
 
 
 def _no_trio() -> None:
@@ -410,6 +443,11 @@ def run(
     connections: ConnectionsOpt = None,
     slo: SLOOpt = None,
     yes: YesOpt = False,
+    junit: JUnitOpt = None,
+    har: HAROpt = None,
+    prom_textfile: PromTextfileOpt = None,
+    pushgateway: PushgatewayOpt = None,
+    label: LabelOpt = None,
 ) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
     _no_trio()
@@ -460,6 +498,11 @@ def run(
             slo=slo or [],
             yes=yes,
         ),
+        junit=junit,
+        har=har,
+        prom_textfile=prom_textfile,
+        pushgateway=pushgateway,
+        labels=label or [],
     )
     env = Environment.of(ctx.obj)
     raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on, env=env))

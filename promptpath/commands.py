@@ -16,6 +16,7 @@ from promptpath.core.exitcodes import ExitCode
 from promptpath.core.findings import Verdict
 from promptpath.core.slo import SLO, SLOResult
 from promptpath.environment import Environment
+from promptpath.export import ExportPlan
 from promptpath.interrupts import (
     PipeConsole,
     exit_code_of,
@@ -85,6 +86,12 @@ class RunArgs:
     key: str | None = None
     connect_to: list[str] = field(default_factory=list)
     series: SeriesArgs = field(default_factory=SeriesArgs)  # --count, --concurrency, --slo
+    # exports (promptpath/export.py)
+    junit: str | None = None
+    har: str | None = None
+    prom_textfile: str | None = None
+    pushgateway: str | None = None
+    labels: list[str] = field(default_factory=list)
 
 
 def apply_profile(args: RunArgs, env: Mapping[str, str]) -> tuple[RunArgs, str | None]:
@@ -374,6 +381,7 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
                 "--compare-http": args.compare_http,
             },
         )
+        exports = plan_exports(args, fail_on)
     except PromptpathError as exc:
         return usage_failure(exc, json_out, env)
     if plan.is_series:
@@ -386,6 +394,7 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
             console=report_console(json_out, env),
             scrub=scrub_result,
             mark_interrupted=_mark_interrupted,
+            finish=lambda body, code: exports.finish(body, code, env) if exports.wanted else code,
         )
     for entry in options.unused_resolve():
         where = f"{options.target.host}:{options.target.port}"
@@ -413,6 +422,7 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
                 ("--probe", bool(probes)),
                 ("--warm", args.warm),
                 ("--http", args.http not in (None, "auto")),
+                ("--junit/--har/--prom-textfile/--pushgateway", exports.wanted),
             )
             if given
         ]
@@ -467,7 +477,30 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         # Report what was measured up to the signal: a CI job still gets its JSON.
         result = started[0]
         _mark_interrupted(result, signum)
-    return emit(result, json_out=json_out, fail_on=fail_on, env=env, console=console, slos=slos)
+    code = emit(result, json_out=json_out, fail_on=fail_on, env=env, console=console, slos=slos)
+    if not exports.wanted:
+        return code
+    from promptpath.report.json import result_json
+
+    body = result_json(result, exit_code=code)
+    if slos:
+        run_code = int(exit_code_for(result, fail_on))
+        body["slo"] = [v.as_dict() for v in judge_single(result, slos, run_code)]
+    return exports.finish(body, code, env)
+
+
+def plan_exports(args: RunArgs, fail_on: str) -> ExportPlan:
+    """--junit, --har, --prom-textfile, --pushgateway and --label, checked before the run."""
+    from promptpath.export import plan_exports as plan
+
+    return plan(
+        junit=args.junit,
+        har=args.har,
+        prom_textfile=args.prom_textfile,
+        pushgateway=args.pushgateway,
+        labels=args.labels,
+        fail_on=fail_on,
+    )
 
 
 def _mark_interrupted(result: TraceResult, signum: int, *, before_start: bool = False) -> None:

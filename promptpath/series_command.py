@@ -10,7 +10,7 @@ import ipaddress
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 #: What a series needs from commands.py, handed in (commands imports this module).
 Scrub = Callable[[TraceResult], None]
 MarkInterrupted = Callable[[TraceResult, int], None]
+Finish = Callable[[dict[str, Any], int], int]
 
 
 @dataclass(kw_only=True)
@@ -160,8 +161,12 @@ def run_series(
     console: Console,
     scrub: Scrub,
     mark_interrupted: MarkInterrupted,
+    finish: Finish | None = None,
 ) -> int:
-    """Run the series ``series_inputs`` checked; its exit code (README, "Exit codes")."""
+    """Run the series ``series_inputs`` checked; its exit code (README, "Exit codes").
+
+    ``finish(report, code)`` gets the series object and its code last (the exports) and
+    returns the final code."""
     from promptpath.progress import LiveProgress, progress_console
 
     live = LiveProgress(progress_console(env), fallback=lambda _message: None)
@@ -227,7 +232,10 @@ def run_series(
     if not measured:  # stopped before the first run began
         assert signum is not None  # only a stop signal ends a series with no run
         return int(exit_code_of(signum))
-    return _report(plan, slos, measured, signum=signum, json_out=json_out, env=env, console=console)
+    code, body = _report(
+        plan, slos, measured, signum=signum, json_out=json_out, env=env, console=console
+    )
+    return code if finish is None else finish(body, code)
 
 
 def _levels(levels: Sequence[int], finished: list[list[TraceResult | None]]) -> list[Level]:
@@ -255,7 +263,7 @@ def _report(
     json_out: bool,
     env: Environment,
     console: Console,
-) -> int:
+) -> tuple[int, dict[str, Any]]:
     from promptpath.report.series import render_series, series_json
 
     samples = [
@@ -285,4 +293,4 @@ def _report(
 
         env.stdout.write(dumps(body) + "\n")
         env.stdout.flush()
-    return code
+    return code, body

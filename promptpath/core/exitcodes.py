@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     STREAM = 7  # truncated, malformed, or an error event inside the stream
     TIMEOUT = 8
     SLO = 9  # an SLO threshold breached
+    EXPORT = 10  # the run exited 0 but --junit/--har/--prom-textfile/--pushgateway failed
     INTERNAL = 70  # a bug in promptpath (EX_SOFTWARE): please report it
     # 128 + the signal, as a shell reports a process that signal killed: the run stopped
     # early and the report holds what was measured until then.

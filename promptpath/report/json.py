@@ -146,6 +146,13 @@ def _proxy(timeline: Timeline) -> dict[str, Any] | None:
     }
 
 
+def _utc_iso(unix_ns: int) -> str:
+    """t0 on the wall clock: HAR and JUnit want a date, our offsets are from t0."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(unix_ns / 1e9, UTC).isoformat(timespec="milliseconds")
+
+
 def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[str, Any]:
     """The per-request part of the report (shared by the cold and the warm request)."""
     metrics = metrics or compute(timeline)
@@ -158,6 +165,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         "http_version": timeline.http_version,
         "status": timeline.status,
         "reused_connection": timeline.reused_connection,
+        "started_at": _utc_iso(timeline.t0_unix_ns),
         "stages_ms": metrics.stages_ms,
         "milestones_ms": metrics.milestones_ms,
         "ttft_ms": {

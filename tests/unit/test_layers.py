@@ -26,6 +26,11 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.net": (),  # the socket layer: no options, tracer, probes or reporters
     "promptpath.streams": (),
     "promptpath.tracer.ingest": ("promptpath.streams",),
+    # The export renderers read the JSON report (a dict), never a TraceResult or a socket.
+    "promptpath.report.runs": (),
+    "promptpath.report.har": ("promptpath.report.runs",),
+    "promptpath.report.junit": ("promptpath.report.runs",),
+    "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
 }
 #: layer prefix -> prefixes it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
@@ -33,6 +38,14 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "promptpath.report": ("promptpath.net", "promptpath.probes", "promptpath.commands"),
     "promptpath.probes": ("promptpath.report", "promptpath.commands", "promptpath.cli"),
     "promptpath.server": ("promptpath.tracer", "promptpath.probes", "promptpath.report"),
+    # Writes and pushes what the report holds: it neither traces nor parses the command line.
+    "promptpath.export": (
+        "promptpath.net",
+        "promptpath.tracer",
+        "promptpath.probes",
+        "promptpath.commands",
+        "promptpath.cli",
+    ),
 }
 
 

@@ -1,0 +1,246 @@
+"""Exports for CI and monitoring: --junit, --har, --prom-textfile, --pushgateway, --label.
+
+The renderers in report/ turn the JSON report into text; this module checks the
+destinations before anything is sent, writes files atomically and pushes to a Prometheus
+Pushgateway. It takes the JSON report (a single run or a series), never a TraceResult.
+
+Failures after the run are not the run's: each is reported on its own line and gives
+exit 10 (EXPORT) only when the run itself exited 0, so a failed export never hides a
+failed run's own code.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import re
+import socket
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from promptpath.core.errors import UsageError
+from promptpath.core.exitcodes import ExitCode
+from promptpath.environment import Environment
+
+#: A push is one small upload: a Pushgateway that takes longer than this is as good as down.
+PUSH_TIMEOUT_S = 10.0
+PUSH_JOB = "promptpath"
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+class ExportFailed(Exception):
+    """An export that could not be written or pushed (the run itself is unaffected)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExportPlan:
+    """Where the report goes besides stdout; checked before the first packet."""
+
+    junit: Path | None = None
+    har: Path | None = None
+    prom_textfile: Path | None = None
+    pushgateway: str | None = None
+    labels: tuple[tuple[str, str], ...] = ()
+    fail_on: str = "fail"
+
+    @property
+    def wanted(self) -> bool:
+        return any((self.junit, self.har, self.prom_textfile, self.pushgateway))
+
+    def finish(self, report: Mapping[str, Any], code: int, env: Environment) -> int:
+        """Write every export of ``report`` (the run's exit ``code``) and return the exit
+        code: the run's own when it failed, else 10 when an export failed."""
+        failures = write_exports(report, self)
+        for message in failures:
+            print(f"promptpath: export failed: {message}", file=env.stderr)
+        if code == ExitCode.OK and failures:
+            return int(ExitCode.EXPORT)
+        return code
+
+
+def parse_labels(specs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """--label k=v values, checked against Prometheus' label-name rules."""
+    labels: dict[str, str] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        name = name.strip()
+        if not sep:
+            raise UsageError(f"--label wants NAME=VALUE, got {spec!r}", kind="bad_option")
+        if not _LABEL_NAME.fullmatch(name) or name.startswith("__"):
+            raise UsageError(
+                f"--label {spec!r}: {name!r} is not a Prometheus label name"
+                " ([a-zA-Z_][a-zA-Z0-9_]*, no leading __)",
+                kind="bad_option",
+            )
+        from promptpath.report.prometheus import RESERVED_LABELS
+
+        if name in RESERVED_LABELS:
+            raise UsageError(
+                f"--label {name}: promptpath sets that label itself"
+                f" (reserved: {', '.join(sorted(RESERVED_LABELS))})",
+                kind="bad_option",
+            )
+        if name in labels:
+            raise UsageError(f"--label {name} given twice", kind="bad_option")
+        labels[name] = value
+    return tuple(labels.items())
+
+
+def check_writable(path: Path, flag: str) -> None:
+    """Fail now, before any request, if ``path`` cannot be written; the run costs money."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a directory", kind="bad_option")
+    directory = path.parent
+    if not directory.is_dir():
+        raise UsageError(f"{flag} {path}: no such directory {directory}", kind="bad_option")
+    # Creating a file is the only test that holds for root, ACLs and read-only mounts alike.
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=f".{path.name}.", suffix=".check"):
+            pass
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(f"{path} is read-only")
+    except OSError as exc:
+        raise UsageError(
+            f"{flag} {path}: cannot write there ({exc.strerror or exc})", kind="bad_option"
+        ) from exc
+
+
+def _check_pushgateway(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--pushgateway wants http(s)://HOST:PORT, got {url!r}", kind="bad_option")
+    if parts.query or parts.fragment:
+        raise UsageError("--pushgateway takes no query or fragment", kind="bad_option")
+    return url.rstrip("/")
+
+
+def plan_exports(
+    *,
+    junit: str | None = None,
+    har: str | None = None,
+    prom_textfile: str | None = None,
+    pushgateway: str | None = None,
+    labels: Sequence[str] = (),
+    fail_on: str = "fail",
+) -> ExportPlan:
+    """Check every destination; each problem is a UsageError (exit 2), raised before the run."""
+    paths: dict[str, Path | None] = {}
+    for flag, value in (("--junit", junit), ("--har", har), ("--prom-textfile", prom_textfile)):
+        path = None if value is None else Path(value)
+        if path is not None:
+            check_writable(path, flag)
+            twin = next((f for f, p in paths.items() if p is not None and p == path), None)
+            if twin is not None:
+                raise UsageError(f"{twin} and {flag} name the same file {path}", kind="bad_option")
+        paths[flag] = path
+    return ExportPlan(
+        junit=paths["--junit"],
+        har=paths["--har"],
+        prom_textfile=paths["--prom-textfile"],
+        pushgateway=None if pushgateway is None else _check_pushgateway(pushgateway),
+        labels=parse_labels(labels),
+        fail_on=fail_on,
+    )
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temp file beside ``path`` and rename it over ``path``: a reader
+    (node_exporter's textfile collector scraping mid-write) sees the old file or the new."""
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        # mkstemp makes the file 0600; node_exporter usually runs as another user.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp, 0o666 & ~umask)
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def _segment(name: str, value: str) -> str:
+    """One grouping label in a Pushgateway URL; values with a slash (or empty) go base64,
+    the Pushgateway's own escape for what a path segment cannot carry."""
+    if value == "" or "/" in value:
+        encoded = base64.urlsafe_b64encode(value.encode()).decode() or "="
+        return f"{name}@base64/{encoded}"
+    return f"{name}/{quote(value, safe='')}"
+
+
+def push_url(base: str, labels: Mapping[str, str], target: str) -> str:
+    """/metrics/job/promptpath/instance/<instance>/target/<url>[/<label>/<value>...] under
+    ``base``; the instance is --label instance=..., else this machine's host name. The
+    target is part of the group so that one runner checking two endpoints keeps both."""
+    grouping = {"instance": labels.get("instance") or socket.gethostname(), **labels}
+    grouping["target"] = target
+    path = "/".join(_segment(k, v) for k, v in grouping.items())
+    return f"{base}/metrics/job/{PUSH_JOB}/{path}"
+
+
+def push(base: str, text: str, labels: Mapping[str, str], target: str) -> None:
+    """PUT the exposition to a Pushgateway: PUT replaces this group's metrics, so a
+    series' quantiles do not outlive the push of a later single run."""
+    import ssl
+
+    import httpx
+
+    url = push_url(base, labels, target)
+    try:
+        # trust_env=False: the Pushgateway is reached directly, not via HTTP(S)_PROXY.
+        response = httpx.put(
+            url,
+            content=text.encode(),
+            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+            timeout=PUSH_TIMEOUT_S,
+            trust_env=False,
+            # The system's CAs (an internal Pushgateway's CA is installed there), not certifi's.
+            verify=ssl.create_default_context(),
+        )
+    except httpx.HTTPError as exc:
+        raise ExportFailed(f"--pushgateway {base}: {exc or type(exc).__name__}") from exc
+    if not response.is_success:
+        reason = " ".join(response.text.split())
+        if len(reason) > 400:
+            # The Pushgateway quotes the whole metric first and says what is wrong last.
+            reason = f"{reason[:150]} … {reason[-200:]}"
+        raise ExportFailed(f"--pushgateway {base}: HTTP {response.status_code} {reason}".rstrip())
+
+
+def write_exports(report: Mapping[str, Any], plan: ExportPlan) -> list[str]:
+    """Every export the plan asks for; one failing does not stop the others."""
+    from promptpath.report import har, junit, prometheus
+    from promptpath.report.runs import target_of
+
+    failures: list[str] = []
+    labels = dict(plan.labels)
+    files: list[tuple[str, Path | None, Callable[[], str]]] = [
+        ("--junit", plan.junit, lambda: junit.render(report, fail_on=plan.fail_on)),
+        ("--har", plan.har, lambda: json.dumps(har.render(report), indent=2) + "\n"),
+        ("--prom-textfile", plan.prom_textfile, lambda: prometheus.render(report, labels=labels)),
+    ]
+    for flag, path, render in files:
+        if path is None:
+            continue
+        try:
+            write_atomic(path, render())
+        except OSError as exc:
+            failures.append(f"{flag} {path}: {exc.strerror or exc}")
+    if plan.pushgateway is not None:
+        try:
+            text = prometheus.render(report, labels=labels)
+            push(plan.pushgateway, text, labels, target_of(report))
+        except ExportFailed as exc:
+            failures.append(str(exc))
+    return failures
