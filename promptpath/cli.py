@@ -165,6 +165,13 @@ InsecureOpt = Annotated[
         "--insecure/--no-insecure", "-k", help="Do not verify the certificate (default: verify)."
     ),
 ]
+AllowCleartextOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-cleartext",
+        help="Send the API key over plain http:// to a non-loopback address too.",
+    ),
+]
 IPv4Opt = Annotated[bool, typer.Option("-4", help="IPv4 only.")]
 IPv6Opt = Annotated[bool, typer.Option("-6", help="IPv6 only.")]
 TimeoutOpt = Annotated[
@@ -312,6 +319,7 @@ def run(
     resolve: ResolveOpt = None,
     cacert: CACertOpt = None,
     insecure: InsecureOpt = None,
+    allow_cleartext: AllowCleartextOpt = False,
     ipv4: IPv4Opt = False,
     ipv6: IPv6Opt = False,
     timeout: TimeoutOpt = None,
@@ -362,6 +370,7 @@ def run(
         resolve=resolve or [],
         cacert=cacert,
         insecure=insecure,
+        allow_cleartext=allow_cleartext,
         family=_family(ipv4, ipv6),
         timeout=timeout,
         warm=warm,
@@ -406,6 +415,7 @@ def probe(
     resolve: ResolveOpt = None,
     cacert: CACertOpt = None,
     insecure: InsecureOpt = None,
+    allow_cleartext: AllowCleartextOpt = False,
     ipv4: IPv4Opt = False,
     ipv6: IPv6Opt = False,
     timeout: TimeoutOpt = None,

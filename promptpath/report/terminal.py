@@ -18,6 +18,7 @@ from promptpath.core.servertime import server_account, split_words
 from promptpath.core.stats import sparkline
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.options import display_url
+from promptpath.tracer.cleartext import cleartext_note
 from promptpath.tracer.orchestrator import TraceResult
 
 #: Waterfall rows: (label, stage key, start milestone or None for the stage's own start).
@@ -361,6 +362,9 @@ def render(console: Console, result: TraceResult) -> None:
     )
     if opts.proxy_note:
         console.print(Text(f"PROXY  {opts.proxy_note}", style="dim"))
+    note = cleartext_note(opts, tl.address[0] if tl.address else None)
+    if note:
+        console.print(Text(f"KEY    {note}", style="yellow"))
     if opts.verbose:
         render_headers(console, result)
     total = None
