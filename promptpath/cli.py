@@ -333,8 +333,8 @@ def run(
         typer.Option(
             "--probe",
             metavar="NAME",
-            help="Run a probe after the trace: buffering, idle-timeout, dns-cache or all"
-            " (repeatable).",
+            help="Run a probe after the trace: buffering, idle-timeout, dns-cache, ratelimit"
+            " or all (repeatable).",
         ),
     ] = None,
     canary: CanaryOpt = False,
@@ -401,7 +401,7 @@ def probe(
         list[str] | None,
         typer.Argument(
             metavar="[NAME]...",
-            help="Probes to run: buffering, idle-timeout, dns-cache (default: all).",
+            help="Probes to run: buffering, idle-timeout, dns-cache, ratelimit (default: all).",
         ),
     ] = None,
     provider: ProviderOpt = None,
@@ -436,7 +436,7 @@ def probe(
     key: KeyOpt = None,
     connect_to: ConnectToOpt = None,
 ) -> None:
-    """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache)."""
+    """Trace one prompt to TARGET, then run probes (all of them unless named)."""
     # The same trace as `run`, with the probe names as positional arguments.
     options = dict(locals())
     names = options.pop("names")

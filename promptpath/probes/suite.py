@@ -19,6 +19,7 @@ BUILTIN = (
     "promptpath.probes.buffering",
     "promptpath.probes.idle_timeout",
     "promptpath.probes.dns_cache",
+    "promptpath.probes.ratelimit",
 )
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).
