@@ -228,6 +228,18 @@ DNSRecheckOpt = Annotated[
         help="dns-cache probe: seconds between the two TTL queries.",
     ),
 ]
+TLSWarnDaysOpt = Annotated[
+    int,
+    typer.Option(
+        "--tls-warn-days", metavar="DAYS", min=0, help="tls probe: warn this close to expiry."
+    ),
+]
+TLSFailDaysOpt = Annotated[
+    int,
+    typer.Option(
+        "--tls-fail-days", metavar="DAYS", min=0, help="tls probe: fail this close to expiry."
+    ),
+]
 ProxyOpt = Annotated[
     str | None,
     typer.Option(
@@ -333,13 +345,15 @@ def run(
         typer.Option(
             "--probe",
             metavar="NAME",
-            help="Run a probe after the trace: buffering, idle-timeout, dns-cache, ratelimit"
+            help="Run a probe after the trace: buffering, idle-timeout, dns-cache, ratelimit, tls"
             " or all (repeatable).",
         ),
     ] = None,
     canary: CanaryOpt = False,
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
+    tls_warn_days: TLSWarnDaysOpt = 30,
+    tls_fail_days: TLSFailDaysOpt = 7,
     compare_http: Annotated[
         bool,
         typer.Option("--compare-http", help="Trace over HTTP/2 and HTTP/3 and compare them."),
@@ -384,7 +398,13 @@ def run(
         proxy_user=proxy_user,
         proxy_cacert=proxy_cacert,
         both_families=ipv4 and ipv6,
-        probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
+        probe_options={
+            "canary": canary,
+            "idle_max": idle_max,
+            "dns_recheck_s": dns_recheck,
+            "tls_warn_days": tls_warn_days,
+            "tls_fail_days": tls_fail_days,
+        },
         cert=cert,
         key=key,
         connect_to=connect_to or [],
@@ -401,7 +421,8 @@ def probe(
         list[str] | None,
         typer.Argument(
             metavar="[NAME]...",
-            help="Probes to run: buffering, idle-timeout, dns-cache, ratelimit (default: all).",
+            help="Probes to run: buffering, idle-timeout, dns-cache, ratelimit, tls"
+            " (default: all).",
         ),
     ] = None,
     provider: ProviderOpt = None,
@@ -427,6 +448,8 @@ def probe(
     canary: CanaryOpt = False,
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
+    tls_warn_days: TLSWarnDaysOpt = 30,
+    tls_fail_days: TLSFailDaysOpt = 7,
     proxy: ProxyOpt = None,
     noproxy: NoProxyOpt = None,
     proxy_user: ProxyUserOpt = None,

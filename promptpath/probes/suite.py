@@ -20,6 +20,7 @@ BUILTIN = (
     "promptpath.probes.idle_timeout",
     "promptpath.probes.dns_cache",
     "promptpath.probes.ratelimit",
+    "promptpath.probes.tls",
 )
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).
