@@ -345,8 +345,8 @@ def run(
         typer.Option(
             "--probe",
             metavar="NAME",
-            help="Run a probe after the trace: buffering, idle-timeout, dns-cache, ratelimit, tls"
-            " or all (repeatable).",
+            help="Run a probe after the trace: buffering, idle-timeout, dns-cache, ratelimit, tls,"
+            " cors or all (repeatable).",
         ),
     ] = None,
     canary: CanaryOpt = False,
@@ -421,7 +421,7 @@ def probe(
         list[str] | None,
         typer.Argument(
             metavar="[NAME]...",
-            help="Probes to run: buffering, idle-timeout, dns-cache, ratelimit, tls"
+            help="Probes to run: buffering, idle-timeout, dns-cache, ratelimit, tls, cors"
             " (default: all).",
         ),
     ] = None,

@@ -21,6 +21,7 @@ BUILTIN = (
     "promptpath.probes.dns_cache",
     "promptpath.probes.ratelimit",
     "promptpath.probes.tls",
+    "promptpath.probes.cors",
 )
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).
