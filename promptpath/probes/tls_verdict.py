@@ -69,12 +69,21 @@ def _dns_match(host: str, san: str) -> bool:
 
 
 def chain_complete(chain: Sequence[CertInfo], trusted: Collection[str]) -> str | None:
-    """None when the chain as sent reaches a trusted root (or ends in a root the server
-    sent itself); else the issuer the client was left to find."""
-    last = chain[-1]
-    if last.issuer == last.subject or last.issuer in trusted:
-        return None
-    return last.issuer
+    """None when the chain as sent leads from the leaf to a trust anchor (a certificate the
+    store holds, one issued by it, or a root the server sent itself); else the issuer the
+    client was left to find. Issuer links are followed by name, in any order sent, and the
+    first anchor ends the walk: a cross-signed root sent along (whose own issuer left the
+    stores long ago) does not make a chain incomplete."""
+    sent = {cert.subject: cert for cert in chain}
+    cert = chain[0]
+    for _ in chain:
+        if cert.subject in trusted or cert.issuer in trusted or cert.issuer == cert.subject:
+            return None
+        parent = sent.get(cert.issuer)
+        if parent is None or parent is cert:
+            return cert.issuer
+        cert = parent
+    return cert.issuer  # a loop of issuers that never reaches an anchor
 
 
 def _expiry(cert: CertInfo, warn_days: int, fail_days: int) -> _Issue | None:
@@ -153,6 +162,17 @@ def judge(facts: Facts, *, warn_days: int, fail_days: int) -> Finding:
     chain_issue, chain_evidence = _chain(facts)
     if chain_issue is not None:
         issues.append(chain_issue)
+    if facts.verified is False and not issues:
+        # Refused for a reason none of the checks above explains (an unknown CA, a
+        # self-signed certificate): still not a pass.
+        issues.append(
+            _Issue(
+                verdict=Verdict.FAIL,
+                words=f"the certificate was refused ({facts.verify_error or 'verification'})",
+                advice="serve a certificate from a CA the clients trust, or give them that CA"
+                " (--cacert)",
+            )
+        )
     evidence: dict[str, object] = {
         "host": facts.host,
         "version": facts.version,

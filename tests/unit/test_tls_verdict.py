@@ -106,6 +106,17 @@ def test_chains_that_reach_a_trust_anchor() -> None:
     assert chain_complete([cert()], {ROOT}) == INTER
 
 
+def test_a_cross_signed_root_sent_along_does_not_make_the_chain_incomplete() -> None:
+    # Let's Encrypt's long chain: leaf, R3, ISRG Root X1 cross-signed by DST Root CA X3,
+    # which current stores no longer hold; ISRG Root X1 itself is trusted.
+    x1 = "CN=ISRG Root X1"
+    r3 = cert(subject="CN=R3", issuer=x1, sans=())
+    cross = cert(subject=x1, issuer="CN=DST Root CA X3", sans=())
+    assert chain_complete([cert(issuer="CN=R3"), r3, cross], {x1}) is None
+    assert chain_complete([cert(issuer="CN=R3"), cross, r3], {x1}) is None  # out of order
+    assert chain_complete([cert(issuer="CN=R3"), cross], {x1}) == "CN=R3"
+
+
 def test_a_chain_not_seen_is_said_not_judged() -> None:
     found = judge(facts(chain=None, chain_note="not checked: proxy"), warn_days=30, fail_days=7)
     assert found.verdict is Verdict.PASS and "chain not checked" in found.summary
@@ -151,3 +162,9 @@ def test_several_issues_take_the_worst_verdict() -> None:
 def test_no_handshake_at_all_is_a_skip() -> None:
     f = dataclasses.replace(facts(), cert=None, version=None, chain=None, chain_note="refused")
     assert verdict(f) is Verdict.SKIP
+
+
+def test_a_refusal_no_check_explains_is_still_a_fail() -> None:
+    found = judge(facts(verified=False, verify_error="unknown_ca"), warn_days=30, fail_days=7)
+    assert found.verdict is Verdict.FAIL
+    assert found.summary == "the certificate was refused (unknown_ca)"
