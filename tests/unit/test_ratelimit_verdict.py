@@ -168,3 +168,10 @@ def test_429_from_an_edge_without_provider_headers() -> None:
 def test_429_with_nothing_to_tell_the_layer() -> None:
     finding = judge([("server", "hypercorn-h11"), ("retry-after", "1")], 429, NOW)
     assert finding.evidence["layer"] == "unknown"
+
+
+def test_probe_all_includes_the_security_probes() -> None:
+    from promptpath.probes.suite import select
+
+    names = [cls.name for cls in select(["all"])]
+    assert {"ratelimit", "tls", "cors"} <= set(names)
