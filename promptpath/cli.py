@@ -165,6 +165,13 @@ InsecureOpt = Annotated[
         "--insecure/--no-insecure", "-k", help="Do not verify the certificate (default: verify)."
     ),
 ]
+AllowCleartextOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-cleartext",
+        help="Send the API key over plain http:// to a non-loopback address too.",
+    ),
+]
 IPv4Opt = Annotated[bool, typer.Option("-4", help="IPv4 only.")]
 IPv6Opt = Annotated[bool, typer.Option("-6", help="IPv6 only.")]
 TimeoutOpt = Annotated[
@@ -228,6 +235,18 @@ DNSRecheckOpt = Annotated[
         "--dns-recheck",
         metavar="SECONDS",
         help="dns-cache probe: seconds between the two TTL queries.",
+    ),
+]
+TLSWarnDaysOpt = Annotated[
+    int,
+    typer.Option(
+        "--tls-warn-days", metavar="DAYS", min=0, help="tls probe: warn this close to expiry."
+    ),
+]
+TLSFailDaysOpt = Annotated[
+    int,
+    typer.Option(
+        "--tls-fail-days", metavar="DAYS", min=0, help="tls probe: fail this close to expiry."
     ),
 ]
 ProxyOpt = Annotated[
@@ -403,6 +422,7 @@ def run(
     resolve: ResolveOpt = None,
     cacert: CACertOpt = None,
     insecure: InsecureOpt = None,
+    allow_cleartext: AllowCleartextOpt = False,
     ipv4: IPv4Opt = False,
     ipv6: IPv6Opt = False,
     timeout: TimeoutOpt = None,
@@ -417,13 +437,15 @@ def run(
             "--probe",
             metavar="NAME",
             help="Run a probe after the trace: buffering, idle-timeout, dns-cache,"
-            " ghost-stream or all (repeatable).",
+            " ghost-stream, ratelimit, tls, cors or all (repeatable).",
         ),
     ] = None,
     canary: CanaryOpt = False,
     canary_admin: CanaryAdminOpt = None,
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
+    tls_warn_days: TLSWarnDaysOpt = 30,
+    tls_fail_days: TLSFailDaysOpt = 7,
     compare_http: Annotated[
         bool,
         typer.Option("--compare-http", help="Trace over HTTP/2 and HTTP/3 and compare them."),
@@ -467,6 +489,7 @@ def run(
         resolve=resolve or [],
         cacert=cacert,
         insecure=insecure,
+        allow_cleartext=allow_cleartext,
         family=_family(ipv4, ipv6),
         timeout=timeout,
         warm=warm,
@@ -485,6 +508,8 @@ def run(
             "canary_admin": canary_admin,
             "idle_max": idle_max,
             "dns_recheck_s": dns_recheck,
+            "tls_warn_days": tls_warn_days,
+            "tls_fail_days": tls_fail_days,
         },
         cert=cert,
         key=key,
@@ -516,7 +541,8 @@ def probe(
         list[str] | None,
         typer.Argument(
             metavar="[NAME]...",
-            help="Probes to run: buffering, idle-timeout, dns-cache, ghost-stream (default: all).",
+            help="Probes to run: buffering, idle-timeout, dns-cache, ghost-stream, ratelimit,"
+            " tls, cors (default: all).",
         ),
     ] = None,
     provider: ProviderOpt = None,
@@ -530,6 +556,7 @@ def probe(
     resolve: ResolveOpt = None,
     cacert: CACertOpt = None,
     insecure: InsecureOpt = None,
+    allow_cleartext: AllowCleartextOpt = False,
     ipv4: IPv4Opt = False,
     ipv6: IPv6Opt = False,
     timeout: TimeoutOpt = None,
@@ -542,6 +569,8 @@ def probe(
     canary_admin: CanaryAdminOpt = None,
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
+    tls_warn_days: TLSWarnDaysOpt = 30,
+    tls_fail_days: TLSFailDaysOpt = 7,
     proxy: ProxyOpt = None,
     noproxy: NoProxyOpt = None,
     proxy_user: ProxyUserOpt = None,
@@ -551,8 +580,7 @@ def probe(
     key: KeyOpt = None,
     connect_to: ConnectToOpt = None,
 ) -> None:
-    """Trace one prompt to TARGET, then run probes (buffering, idle-timeout, dns-cache,
-    ghost-stream)."""
+    """Trace one prompt to TARGET, then run probes (all of them unless named)."""
     # The same trace as `run`, with the probe names as positional arguments.
     options = dict(locals())
     names = options.pop("names")

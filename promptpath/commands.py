@@ -66,6 +66,7 @@ class RunArgs:
     resolve: list[str] = field(default_factory=list)
     cacert: str | None = None
     insecure: bool | None = None
+    allow_cleartext: bool = False
     family: int = 0
     timeout: float | None = None
     warm: bool = False
@@ -228,6 +229,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         resolve=tuple(parse_resolve(r) for r in args.resolve),
         cacert=args.cacert,
         insecure=bool(args.insecure),
+        allow_cleartext=args.allow_cleartext,
         cert=args.cert,
         key=args.key,
         connect_to=tuple(parse_connect_to(c) for c in args.connect_to),

@@ -100,6 +100,7 @@ class RunOptions:
     resolve: tuple[tuple[str, int, str], ...] = ()  # (host, port, address), curl --resolve
     cacert: str | None = None
     insecure: bool = False
+    allow_cleartext: bool = False  # send a key over plain http:// off loopback too
     cert: str | None = None  # client certificate PEM (mTLS); may hold the key as well
     key: str | None = None  # its private key, when not in ``cert``
     connect_to: tuple[ConnectTo, ...] = ()

@@ -45,7 +45,7 @@ ErrorStage = Literal[
 ]
 
 #: What is wrong with the options, the config file or the target (always stage ``config``).
-UsageKind = Literal["usage", "bad_option", "bad_target", "bad_config"]
+UsageKind = Literal["usage", "bad_option", "bad_target", "bad_config", "cleartext_key"]
 
 #: What went wrong, machine-readable. Grouped by the stage that mostly produces it; a few
 #: (``refused``, ``timeout``, ``network_error``) occur in more than one.

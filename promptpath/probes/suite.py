@@ -20,6 +20,9 @@ BUILTIN = (
     "promptpath.probes.idle_timeout",
     "promptpath.probes.dns_cache",
     "promptpath.probes.ghost_stream",
+    "promptpath.probes.ratelimit",
+    "promptpath.probes.tls",
+    "promptpath.probes.cors",
 )
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from promptpath.core.analysis import Metrics, compute, open_stage_at_error
+from promptpath.core.servertime import server_account
 from promptpath.core.stats import Summary
 from promptpath.core.timeline import DNSAnswer, Interception, Timeline, TLSInfo
 from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
@@ -153,6 +154,26 @@ def _utc_iso(unix_ns: int) -> str:
     return datetime.fromtimestamp(unix_ns / 1e9, UTC).isoformat(timespec="milliseconds")
 
 
+def server_json(timeline: Timeline, metrics: Metrics) -> dict[str, Any] | None:
+    """The ``server`` object: the time the server says it spent, split from the wait, and
+    the request id and edge it named (null: its headers said none of it)."""
+    acc = server_account(timeline.response_headers, metrics.stages_ms.get("wait"))
+    if acc is None:
+        return None
+    network = acc.network_ms
+    return {
+        "time": None if acc.time is None else asdict(acc.time),
+        "wait_ms": acc.wait_ms,
+        "network_ms": None if network is None else round(network, 3),
+        "figures": [asdict(f) for f in acc.figures],
+        "server_timing": [asdict(m) for m in acc.server_timing],
+        "request_id": None
+        if acc.request_id is None
+        else {"header": acc.request_id[0], "value": acc.request_id[1]},
+        "edge": [asdict(e) for e in acc.edge],
+    }
+
+
 def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[str, Any]:
     """The per-request part of the report (shared by the cold and the warm request)."""
     metrics = metrics or compute(timeline)
@@ -218,6 +239,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             for k, v in timeline.response_headers
             if k.lower() in _HEADER_KEEP and k.lower() not in SECRET_HEADERS
         },
+        "server": server_json(timeline, metrics),
         "quic": None if timeline.quic is None else asdict(timeline.quic),
         "proxy": _proxy(timeline),
         "error": None

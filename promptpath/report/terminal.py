@@ -14,9 +14,11 @@ from promptpath.core.analysis import (
     open_stage_at_error,
 )
 from promptpath.core.findings import Verdict
+from promptpath.core.servertime import server_account, split_words
 from promptpath.core.stats import sparkline
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.options import display_url
+from promptpath.tracer.cleartext import cleartext_note
 from promptpath.tracer.orchestrator import TraceResult
 
 #: Waterfall rows: (label, stage key, start milestone or None for the stage's own start).
@@ -229,6 +231,25 @@ def interception_lines(timeline: Timeline) -> list[str]:
     return lines
 
 
+def server_lines(timeline: Timeline, metrics: Metrics) -> list[str]:
+    """The server's own account: the wait split by the time it says it spent, then the
+    request id and edge a support ticket asks for."""
+    acc = server_account(timeline.response_headers, metrics.stages_ms.get("wait"))
+    if acc is None:
+        return []
+    lines = [words] if (words := split_words(acc)) else []
+    ids = []
+    if acc.request_id is not None:
+        ids.append(f"request id {acc.request_id[1]} ({acc.request_id[0]})")
+    ids.extend(
+        f"edge {e.location} ({e.header} {e.value})" if e.location else f"{e.header} {e.value}"
+        for e in acc.edge
+    )
+    if ids:
+        lines.append(" · ".join(ids))
+    return lines
+
+
 def token_lines(metrics: Metrics, width: int) -> list[str]:
     tok = metrics.tokens
     lines = [
@@ -296,6 +317,8 @@ def render_timeline(
                 f" / {quic.bytes_in} B in"
             )
         )
+    for i, text in enumerate(server_lines(timeline, metrics)):
+        console.print(Text(("SERVER " if i == 0 else "       ") + text))
     m = metrics.milestones_ms
     if "ttft" in m:
         console.print(
@@ -339,6 +362,9 @@ def render(console: Console, result: TraceResult) -> None:
     )
     if opts.proxy_note:
         console.print(Text(f"PROXY  {opts.proxy_note}", style="dim"))
+    note = cleartext_note(opts, tl.address[0] if tl.address else None)
+    if note:
+        console.print(Text(f"KEY    {note}", style="yellow"))
     if opts.verbose:
         render_headers(console, result)
     total = None

@@ -79,7 +79,7 @@ def serve(
             max=CERT_DAYS_MAX,
             rich_help_panel=_L,
         ),
-    ] = 30,
+    ] = 90,
     client_ca: Annotated[
         str | None,
         typer.Option(

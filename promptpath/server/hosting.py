@@ -45,7 +45,7 @@ class ServerConfig:
     keyfile: str | None = None
     self_signed: str | None = None  # directory for a generated CA + leaf
     client_ca: str | None = None  # PEM CAs: require a client certificate they signed
-    cert_days: int = 30
+    cert_days: int = 90  # a Let's Encrypt lifetime: fresh, it passes the tls probe's 30-day warning
     http3: bool | None = None  # None: on when TLS is on
     behaviour: Behaviour = field(default_factory=Behaviour)
     api_key: str | None = field(default=None, repr=False)

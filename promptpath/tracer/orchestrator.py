@@ -44,6 +44,7 @@ from promptpath.net.transport import (
     WireRequest,
 )
 from promptpath.options import RunOptions
+from promptpath.tracer.cleartext import check_cleartext
 from promptpath.tracer.ingest import (
     SNIFF_LIMIT,
     BodyIngest,
@@ -237,6 +238,9 @@ class Tracer:
             )
         else:
             addresses = (await self._resolve(timeline, dial_host, dial_port)).addresses
+        # Nothing has gone to the target yet: the last moment to keep a key off the wire.
+        dialled = addresses if hop is None else hop.addresses
+        check_cleartext(options, [ip for ip, _ in dialled])
         spec = ConnectSpec(
             host=host,
             port=port,

@@ -113,7 +113,7 @@ def test_a_single_run_is_judged_against_its_own_ttft(slow: RefServer) -> None:
     jsonschema.validate(body, RUN_SCHEMA)
     ttft, days = body["slo"]
     assert ttft["ok"] is False and ttft["value"] == body["ttft_ms"]["from_start"]
-    # The reference endpoint's certificate is valid for 30 days (serve --cert-days).
+    # The reference endpoint's certificate is valid for 90 days (serve --cert-days).
     assert days["ok"] is True and days["value"] == body["tls"]["cert"]["days_left"]
     assert "SLO ttft_p95 < 100.0 ms: BREACHED" in res.stderr
 
