@@ -10,7 +10,9 @@ count against the path:
 - with server send stamps (``promptpath serve``): the events in the read were sent
   ``COALESCE_SLACK_NS`` or more apart, so the first of them waited at least that long;
 - without them: the read came ``COALESCE_SLACK_NS`` or more after the previous read, so
-  it cannot be back-to-back segments that our loop caught in one go.
+  it cannot be back-to-back segments that our loop caught in one go, and later than the
+  stream's pace allows for the events it brings (a read on time with two events did not
+  hold the first: the origin wrote the second right behind it).
 
 The slack is a hold no reader sees in a stream and more than our loop lags on a busy
 machine (the longest read-loop batch measured at 1,000 tokens/s on a loaded 2-core box:
@@ -48,7 +50,9 @@ def _by_read(content: list[StreamEvent]) -> dict[int, list[StreamEvent]]:
     return reads
 
 
-def _path_read(timeline: Timeline, index: int, events: list[StreamEvent], by: JudgedBy) -> bool:
+def _path_read(
+    timeline: Timeline, index: int, events: list[StreamEvent], by: JudgedBy, pace_ns: float
+) -> bool:
     """The path, not our read loop, put these events (two or more) into one read."""
     if by == "send_times":
         sent = [e.server_sent_unix_ns for e in events if e.server_sent_unix_ns is not None]
@@ -56,17 +60,21 @@ def _path_read(timeline: Timeline, index: int, events: list[StreamEvent], by: Ju
     if not 1 <= index < len(timeline.reads):
         return False  # no read before it to measure the quiet from
     quiet = timeline.reads[index].t_ns - timeline.reads[index - 1].t_ns
-    return quiet >= COALESCE_SLACK_NS
+    # A read that came on the stream's pace did not hold its first event back: the ones
+    # behind it were written right after it. Held events make the read late by about the
+    # pace times the events it brings.
+    return quiet >= COALESCE_SLACK_NS and quiet >= (len(events) - 0.5) * pace_ns
 
 
 def coalescing(timeline: Timeline) -> Coalescing:
     content = [e for e in timeline.events if e.kind == "content"]
     stamped = bool(content) and all(e.server_sent_unix_ns is not None for e in content)
     by: JudgedBy = "send_times" if stamped else "arrival"
+    pace_ns = (content[-1].t_ns - content[0].t_ns) / (len(content) - 1) if content else 0.0
     path_reads = {
         index
         for index, events in _by_read(content).items()
-        if len(events) >= 2 and _path_read(timeline, index, events, by)
+        if len(events) >= 2 and _path_read(timeline, index, events, by, pace_ns)
     }
     flags: list[bool] = []
     path = read_loop = 0
