@@ -57,18 +57,26 @@ def _path_read(
     if by == "send_times":
         sent = [e.server_sent_unix_ns for e in events if e.server_sent_unix_ns is not None]
         return max(sent) - min(sent) >= COALESCE_SLACK_NS
-    if not 1 <= index < len(timeline.reads):
-        return False  # no read before it to measure the quiet from
-    quiet = timeline.reads[index].t_ns - timeline.reads[index - 1].t_ns
+    if not 0 <= index < len(timeline.reads):
+        return False
+    # The first read's quiet runs from the request: the headers came with it.
+    before = timeline.reads[index - 1].t_ns if index else timeline.milestones.get("request_sent")
+    if before is None:
+        return False
+    quiet = timeline.reads[index].t_ns - before
     # A read that came on the stream's pace did not hold its first event back: the ones
     # behind it were written right after it. Held events make the read late by about the
-    # pace times the events it brings.
-    return quiet >= COALESCE_SLACK_NS and quiet >= (len(events) - 0.5) * pace_ns
+    # pace times the events it brings; half way between the two is the line.
+    return quiet >= COALESCE_SLACK_NS and quiet >= (len(events) + 1) / 2 * pace_ns
 
 
-def coalescing(timeline: Timeline) -> Coalescing:
+def coalescing(timeline: Timeline, *, send_times: bool = True) -> Coalescing:
+    """``send_times=False`` judges from arrival alone, as for any third-party endpoint,
+    even when the events carry the reference endpoint's stamps."""
     content = [e for e in timeline.events if e.kind == "content"]
-    stamped = bool(content) and all(e.server_sent_unix_ns is not None for e in content)
+    stamped = (
+        send_times and bool(content) and all(e.server_sent_unix_ns is not None for e in content)
+    )
     by: JudgedBy = "send_times" if stamped else "arrival"
     pace_ns = (content[-1].t_ns - content[0].t_ns) / (len(content) - 1) if content else 0.0
     path_reads = {

@@ -23,6 +23,7 @@ numbers that show it:
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -69,12 +70,21 @@ def _burst(u: Unit) -> Burst:
     )
 
 
+def _span(values: Sequence[int]) -> str:
+    lo, hi = min(values), max(values)
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
 def _kib(n: float) -> str:
     return f"{n / 1024:.1f} KiB"
 
 
 def _events_in(u: Unit, events: Sequence[StreamEvent]) -> list[StreamEvent]:
     return [e for e in events if u.start_ns <= e.t_ns <= u.end_ns]
+
+
+def _unstamped(events: Sequence[StreamEvent]) -> list[StreamEvent]:
+    return [dataclasses.replace(e, server_sent_unix_ns=None) for e in events]
 
 
 def held_ms(u: Unit, events: Sequence[StreamEvent]) -> float | None:
@@ -174,7 +184,7 @@ def time_coalescing(
         verdict=Verdict.FAIL if fail else Verdict.WARN,
         said=(
             f"time-triggered coalescing: a delivery every ~{interval:.0f} ms (±{cv:.0%}),"
-            f" {min(sizes)}-{max(sizes)} events each, whatever their size{held_for}"
+            f" {_span(sizes)} events each, whatever their size{held_for}"
         ),
         grade=(
             f"{'fail' if fail else 'warn'} at any token rate: a flush timer holds each event"
@@ -235,7 +245,9 @@ def classify(
     """
     if d.content_events < MIN_EVENTS or not d.units:
         return None
-    events = timeline.events
+    # Send stamps speak only in canary mode: blind mode judges as for any endpoint.
+    stamped = together.judged_by == "send_times"
+    events = timeline.events if stamped else _unstamped(timeline.events)
     found = (
         size_buffer(d, events)
         or (whole_response(d) if d.pattern == "whole" else None)

@@ -352,7 +352,7 @@ def judge(
     signs = stream_signs(timeline)
     hints = header_hints(timeline.response_headers)
     hops = hops_named(timeline.response_headers)
-    together = coalescing(timeline)
+    together = coalescing(timeline, send_times=canary)
     evidence: dict[str, object] = {
         "mode": "canary" if canary else "blind",
         "pattern": d.pattern,
