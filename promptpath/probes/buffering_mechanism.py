@@ -13,9 +13,10 @@ numbers that show it:
   the kernel holds partial segments 200 ms). The hold is the timer's, so the grade is
   too: ``warn`` below ``TIMER_FAIL_MS``, ``fail`` from there.
 - ``whole_response``: (nearly) every event in one late delivery. Always ``fail``.
-- ``compression``: a compressed event stream that was held back (a compressor emits
-  when its block fills, or at the end). Always ``fail``; the probe's identity request
-  tells whether the compression alone holds it.
+- ``compression``: a compressed event stream held back in blocks, bursts or whole (a
+  compressor emits when its block fills, or at the end). Always ``fail``; the probe's
+  identity request tells whether the compression alone holds it. A compressed stream
+  on a steady timer stays ``time_coalescing``: no compressor flushes on a clock.
 - ``irregular_bursts``: held back in bursts of neither steady size nor steady interval:
   graded by how long events were held (canary) or how far apart the bursts came (blind),
   the only measure left.
@@ -258,6 +259,10 @@ def classify(
         found = irregular_bursts(d, hold_verdict)
     if found is None or encoding is None:
         return found
+    if found.kind == "time_coalescing":
+        # A compressor holds until its block fills or the end, never on a steady clock:
+        # the timer is a hop's, whatever the coding.
+        return dataclasses.replace(found, facts={**found.facts, "encoding": encoding})
     return Mechanism(
         kind="compression",
         verdict=Verdict.FAIL,

@@ -188,6 +188,13 @@ def test_compression_holding_events_back_fails_and_keeps_the_shape(rate: float) 
     assert m["shape"] == "size_buffer" and m["block_bytes"] == 4096
 
 
+def test_a_compressed_stream_on_a_steady_timer_is_the_timer() -> None:
+    f = judged(timer(200.0), 20.0, canary=True, headers=(("Content-Encoding", "gzip"),))
+    assert f.verdict is Verdict.WARN
+    m = mechanism(f)
+    assert m["kind"] == "time_coalescing" and m["encoding"] == "gzip"
+
+
 @pytest.mark.parametrize("canary", [True, False], ids=["canary", "blind"])
 @pytest.mark.parametrize("rate", (*RATES, 1000.0))
 def test_a_clean_path_passes_whatever_our_reader_batches(rate: float, canary: bool) -> None:
