@@ -428,6 +428,10 @@ def judge(
             # 100 tokens/s flushes every ~130 ms): list the ones the mechanism saw.
             evidence.update(_bursts_evidence(timeline, mechanism.flushes))
     blame, blame_facts = blamed_hop(timeline.response_headers)
+    timer = mechanism is not None and mechanism.kind == "time_coalescing"
+    if timer and blame_facts["hop"] is None and not canary:
+        # Without send stamps a timer in the origin's own writes looks the same.
+        blame += ", or the origin's own write timer (blind mode cannot tell; --canary can)"
     if verdict in (Verdict.WARN, Verdict.FAIL):
         summary += f"; at {blame}"
         evidence["blamed_hop"] = blame_facts

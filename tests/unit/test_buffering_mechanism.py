@@ -214,6 +214,10 @@ def test_the_origins_own_server_header_is_never_the_hop_blamed() -> None:
     assert "promptpath serve (hypercorn)" not in f.summary and "hypercorn" not in f.summary
     assert f.evidence["blamed_hop"] == {"hop": None, "named_by": []}
     assert f.evidence["hops"] == ["promptpath serve (hypercorn)"]  # still reported as seen
+    # Blind, a timer in the origin's own writes would look the same: the summary says so.
+    assert "origin's own write timer" not in f.summary
+    blind = judged(timer(200.0), 20.0, canary=False, headers=(("server", "hypercorn-h11"),))
+    assert "or the origin's own write timer" in blind.summary
 
 
 def test_a_hop_named_by_via_is_blamed_with_the_header_that_names_it() -> None:
