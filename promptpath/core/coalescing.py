@@ -78,7 +78,8 @@ def coalescing(timeline: Timeline, *, send_times: bool = True) -> Coalescing:
         send_times and bool(content) and all(e.server_sent_unix_ns is not None for e in content)
     )
     by: JudgedBy = "send_times" if stamped else "arrival"
-    pace_ns = (content[-1].t_ns - content[0].t_ns) / (len(content) - 1) if content else 0.0
+    span_ns = content[-1].t_ns - content[0].t_ns if content else 0
+    pace_ns = span_ns / (len(content) - 1) if len(content) >= 2 else 0.0
     path_reads = {
         index
         for index, events in _by_read(content).items()

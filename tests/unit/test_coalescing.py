@@ -80,3 +80,11 @@ def test_send_times_tell_a_late_read_of_events_sent_together_from_a_held_one() -
 def test_events_in_separate_reads_are_not_coalesced_at_all() -> None:
     c = coalescing(reads([(0.0, []), (100.0, [99.0]), (200.0, [199.0])], stamped=False))
     assert (c.path, c.read_loop) == (0, 0)
+
+
+@pytest.mark.parametrize("groups", [[], [(0.0, []), (100.0, [99.0])]], ids=["none", "one"])
+def test_a_stream_of_one_event_or_none_has_nothing_coalesced(
+    groups: list[tuple[float, list[float]]],
+) -> None:
+    c = coalescing(reads(groups, stamped=False))
+    assert (c.path, c.read_loop) == (0, 0)
