@@ -421,8 +421,11 @@ def judge(
             **mechanism.facts,
         }
         evidence["buffer_size_bytes"] = mechanism.facts.get("block_bytes")
-        whole = mechanism.facts.get("shape", mechanism.kind) == "whole_response"
-        evidence["pattern"] = "whole" if whole else "bursts"
+        shape = mechanism.facts.get("shape", mechanism.kind)
+        if shape == "whole_response":
+            evidence["pattern"] = "whole"
+        elif shape != "irregular_bursts" or evidence["pattern"] not in ("bursts", "whole"):
+            evidence["pattern"] = "bursts"
         if len(mechanism.flushes) > len(d.bursts):
             # Flushes closer together than delivery's 150 ms silence (a 4 KiB buffer at
             # 100 tokens/s flushes every ~130 ms): list the ones the mechanism saw.

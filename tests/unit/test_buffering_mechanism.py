@@ -232,3 +232,43 @@ def test_a_passing_stream_blames_no_hop() -> None:
     f = judged(clean, 20.0, canary=True, headers=(("Server", "nginx/1.22.1"),))
     assert f.verdict is Verdict.PASS
     assert "blamed_hop" not in f.evidence and " at " not in f.summary
+
+
+def irregular(flush_at: list[float]) -> Hop:
+    """A hop that flushes everything it holds at the given moments (ms), then at the end."""
+
+    def hop(rate: float, n: int) -> tuple[Groups, list[int]]:
+        groups: Groups = []
+        sizes: list[int] = []
+        batch: list[tuple[float, int]] = []
+        moments = iter(flush_at)
+        due = next(moments, None)
+        for sent, nbytes in paced(rate, n):
+            if due is not None and sent > due and batch:
+                groups.append((due, [s for s, _ in batch]))
+                sizes.append(sum(b for _, b in batch))
+                batch = []
+                due = next(moments, None)
+            batch.append((sent, nbytes))
+        groups.append((batch[-1][0] + 1.0, [s for s, _ in batch]))
+        sizes.append(sum(b for _, b in batch))
+        return groups, sizes
+
+    return hop
+
+
+@pytest.mark.parametrize(
+    ("flush_at", "verdict"),
+    [
+        ([700.0, 1000.0, 1900.0, 2300.0, 3400.0, 3700.0, 4900.0], Verdict.FAIL),
+        ([300.0, 500.0, 900.0, 1100.0, 1500.0, 1650.0, 2100.0, 2300.0], Verdict.WARN),
+    ],
+    ids=["far-apart", "close"],
+)
+def test_irregular_bursts_are_graded_by_their_silences(
+    flush_at: list[float], verdict: Verdict
+) -> None:
+    f = judged(irregular(flush_at), 20.0, canary=False)
+    m = mechanism(f)
+    assert m["kind"] == "irregular_bursts", f.summary
+    assert f.verdict is verdict
