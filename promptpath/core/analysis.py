@@ -6,8 +6,8 @@ Pure: no clock, no I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import pairwise
 
+from promptpath.core.coalescing import coalescing
 from promptpath.core.stats import Summary, intervals_ms, summarize
 from promptpath.core.timeline import MILESTONES, StreamEvent, Timeline
 
@@ -78,7 +78,8 @@ class TokenMetrics:
     count_source: str  # "usage" (server's own count) or "events" (content events seen)
     events: int  # content-bearing events
     all_events: int  # every decoded event, comments included
-    coalesced: int  # content events that arrived in the same socket read as the previous one
+    #: content events the path delivered in one read with the previous one (core.coalescing)
+    coalesced: int
     per_second: float | None
     mean_itl_ms: float | None
     gaps: list[float]  # ms between consecutive content events
@@ -89,6 +90,9 @@ class TokenMetrics:
     finished: bool = True
     #: The open gap an error cut: last content event to the error (a timeout: the deadline).
     stall_ms: float | None = None
+    #: events that shared a read with the previous one only because they were sent back to
+    #: back or our read loop caught them together: not the path's doing
+    read_batched: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,11 +121,7 @@ def _usage(timeline: Timeline) -> tuple[int | None, int]:
 def token_metrics(timeline: Timeline) -> TokenMetrics:
     content = content_events(timeline)
     gaps = intervals_ms([e.t_ns for e in content])
-    coalesced = sum(
-        1
-        for prev, cur in pairwise(content)
-        if cur.read_index >= 0 and cur.read_index == prev.read_index
-    )
+    together = coalescing(timeline)
     types: dict[str, int] = {}
     for e in content:
         key = e.content_type or "text"
@@ -150,7 +150,8 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
         count_source=source,
         events=len(content),
         all_events=len(timeline.events),
-        coalesced=coalesced,
+        coalesced=together.path,
+        read_batched=together.read_loop,
         per_second=per_second,
         mean_itl_ms=mean_itl,
         gaps=gaps,

@@ -2,6 +2,8 @@
 
 Blind mode (any endpoint) reads only arrival stamps: the delivery shape from
 ``delivery`` (streamed, bursts, whole), plus header signs and hops named in headers.
+What held the stream back (``buffering_mechanism``) decides the grade, so a hop gets the
+same verdict whatever the model's speed.
 
 Canary mode (the target is ``promptpath serve``) also has each event's server send time:
 the *hold* of an event is its arrival lag minus the smallest lag seen, so it needs no
@@ -16,10 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+from promptpath.core.coalescing import coalescing
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.stats import percentile
 from promptpath.core.timeline import StreamEvent, Timeline
 from promptpath.probes.buffering_compression import compression_facts, for_this_client
+from promptpath.probes.buffering_mechanism import FAIL_SILENCE_MS, Mechanism, classify
 from promptpath.probes.delivery import (
     MIN_EVENTS,
     MIN_JUDGE_NS,
@@ -28,10 +32,9 @@ from promptpath.probes.delivery import (
     anchor_ns,
     delivery,
 )
-from promptpath.probes.hophints import header_hints, hops_named
+from promptpath.probes.hophints import header_hints, hops_between, hops_named
 
 PROBE = "buffering"
-FAIL_SILENCE_MS = 500.0  # bursts this far apart are what users call "arrives in blocks"
 HOLD_WARN_P90_MS = 150.0
 HOLD_FAIL_P50_MS = 250.0
 HOLD_FAIL_P90_MS = 1000.0
@@ -166,6 +169,24 @@ def header_phrase(signs: dict[str, object], *, for_client: bool = False) -> str 
     return " and ".join(said) or None
 
 
+def blamed_hop(headers: Sequence[tuple[str, str]]) -> tuple[str, dict[str, object]]:
+    """Where to put the blame: a hop a response header names (never the origin's own
+    server), else "a hop between you and the origin"; with the evidence either way."""
+    named = hops_between(headers)
+    if not named:
+        return (
+            "a hop between you and the origin (no Via, proxy Server, cache or CDN header names it)",
+            {"hop": None, "named_by": []},
+        )
+    hops: list[str] = []
+    for h in named:
+        if h["hop"] not in hops:
+            hops.append(h["hop"])
+    by = ", ".join(f"{h['header']}: {h['value']}" for h in named)
+    where = hops[0] if len(hops) == 1 else "one of " + ", ".join(hops)
+    return f"{where} (named by {by})", {"hop": hops, "named_by": named}
+
+
 # -- a stream too short to judge -------------------------------------------------------
 def tokens_sent(timeline: Timeline) -> tuple[int, str]:
     """(tokens the server sent, counted from "usage" or "events"): its own count if it
@@ -201,6 +222,22 @@ def _kib(n: float) -> str:
 def _silences_ms(bursts: Sequence[Burst]) -> list[float]:
     """Silences before each burst but the first (that one includes the model's TTFT)."""
     return [round(b.silence_ns / 1e6, 1) for b in bursts[1:]]
+
+
+def _bursts_evidence(timeline: Timeline, bursts: Sequence[Burst]) -> dict[str, object]:
+    return {
+        "bursts": [
+            {
+                "t_ms": timeline.ms(b.start_ns),
+                "bytes": b.nbytes,
+                "events": b.nevents,
+                "silence_before_ms": round(b.silence_ns / 1e6, 1),
+            }
+            for b in bursts[:MAX_LISTED]
+        ],
+        "burst_bytes": [b.nbytes for b in bursts[:MAX_LISTED]],
+        "silences_ms": _silences_ms(bursts)[:MAX_LISTED],
+    }
 
 
 def _blind_verdict(d: Delivery) -> Verdict:
@@ -243,7 +280,7 @@ def _advice(
     verdict: Verdict,
     hops: Sequence[str],
     signs: dict[str, object],
-    d: Delivery,
+    mechanism: Mechanism | None,
     *,
     for_client: bool = False,
 ) -> list[str]:
@@ -268,12 +305,14 @@ def _advice(
         )
     if verdict not in (Verdict.WARN, Verdict.FAIL):
         return advice
-    silences = _silences_ms(d.bursts)
-    # ~200-260 ms cadence without a buffer-sized burst: the kernel's MSG_MORE cork timer.
-    coalescing = bool(silences) and percentile(silences, 50) < 300.0 and not d.buffer_size
-    nginx = "nginx" in hops or d.buffer_size in (4096, 8192)
+    facts = mechanism.facts if mechanism is not None else {}
+    shape = facts.get("shape", mechanism.kind if mechanism is not None else None)
+    interval = facts.get("interval_ms")
+    # A ~200 ms flush timer: the kernel's MSG_MORE cork, as haproxy without http-no-delay.
+    cork = shape == "time_coalescing" and isinstance(interval, float) and interval < 300.0
+    nginx = "nginx" in hops or facts.get("block_bytes") in (4096, 8192)
     caddy = "caddy" in hops
-    haproxy = "haproxy" in hops or coalescing
+    haproxy = "haproxy" in hops or cork
     unknown = not (nginx or caddy or haproxy)
     if nginx or unknown:
         advice.append(
@@ -315,24 +354,20 @@ def judge(
     signs = stream_signs(timeline)
     hints = header_hints(timeline.response_headers)
     hops = hops_named(timeline.response_headers)
-    sizes = [b.nbytes for b in d.bursts]
+    together = coalescing(timeline, send_times=canary)
     evidence: dict[str, object] = {
         "mode": "canary" if canary else "blind",
         "pattern": d.pattern,
+        "mechanism": None,
         "content_events": d.content_events,
         "deliveries": len(d.units),
-        "bursts": [
-            {
-                "t_ms": timeline.ms(b.start_ns),
-                "bytes": b.nbytes,
-                "events": b.nevents,
-                "silence_before_ms": round(b.silence_ns / 1e6, 1),
-            }
-            for b in d.bursts[:MAX_LISTED]
-        ],
-        "burst_bytes": sizes[:MAX_LISTED],
-        "silences_ms": _silences_ms(d.bursts)[:MAX_LISTED],
-        "buffer_size_bytes": d.buffer_size,
+        **_bursts_evidence(timeline, d.bursts),
+        "buffer_size_bytes": None,
+        "coalesced": {
+            "path": together.path,
+            "read_loop": together.read_loop,
+            "judged_by": together.judged_by,
+        },
         "header_hints": hints,
         "signs": signs,
         "hops": hops,
@@ -356,30 +391,62 @@ def judge(
             if stamped < d.content_events
             else "too few stamped events for hold statistics (judged blind)"
         )
+    hold_verdict = None
+    held = ""
     if holds is not None:
-        hv, held, facts = _canary_facts(holds)
+        hold_verdict, held, facts = _canary_facts(holds)
         evidence.update(facts)
         if d.pattern is None:
-            bursty = hv in (Verdict.WARN, Verdict.FAIL)
+            bursty = hold_verdict in (Verdict.WARN, Verdict.FAIL)
             evidence["pattern"] = (
                 ("bursts" if holds.flushes >= 2 else "whole") if bursty else "streamed"
             )
-        verdict = hv if d.pattern != "whole" else Verdict.FAIL
+        verdict = hold_verdict if d.pattern != "whole" else Verdict.FAIL
         summary = f"{summary}; {held}" if d.pattern is not None else held
+    encoding = signs.get("content_encoding")
+    mechanism = classify(
+        timeline,
+        d,
+        together,
+        encoding=encoding if isinstance(encoding, str) else None,
+        hold_verdict=hold_verdict,
+    )
+    if mechanism is not None:
+        # The mechanism grades the hop; the holds and silences it shows are its evidence.
+        verdict = mechanism.verdict
+        summary = f"{mechanism.said}; {held}" if held else mechanism.said
+        evidence["mechanism"] = {
+            "kind": mechanism.kind,
+            "grade": mechanism.grade,
+            **mechanism.facts,
+        }
+        evidence["buffer_size_bytes"] = mechanism.facts.get("block_bytes")
+        shape = mechanism.facts.get("shape", mechanism.kind)
+        if shape == "whole_response":
+            evidence["pattern"] = "whole"
+        elif shape != "irregular_bursts" or evidence["pattern"] not in ("bursts", "whole"):
+            evidence["pattern"] = "bursts"
+        if len(mechanism.flushes) > len(d.bursts):
+            # Flushes closer together than delivery's 150 ms silence (a 4 KiB buffer at
+            # 100 tokens/s flushes every ~130 ms): list the ones the mechanism saw.
+            evidence.update(_bursts_evidence(timeline, mechanism.flushes))
+    blame, blame_facts = blamed_hop(timeline.response_headers)
+    timer = mechanism is not None and mechanism.kind == "time_coalescing"
+    if timer and blame_facts["hop"] is None and not canary:
+        # Without send stamps a timer in the origin's own writes looks the same.
+        blame += ", or the origin's own write timer (blind mode cannot tell; --canary can)"
     if verdict in (Verdict.WARN, Verdict.FAIL):
-        if hops:
-            summary += f"; hops named by headers: {', '.join(hops)}"
-        if d.buffer_size:
-            summary += f" — a hop's {_kib(d.buffer_size)} buffer flushing when full"
+        summary += f"; at {blame}"
+        evidence["blamed_hop"] = blame_facts
     if d.content_events < MIN_EVENTS and holds is None:
         summary += f"; {short_stream_note(timeline, d.content_events, max_tokens)}"
-    encoding = signs.get("content_encoding")
     for_client = isinstance(encoding, str) and for_this_client(encoding, offered)
     if isinstance(encoding, str):
         judged = evidence["pattern"] if verdict is not Verdict.SKIP else None
         evidence["compression"] = compression_facts(encoding, offered, judged)
     # Hop settings are advised on what the delivery showed; the header signs bring their own.
-    advice = _advice(verdict, hops, signs, d, for_client=for_client)
+    named = [h["hop"] for h in hops_between(timeline.response_headers)]
+    advice = _advice(verdict, named, signs, mechanism, for_client=for_client)
     # Content-Length or compression on an event stream is evidence on its own: never a
     # pass, never a skip, however few events arrived; except compression the client asked
     # for on a stream seen to arrive as it was sent.

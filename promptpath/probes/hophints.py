@@ -32,6 +32,10 @@ _HOP_HEADERS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+#: Hops that are the origin's own server: never the hop in between to blame.
+ORIGIN_HOPS = frozenset({"promptpath serve (hypercorn)"})
+
+
 def header_hints(headers: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
     """Response headers that name a hop (Server, Via, X-Cache, CDN ids)."""
     hints: list[dict[str, str]] = []
@@ -50,3 +54,8 @@ def hops_named(headers: Sequence[tuple[str, str]]) -> list[str]:
         if hint["hop"] not in seen:
             seen.append(hint["hop"])
     return seen
+
+
+def hops_between(headers: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """The hints that name a hop between the client and the origin (not the origin)."""
+    return [h for h in header_hints(headers) if h["hop"] not in ORIGIN_HOPS]

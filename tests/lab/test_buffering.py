@@ -74,6 +74,8 @@ def test_nginx_buffering_with_its_default_http10_upstream_fails(
     ev = f.evidence
     assert ev["pattern"] in ("bursts", "whole")
     assert ev["buffer_size_bytes"] == 4096, explain(f)  # nginx's one-page proxy buffer
+    mechanism = ev["mechanism"]
+    assert isinstance(mechanism, dict) and mechanism["kind"] == "size_buffer", explain(f)
     assert "nginx" in ev["hops"]  # type: ignore[operator]
     silences = ev["silences_ms"]
     assert isinstance(silences, list) and silences and min(silences) > 300
@@ -83,6 +85,29 @@ def test_nginx_buffering_with_its_default_http10_upstream_fails(
         delay = ev["added_delay_ms"]
         assert isinstance(delay, dict) and delay["max"] > 400, explain(f)
         assert isinstance(ev["flushes"], int) and ev["flushes"] >= 2
+
+
+# Observed by hand (nginx 1.22.1, `proxy_buffering on`, HTTP/1.0 upstream, 120 canary
+# events of ~315 bytes): the client gets one read of 3,883 bytes (the first 4 KiB buffer
+# also held the upstream's 213 bytes of headers), then reads of exactly 4,096 bytes with
+# 13 events each, and the rest at the end: one every 1,300 / 650 / 260 / 130 ms at
+# 10 / 20 / 50 / 100 tokens/s, the first event of each held 1,200 / 600 / 240 / 120 ms.
+@pytest.mark.parametrize("rate", [20, 50])
+def test_nginx_buffering_is_the_same_size_triggered_fail_at_20_and_50_tokens_per_second(
+    ref: RefServer, tmp_path: Path, rate: int
+) -> None:
+    pace = (("x-promptpath-rate", str(rate)), ("x-promptpath-tokens", "120"))
+    with proxylab.nginx(ref.port, tmp_path, location="proxy_buffering on;") as px:
+        f, _ = probe(px.url, canary=False, max_tokens=120, headers=pace)
+    assert f.verdict is Verdict.FAIL, explain(f, px)
+    mechanism = f.evidence["mechanism"]
+    assert isinstance(mechanism, dict), explain(f)
+    assert mechanism["kind"] == "size_buffer" and mechanism["block_bytes"] == 4096
+    assert mechanism["events_per_block"] == 13, explain(f)
+    interval = mechanism["interval_ms"]
+    assert isinstance(interval, float)
+    assert 0.8 * 13_000 / rate <= interval <= 1.3 * 13_000 / rate, explain(f)
+    assert "at nginx (named by Server: nginx/" in f.summary
 
 
 def test_nginx_proxy_buffering_off_passes(ref: RefServer, tmp_path: Path) -> None:
@@ -130,6 +155,33 @@ def test_haproxy_without_http_no_delay_coalesces_into_200ms_bursts(
     delay = f.evidence["added_delay_ms"]
     assert isinstance(delay, dict) and 150 <= delay["max"] <= 600  # the 200 ms cork, plus noise
     assert any("http-no-delay" in a for a in f.advice)
+    mechanism = f.evidence["mechanism"]
+    assert isinstance(mechanism, dict) and mechanism["kind"] == "time_coalescing"
+    held = mechanism["first_event_held_ms"]
+    assert isinstance(held, float) and 150 <= held <= 400, explain(f)
+
+
+# Observed by hand (haproxy 2.6, no `option http-no-delay`): each delivery's first event
+# held 200 ms, so a read every 300 / 250 / 220 / 210 ms at 10 / 20 / 50 / 100 tokens/s
+# carrying 3 / 5 / 11 / 21 events of varying bytes (1,568-1,584 at 20/s). haproxy passes
+# the origin's `server: hypercorn-h11` through and adds no header of its own.
+# (caddy 2.6.2 with `flush_interval 1s` gave no time-triggered case: it streams
+# text/event-stream at once, one event per read, whatever the interval.)
+@pytest.mark.parametrize("rate", [20, 50])
+def test_haproxy_cork_is_the_same_time_triggered_warn_at_20_and_50_tokens_per_second(
+    ref: RefServer, tmp_path: Path, rate: int
+) -> None:
+    pace = (("x-promptpath-rate", str(rate)), ("x-promptpath-tokens", "120"))
+    with proxylab.haproxy(ref.port, tmp_path) as px:
+        f, _ = probe(px.url, canary=False, max_tokens=120, headers=pace)
+    assert f.verdict is Verdict.WARN, explain(f, px)
+    mechanism = f.evidence["mechanism"]
+    assert isinstance(mechanism, dict) and mechanism["kind"] == "time_coalescing", explain(f)
+    interval = mechanism["interval_ms"]
+    assert isinstance(interval, float) and 180 <= interval <= 400, explain(f)
+    # Nothing names the hop; the origin's own Server header is not blamed.
+    assert "at a hop between you and the origin" in f.summary
+    assert "hypercorn" not in f.summary
 
 
 def test_haproxy_with_http_no_delay_passes(ref: RefServer, tmp_path: Path) -> None:

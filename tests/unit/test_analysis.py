@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from promptpath.core.analysis import compute, token_metrics
-from promptpath.core.timeline import StreamEvent, Timeline, Usage
+from promptpath.core.timeline import Read, StreamEvent, Timeline, Usage
 
 MS = 1_000_000
 
@@ -43,8 +45,22 @@ def test_server_count_wins_and_hidden_reasoning_is_left_out_of_the_rate() -> Non
 
 
 def test_coalesced_events_are_counted_and_flagged() -> None:
-    m = compute(timeline([0, 0, 0, 0], same_read=True))
-    assert m.tokens.coalesced == 4 and m.mostly_coalesced
+    tl = timeline([0, 0, 0, 0], same_read=True)
+    # The one read came 90 ms after the headers' read: the path held the five events.
+    tl.reads += [Read(10 * MS, 200), Read(100 * MS, 1500)]
+    for i, e in enumerate(tl.events):
+        tl.events[i] = dataclasses.replace(e, read_index=1)
+    m = compute(tl)
+    assert m.tokens.coalesced == 4 and m.tokens.read_batched == 0 and m.mostly_coalesced
+
+
+def test_events_our_read_loop_caught_together_are_not_coalesced() -> None:
+    tl = timeline([0, 0, 0, 0], same_read=True)
+    tl.reads += [Read(99 * MS, 300), Read(100 * MS, 1500)]  # 1 ms after the previous read
+    for i, e in enumerate(tl.events):
+        tl.events[i] = dataclasses.replace(e, read_index=1)
+    m = compute(tl)
+    assert m.tokens.coalesced == 0 and m.tokens.read_batched == 4 and not m.mostly_coalesced
 
 
 def test_ttft_from_request_sent() -> None:

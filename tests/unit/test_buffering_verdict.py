@@ -41,7 +41,9 @@ def timeline(
     seq = 0
     for i, (arrival, sends) in enumerate(groups):
         t_ns = int(arrival * MS)
-        nbytes = read_bytes[i] if read_bytes is not None else event_bytes * max(1, len(sends))
+        # Events differ by a few bytes (token text, ids), as in every real stream.
+        sizes = [event_bytes + (seq + k) % 5 for k in range(len(sends))] or [event_bytes]
+        nbytes = read_bytes[i] if read_bytes is not None else sum(sizes)
         tl.reads.append(Read(t_ns, nbytes))
         tl.chunks.append(BodyChunk(t_ns=t_ns, nbytes=nbytes, read_index=i))
         for sent in sends:
@@ -71,14 +73,19 @@ def streamed(n: int = 60, every_ms: float = 50.0, lag_ms: float = 1.0) -> Timeli
     return timeline([(s + lag_ms, [s]) for s in sends(n, every_ms)])
 
 
-def flushed(n: int, per_flush: int, every_ms: float = 50.0, flush_bytes: int = 4096) -> Timeline:
-    """A buffer that flushes every ``per_flush`` events (and at the end)."""
+def flushed(
+    n: int, per_flush: int, every_ms: float = 50.0, flush_bytes: int | None = 4096
+) -> Timeline:
+    """A buffer that flushes every ``per_flush`` events (and at the end): ``flush_bytes``
+    each (a size-triggered buffer), or None for the events' own bytes (a timer's flush)."""
     all_sends = sends(n, every_ms)
-    groups, sizes = [], []
+    groups = []
     for i in range(0, n, per_flush):
         batch = all_sends[i : i + per_flush]
         groups.append((batch[-1] + 1.0, batch))
-        sizes.append(flush_bytes if len(batch) == per_flush else EVENT_BYTES * len(batch))
+    if flush_bytes is None:
+        return timeline(groups)
+    sizes = [flush_bytes if len(g[1]) == per_flush else EVENT_BYTES * len(g[1]) for g in groups]
     return timeline(groups, read_bytes=sizes)
 
 
@@ -117,7 +124,7 @@ def test_buffer_sized_bursts_after_long_silences_fail_and_name_the_buffer() -> N
 
 def test_short_coalescing_bursts_warn_and_point_at_haproxy_no_delay() -> None:
     # haproxy without `option http-no-delay`: ~4 events per 200 ms cork window.
-    finding = judge(flushed(60, per_flush=4, every_ms=50.0, flush_bytes=1280), canary=False)
+    finding = judge(flushed(60, per_flush=4, every_ms=50.0, flush_bytes=None), canary=False)
     assert finding.verdict is Verdict.WARN
     assert finding.evidence["pattern"] == "bursts"
     assert finding.evidence["buffer_size_bytes"] is None
@@ -128,7 +135,9 @@ def test_the_whole_answer_in_one_late_burst_fails() -> None:
     finding = judge(whole(), canary=False)
     assert finding.verdict is Verdict.FAIL
     assert finding.evidence["pattern"] == "whole"
-    assert "arrived whole: 60 of 60 events" in finding.summary
+    assert "whole-response delivery: 60 of 60 events" in finding.summary
+    mechanism = finding.evidence["mechanism"]
+    assert isinstance(mechanism, dict) and mechanism["kind"] == "whole_response"
 
 
 def test_a_whole_flush_spread_over_tcp_windows_is_still_whole() -> None:
@@ -238,12 +247,15 @@ def test_an_empty_stream_is_skipped() -> None:
     assert finding.verdict is Verdict.SKIP
 
 
-def test_few_clumped_deliveries_are_not_called_streamed() -> None:
+def test_clumps_at_a_steady_100ms_pace_are_a_timer_not_a_stream() -> None:
+    # Sent 5 ms apart, delivered 6 at a time every 100 ms: the shortest timer graded.
     s = sends(24, every_ms=5.0)
     groups = [(300.0 + (i // 6) * 100.0, s[i : i + 6]) for i in range(0, 24, 6)]
     finding = judge(timeline(groups), canary=False)
-    assert finding.verdict is Verdict.SKIP
-    assert "separate deliveries" in finding.summary
+    assert finding.verdict is Verdict.WARN
+    mechanism = finding.evidence["mechanism"]
+    assert isinstance(mechanism, dict) and mechanism["kind"] == "time_coalescing"
+    assert mechanism["interval_ms"] == 100.0
 
 
 def test_compression_on_a_streamed_event_stream_warns() -> None:
@@ -293,7 +305,7 @@ def test_nginx_named_in_headers_gets_nginx_advice_only() -> None:
     tl.response_headers.append(("Server", "nginx"))
     finding = judge(tl, canary=False)
     assert finding.evidence["hops"] == ["nginx"]
-    assert "hops named by headers: nginx" in finding.summary
+    assert "at nginx (named by Server: nginx)" in finding.summary
     assert len(finding.advice) == 1 and finding.advice[0].startswith("nginx:")
 
 
@@ -348,7 +360,7 @@ def test_canary_measures_holds_growing_through_each_burst() -> None:
 
 
 def test_canary_holds_of_a_200ms_cork_warn() -> None:
-    finding = judge(flushed(60, per_flush=4, flush_bytes=1280), canary=True)
+    finding = judge(flushed(60, per_flush=4, flush_bytes=None), canary=True)
     assert finding.verdict is Verdict.WARN
     delay = finding.evidence["added_delay_ms"]
     assert isinstance(delay, dict) and delay["max"] == pytest.approx(150, abs=1)
