@@ -204,6 +204,15 @@ CanaryOpt = Annotated[
         "--canary", help="TARGET is promptpath serve (maybe behind proxies): use its send times."
     ),
 ]
+CanaryControlsOpt = Annotated[
+    str,
+    typer.Option(
+        "--canary-controls",
+        metavar="both|headers|body",
+        help="How --canary probes send their controls: x-promptpath-* headers, the body's"
+        " promptpath field, or both.",
+    ),
+]
 IdleMaxOpt = Annotated[
     float,
     typer.Option(
@@ -330,6 +339,7 @@ def run(
         ),
     ] = None,
     canary: CanaryOpt = False,
+    canary_controls: CanaryControlsOpt = "both",
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
     compare_http: Annotated[
@@ -375,7 +385,12 @@ def run(
         proxy_user=proxy_user,
         proxy_cacert=proxy_cacert,
         both_families=ipv4 and ipv6,
-        probe_options={"canary": canary, "idle_max": idle_max, "dns_recheck_s": dns_recheck},
+        probe_options={
+            "canary": canary,
+            "canary_controls": canary_controls,
+            "idle_max": idle_max,
+            "dns_recheck_s": dns_recheck,
+        },
         cert=cert,
         key=key,
         connect_to=connect_to or [],
@@ -415,6 +430,7 @@ def probe(
     resolver: ResolverOpt = None,
     authoritative: AuthoritativeOpt = None,
     canary: CanaryOpt = False,
+    canary_controls: CanaryControlsOpt = "both",
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
     proxy: ProxyOpt = None,
