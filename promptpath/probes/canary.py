@@ -135,6 +135,15 @@ def _same(asked: str, applied: object) -> bool:
     return asked.strip().lower() == str(applied).strip().lower()
 
 
+def _value(applied: object) -> str:
+    """A control's value as its header would spell it."""
+    if applied is None:
+        return "off"
+    if isinstance(applied, float):
+        return f"{applied:g}"
+    return str(applied)
+
+
 def _report(timeline: Timeline) -> ServerControls | None:
     return next((e.controls for e in timeline.events if e.controls is not None), None)
 
@@ -200,8 +209,9 @@ def check_controls(
 
     ``pause`` (after token K, S seconds) and ``rate`` are checked in the server's send
     times as well, when the stream got that far: they are the behaviour itself, where the
-    report is only the endpoint's word. A stream without any event (an error status
-    before the body) has nothing to check and passes through: its verdict needs no pause.
+    report is only the endpoint's word. A stream without any event has nothing to check
+    and passes through: an error status before the body, or a cut that took with it every
+    event a buffering hop held (the cut itself shows that a silence happened).
     """
     base = ControlCheck(asked=tuple(asked), via=via, reported=_report(timeline))
     if not any(e.kind != "comment" for e in timeline.events):
@@ -223,9 +233,7 @@ def check_controls(
         if not _same(value, applied.get(name))
     )
     if missing:
-        shown = ", ".join(
-            f"{c} asked {a}, applied {'off' if v is None else v}" for c, a, v in missing
-        )
+        shown = ", ".join(f"{c} asked {a}, applied {_value(v)}" for c, a, v in missing)
         arrived = {name for name, _ in base.reported.sources} & {name for name, _ in asked}
         why = (
             f"{_stripped(via)}: the canary's controls did not arrive ({shown})"

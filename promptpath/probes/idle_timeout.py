@@ -80,6 +80,21 @@ def pause_options(options: RunOptions, pause_s: float, keepalive_s: float) -> Ru
     return with_controls(paused, pause_controls(pause_s, keepalive_s))
 
 
+def comments_lost(run: PauseRun) -> str | None:
+    """Keepalive comments were asked for and the server sent them, yet none arrived in a
+    silence long enough for two: a hop between drops SSE comments, so the hop that cut
+    never saw them (observed: the LiteLLM proxy re-frames the stream without them)."""
+    if run.keepalive_s <= 0 or run.comments_seen or not run.cut:
+        return None
+    if (run.since_pause_s or 0.0) < 2 * run.keepalive_s:
+        return None
+    return (
+        f"no keepalive comment arrived in {run.since_pause_s:.1f} s of pause (one every"
+        f" {run.keepalive_s:g} s asked): a hop drops SSE comments, so keepalives sent by the"
+        " origin cannot reach the hop that cuts"
+    )
+
+
 def outcome_of(
     exc: BaseException | None,
     stream_end: str | None,
@@ -155,6 +170,7 @@ class IdleTimeoutProbe(Probe):
         async def mid_stream() -> None:
             first, hops, check = await self._pause(ctx, cap, 0.0, "run 1/2")
             state["first"], state["hops"] = first, hops
+            state["controls"] = check.evidence()
             if not check.ok:
                 state["unchecked"] = check
                 ctx.progress(f"idle-timeout: {check.problem}")
@@ -166,10 +182,9 @@ class IdleTimeoutProbe(Probe):
                 )
                 second, _, check = await self._pause(ctx, cap, every, "run 2/2")
                 # A re-test whose keepalives or pause did not happen as asked tells nothing.
+                problem = check.problem or comments_lost(second)
                 state["second"] = (
-                    second
-                    if check.ok
-                    else dataclasses.replace(second, outcome=None, error=check.problem)
+                    dataclasses.replace(second, outcome=None, error=problem) if problem else second
                 )
             else:
                 ctx.progress(f"idle-timeout: the stream survived a {cap:g} s pause")
@@ -191,7 +206,7 @@ class IdleTimeoutProbe(Probe):
             first=first if isinstance(first, PauseRun) else None,
             second=second if isinstance(second, PauseRun) else None,
             hops=hops if isinstance(hops, list) else [],
-            context={"idle_max_s": cap},
+            context={"idle_max_s": cap, "controls": state.get("controls")},
         )
         if isinstance(unchecked, ControlCheck):
             return without_canary_part(finding, unchecked)

@@ -122,7 +122,7 @@ def test_controls_stripped_on_the_way_are_named_with_what_the_server_did() -> No
     assert not check.ok
     assert check.problem is not None
     assert check.problem.startswith("a hop strips the x-promptpath-* headers and the body field")
-    assert "pause-s asked 1.5, applied 0" in check.problem
+    assert "pause-s asked 1.5, applied 0," in check.problem
     assert "pause-after asked 3, applied off" in check.problem
 
 
