@@ -149,3 +149,32 @@ def test_nginx_stripping_the_pause_header_is_named_and_the_body_field_makes_up_f
     )
     assert both.evidence["keepalive_helps"] is True
     assert "pause-s" in controls(both)["arrived_by"]["body"], explain(both)  # type: ignore[index]
+
+
+def buffering_probe(base_url: str, *, via: str) -> Finding:
+    options = RunOptions(
+        target=parse_target(base_url + CHAT),
+        provider="openai",
+        model=litellmlab.MODEL,
+        http="1.1",
+        api_key=litellmlab.MASTER_KEY,
+        probe_options={"canary": True, "canary_controls": via},
+    )
+    findings = anyio.run(run_probes, options, None, select(["buffering"]), lambda _: None)
+    assert len(findings) == 1
+    return findings[0]
+
+
+def test_the_buffering_canary_through_litellm_is_judged_only_when_its_pacing_arrived(
+    gateway: proxylab.Proxy,
+) -> None:
+    paced = buffering_probe(gateway.url, via="both")
+    assert paced.verdict is not Verdict.SKIP, explain(paced, gateway)
+    assert paced.evidence["mode"] == "canary"
+    assert "rate" in controls(paced)["arrived_by"]["body"]  # type: ignore[index]
+    # Headers only: the endpoint streams its defaults (50 tokens/s, 32 tokens), which
+    # would make the hold figures describe a stream the probe never asked for.
+    unpaced = buffering_probe(gateway.url, via="headers")
+    assert unpaced.verdict is Verdict.SKIP, explain(unpaced, gateway)
+    assert "a hop strips the x-promptpath-* headers" in unpaced.summary
+    assert "rate asked 20, applied 50" in unpaced.summary

@@ -10,14 +10,19 @@ import pytest
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import ServerControls, StreamEvent, Timeline
-from promptpath.options import RunOptions, parse_target
+from promptpath.options import Provider, RunOptions, parse_target
 from promptpath.probes.canary import (
     canary_controls,
     check_controls,
     with_controls,
     without_canary_part,
 )
-from promptpath.server.behaviour import Behaviour, applied, from_request
+from promptpath.probes.idle_measure import PauseRun
+from promptpath.probes.idle_timeout import comments_lost
+from promptpath.server.behaviour import BODY_FIELD, Behaviour, applied, from_request
+from promptpath.server.dialect import RequestInfo, frame
+from promptpath.server.dialects import DIALECTS
+from promptpath.streams.decoder import StreamDecoder
 from promptpath.tracer.request import CONTROLS_FIELD, prepare
 
 #: A server started with every default a probe must not inherit.
@@ -65,6 +70,10 @@ def test_pause_with_keepalives_reaches_the_server_by_the_way_asked(via: str) -> 
     )
     # Both ways at once: the server reports the header, which wins.
     assert set(sources.values()) == {"body" if via == "body" else "header"}
+
+
+def test_the_client_writes_the_body_field_the_server_reads() -> None:
+    assert CONTROLS_FIELD == BODY_FIELD
 
 
 def test_headers_only_leaves_the_body_without_the_field() -> None:
@@ -195,3 +204,37 @@ def test_a_finding_without_its_canary_part_is_never_a_pass(
     assert got.verdict is expected
     assert got.summary.startswith("canary part not judged: a hop strips")
     assert got.summary.endswith("; keep-alive fine")
+
+
+# -- the report, from the endpoint's framing to the client's decoder --------------------
+@pytest.mark.parametrize("provider", ["openai", "responses", "anthropic", "ollama"])
+def test_the_first_event_carries_the_report_to_the_client_in_every_dialect(
+    provider: Provider,
+) -> None:
+    cls = DIALECTS[provider]
+    params = cls.parse_request({"model": "m", "messages": [], "input": "x"})
+    dialect = cls(RequestInfo(id="abc", created_unix=1, created_iso="x", params=params))
+    behaviour, sources = from_request(Behaviour(), {}, {"promptpath": {"pause-s": 2}})
+    report = {"request_id": "req_9", **applied(behaviour, sources)}
+    events = [*dialect.opening(), dialect.token(" hi")]
+    wire = b"".join(
+        frame(e, sse=dialect.sse, seq=i, sent_unix_ns=1, report=report if i == 0 else None)
+        for i, e in enumerate(events)
+    )
+    decoded = StreamDecoder(provider).feed(wire, 5, 0)
+    got = decoded[0].controls
+    assert got is not None
+    assert dict(got.applied)["pause-s"] == 2.0
+    assert got.sources == (("pause-s", "body"),)
+    assert got.request_id == "req_9"
+    assert all(e.controls is None for e in decoded[1:] if e.seq != 0)
+
+
+def test_a_lost_keepalive_comment_is_named_only_after_a_silence_long_enough_for_two() -> None:
+    cut = PauseRun(pause_s=6, keepalive_s=1, outcome="fin", since_pause_s=3.0)
+    problem = comments_lost(cut)
+    assert problem is not None and "a hop drops SSE comments" in problem
+    assert comments_lost(dataclasses.replace(cut, comments_seen=2)) is None
+    assert comments_lost(dataclasses.replace(cut, since_pause_s=1.5)) is None
+    assert comments_lost(dataclasses.replace(cut, keepalive_s=0)) is None
+    assert comments_lost(dataclasses.replace(cut, outcome="survived")) is None
