@@ -473,7 +473,10 @@ _SERVE_HELP = """Run the reference endpoint (a streaming API you control).
 Every behaviour option below (--ttft-ms to --accel-buffering) is also a request header,
 x-promptpath-<option>, that overrides it for that request alone, e.g.
 'x-promptpath-pause-after: 3' and 'x-promptpath-pause-s: 30'; an unknown x-promptpath-*
-header is refused rather than ignored.
+header is refused rather than ignored. The same controls may ride in the request body's
+"promptpath" object ({"promptpath": {"pause-after": 3, "pause-s": "30"}}) for gateways that
+strip x- headers; a header wins over the body. The first event of each stream reports the
+controls applied and where each came from.
 
 GET /stats answers JSON counters (requests, tokens_sent, client_disconnects and the recent
 requests with path, status and tokens sent); GET /healthz answers 200. Neither counts as a request.
