@@ -220,6 +220,15 @@ CanaryAdminOpt = Annotated[
         " path does not pass GET /stats/requests/ID.",
     ),
 ]
+CanaryControlsOpt = Annotated[
+    str,
+    typer.Option(
+        "--canary-controls",
+        metavar="both|headers|body",
+        help="How --canary probes send their controls: x-promptpath-* headers, the body's"
+        " promptpath field, or both.",
+    ),
+]
 IdleMaxOpt = Annotated[
     float,
     typer.Option(
@@ -442,6 +451,7 @@ def run(
     ] = None,
     canary: CanaryOpt = False,
     canary_admin: CanaryAdminOpt = None,
+    canary_controls: CanaryControlsOpt = "both",
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
     tls_warn_days: TLSWarnDaysOpt = 30,
@@ -506,6 +516,7 @@ def run(
         probe_options={
             "canary": canary,
             "canary_admin": canary_admin,
+            "canary_controls": canary_controls,
             "idle_max": idle_max,
             "dns_recheck_s": dns_recheck,
             "tls_warn_days": tls_warn_days,
@@ -567,6 +578,7 @@ def probe(
     authoritative: AuthoritativeOpt = None,
     canary: CanaryOpt = False,
     canary_admin: CanaryAdminOpt = None,
+    canary_controls: CanaryControlsOpt = "both",
     idle_max: IdleMaxOpt = 120.0,
     dns_recheck: DNSRecheckOpt = 3.0,
     tls_warn_days: TLSWarnDaysOpt = 30,
@@ -611,7 +623,10 @@ _SERVE_HELP = """Run the reference endpoint (a streaming API you control).
 Every behaviour option below (--ttft-ms to --accel-buffering) is also a request header,
 x-promptpath-<option>, that overrides it for that request alone, e.g.
 'x-promptpath-pause-after: 3' and 'x-promptpath-pause-s: 30'; an unknown x-promptpath-*
-header is refused rather than ignored.
+header is refused rather than ignored. The same controls may ride in the request body's
+"promptpath" object ({"promptpath": {"pause-after": 3, "pause-s": "30"}}) for gateways that
+strip x- headers; a header wins over the body. The first event of each stream reports the
+controls applied and where each came from.
 
 GET /stats answers JSON counters (requests, completions, tokens_sent, tokens_generated,
 client_disconnects and the recent requests); GET /metrics the same in Prometheus text with

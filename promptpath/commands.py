@@ -193,6 +193,11 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
     idle_max = args.probe_options.get("idle_max")
     if isinstance(idle_max, (int, float)) and idle_max <= 0:
         raise UsageError("--idle-max must be positive")
+    via = args.probe_options.get("canary_controls", "both")
+    from promptpath.probes.canary import VIA_CHOICES
+
+    if via not in VIA_CHOICES:
+        raise UsageError(f"--canary-controls must be one of {', '.join(VIA_CHOICES)}")
     recheck = args.probe_options.get("dns_recheck_s")
     if isinstance(recheck, (int, float)):
         from promptpath.probes.dns_cache import MIN_RECHECK_S

@@ -116,6 +116,9 @@ class RunOptions:
     proxy_cacert: str | None = None  # CAs for an https:// proxy's own certificate
     verbose: bool = False
     probe_options: dict[str, object] = field(default_factory=dict)
+    # Reference-endpoint controls sent in the body's "promptpath" object (canary probes):
+    # they reach it through gateways that strip x-promptpath-* headers.
+    body_controls: tuple[tuple[str, str], ...] = ()
 
     def resolve_override(self, host: str, port: int) -> str | None:
         for r_host, r_port, r_addr in self.resolve:

@@ -83,6 +83,15 @@ class Usage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ServerControls:
+    """The controls the reference endpoint reported it applied (its first event)."""
+
+    applied: tuple[tuple[str, object], ...]  # control name -> value (None: off)
+    sources: tuple[tuple[str, str], ...]  # control name -> "header" | "body", as set
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StreamEvent:
     """One decoded stream event (an SSE message or an NDJSON line) in dialect terms."""
 
@@ -96,6 +105,7 @@ class StreamEvent:
     server_sent_unix_ns: int | None = None  # reference endpoint's send time (wall clock)
     seq: int | None = None  # reference endpoint's event sequence number
     read_index: int = -1  # index into Timeline.reads of the read that completed it
+    controls: ServerControls | None = None  # reference endpoint's report (first event)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

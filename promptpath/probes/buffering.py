@@ -17,7 +17,14 @@ from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.buffering_compression import wants_identity_check, with_identity_check
 from promptpath.probes.buffering_verdict import PROBE, judge
-from promptpath.probes.canary import canary_headers, is_canary
+from promptpath.probes.canary import (
+    canary_controls,
+    check_controls,
+    controls_via,
+    is_canary,
+    skipped,
+    with_controls,
+)
 from promptpath.tracer.request import offered_encodings, sent_header
 
 COUNT_PROMPT = "Count from 1 to 200, one number per line."
@@ -27,19 +34,20 @@ CANARY_TOKENS = 60
 CANARY_RATE = 20.0
 #: Slack for the canary request beyond its planned duration.
 CANARY_MARGIN_S = 15.0
+CANARY_CONTROLS = canary_controls(tokens=CANARY_TOKENS, rate=CANARY_RATE)
 
 
 def probe_options(options: RunOptions) -> RunOptions:
     """The probe's own request: a long stream, never a warm second request."""
     if is_canary(options):
-        return dataclasses.replace(
+        paced = dataclasses.replace(
             options,
             prompt=COUNT_PROMPT,
             max_tokens=CANARY_TOKENS,
-            headers=options.headers + canary_headers(tokens=CANARY_TOKENS, rate=CANARY_RATE),
             warm=False,
             timeout=min(options.timeout, CANARY_TOKENS / CANARY_RATE + CANARY_MARGIN_S),
         )
+        return with_controls(paced, CANARY_CONTROLS)
     return dataclasses.replace(options, prompt=COUNT_PROMPT, warm=False)
 
 
@@ -106,6 +114,12 @@ class BufferingProbe(Probe):
                 "accept_encoding": sent_header(opts, "accept-encoding"),
             },
         }
+        if canary:
+            # A stream the canary did not pace as asked says nothing about the path.
+            check = check_controls(tl, CANARY_CONTROLS, controls_via(opts), rate=CANARY_RATE)
+            if not check.ok:
+                return skipped(PROBE, check, context)
+            context["controls"] = check.evidence()
         if result.exc is not None:
             context["error"] = result.exc.message
             if content == 0:

@@ -22,7 +22,7 @@ from promptpath.core.findings import Finding, Verdict
 from promptpath.net.http import TCPConnection, TCPTransport
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.canary import canary_headers, is_canary
+from promptpath.probes.canary import canary_controls, is_canary, with_controls
 from promptpath.probes.ghost_verdict import PROBE, GhostRun, Style, judge
 from promptpath.tracer.orchestrator import Tracer, new_timeline, ssl_context_for
 
@@ -91,18 +91,19 @@ class GhostStreamProbe(Probe):
 async def leave_early(options: RunOptions, style: Style) -> GhostRun:
     """One tagged canary request the client walks away from; the canary's account of it."""
     probe_id = f"ghost-{secrets.token_hex(6)}-{style}"
-    controls = (
-        *canary_headers(tokens=PLANNED_TOKENS, rate=RATE),
-        ("x-promptpath-probe-id", probe_id),
-    )
-    opts = dataclasses.replace(
-        options,
-        http="1.1",  # leaving = closing the connection; HTTP/2 would reset one stream
-        prompt=PROMPT,
-        max_tokens=PLANNED_TOKENS,
-        headers=options.headers + controls,
-        warm=False,
-        timeout=REQUEST_TIMEOUT_S,
+    # The tag is a control like the others: it rides in the body too (--canary-controls),
+    # so a gateway that strips x-promptpath-* headers still delivers it.
+    controls = (*canary_controls(tokens=PLANNED_TOKENS, rate=RATE), ("probe-id", probe_id))
+    opts = with_controls(
+        dataclasses.replace(
+            options,
+            http="1.1",  # leaving = closing the connection; HTTP/2 would reset one stream
+            prompt=PROMPT,
+            max_tokens=PLANNED_TOKENS,
+            warm=False,
+            timeout=REQUEST_TIMEOUT_S,
+        ),
+        controls,
     )
     run = GhostRun(style=style, read=0, left_unix_ns=0, planned=PLANNED_TOKENS, rate=RATE)
     tracer = Tracer(opts, TCPTransport(), stop_after_tokens=READ_TOKENS)
@@ -149,7 +150,7 @@ async def ask_canary(
                 # request we read tokens from and that is not there never had the tag.
                 return None, (
                     f"the canary has no request tagged {probe_id} ({url} answered 404): a hop"
-                    " strips the x-promptpath-* headers, or that address is not the canary"
+                    " strips the x-promptpath-* headers and the body's promptpath field, or that address is not the canary"
                 )
             if got.status_code != 200:
                 return None, f"{url} answered {got.status_code}"

@@ -20,7 +20,15 @@ from promptpath.core.findings import Finding
 from promptpath.core.timeline import CloseRecord
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.canary import canary_headers, is_canary
+from promptpath.probes.canary import (
+    ControlCheck,
+    canary_controls,
+    check_controls,
+    controls_via,
+    is_canary,
+    with_controls,
+    without_canary_part,
+)
 from promptpath.probes.hophints import hops_named
 from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
 from promptpath.probes.idle_verdict import judge
@@ -51,21 +59,39 @@ def keepalive_interval(threshold_s: float | None) -> float:
     return round(min(10.0, max(0.2, threshold_s / 3)), 1)
 
 
-def pause_options(options: RunOptions, pause_s: float, keepalive_s: float) -> RunOptions:
-    controls = canary_headers(
+def pause_controls(pause_s: float, keepalive_s: float) -> tuple[tuple[str, str], ...]:
+    return canary_controls(
         tokens=PAUSE_TOKENS,
         rate=PAUSE_RATE,
         pause_after=PAUSE_AFTER,
         pause_s=pause_s,
         keepalive_s=keepalive_s,
     )
-    return dataclasses.replace(
+
+
+def pause_options(options: RunOptions, pause_s: float, keepalive_s: float) -> RunOptions:
+    paused = dataclasses.replace(
         options,
         prompt=COUNT_PROMPT,
         max_tokens=PAUSE_TOKENS,
-        headers=options.headers + controls,
         warm=False,
         timeout=pause_s + PAUSE_MARGIN_S,
+    )
+    return with_controls(paused, pause_controls(pause_s, keepalive_s))
+
+
+def comments_lost(run: PauseRun) -> str | None:
+    """Keepalive comments were asked for and the server sent them, yet none arrived in a
+    silence long enough for two: a hop between drops SSE comments, so the hop that cut
+    never saw them (observed: the LiteLLM proxy re-frames the stream without them)."""
+    if run.keepalive_s <= 0 or run.comments_seen or not run.cut:
+        return None
+    if (run.since_pause_s or 0.0) < 2 * run.keepalive_s:
+        return None
+    return (
+        f"no keepalive comment arrived in {run.since_pause_s:.1f} s of pause (one every"
+        f" {run.keepalive_s:g} s asked): a hop drops SSE comments, so keepalives sent by the"
+        " origin cannot reach the hop that cuts"
     )
 
 
@@ -142,16 +168,24 @@ class IdleTimeoutProbe(Probe):
             )
 
         async def mid_stream() -> None:
-            first, hops = await self._pause(ctx, cap, 0.0, "run 1/2")
+            first, hops, check = await self._pause(ctx, cap, 0.0, "run 1/2")
             state["first"], state["hops"] = first, hops
-            if first.cut:
+            state["controls"] = check.evidence()
+            if not check.ok:
+                state["unchecked"] = check
+                ctx.progress(f"idle-timeout: {check.problem}")
+            elif first.cut:
                 every = keepalive_interval(first.silence_s)
                 ctx.progress(
                     f"idle-timeout: cut after {first.silence_s or 0:.1f} s of silence; the same"
                     f" pause with keepalive comments every {every:g} s"
                 )
-                second, _ = await self._pause(ctx, cap, every, "run 2/2")
-                state["second"] = second
+                second, _, check = await self._pause(ctx, cap, every, "run 2/2")
+                # A re-test whose keepalives or pause did not happen as asked tells nothing.
+                problem = check.problem or comments_lost(second)
+                state["second"] = (
+                    dataclasses.replace(second, outcome=None, error=problem) if problem else second
+                )
             else:
                 ctx.progress(f"idle-timeout: the stream survived a {cap:g} s pause")
 
@@ -163,19 +197,25 @@ class IdleTimeoutProbe(Probe):
         first = state.get("first")
         second = state.get("second")
         hops = state.get("hops", [])
-        return judge(
+        unchecked = state.get("unchecked")
+        if isinstance(unchecked, ControlCheck):
+            first = second = None  # the pause did not happen: nothing to judge in it
+        finding = judge(
             canary=canary,
             watch=watch if isinstance(watch, IdleWatch) else None,
             first=first if isinstance(first, PauseRun) else None,
             second=second if isinstance(second, PauseRun) else None,
             hops=hops if isinstance(hops, list) else [],
-            context={"idle_max_s": cap},
+            context={"idle_max_s": cap, "controls": state.get("controls")},
         )
+        if isinstance(unchecked, ControlCheck):
+            return without_canary_part(finding, unchecked)
+        return finding
 
     @staticmethod
     async def _pause(
         ctx: ProbeContext, pause_s: float, keepalive_s: float, label: str
-    ) -> tuple[PauseRun, list[str]]:
+    ) -> tuple[PauseRun, list[str], ControlCheck]:
         from promptpath.tracer.orchestrator import trace
 
         opts = pause_options(ctx.options, pause_s, keepalive_s)
@@ -203,4 +243,10 @@ class IdleTimeoutProbe(Probe):
             keepalive_s=keepalive_s,
             error=error,
         )
-        return run, hops_named(tl.response_headers)
+        check = check_controls(
+            tl,
+            pause_controls(pause_s, keepalive_s),
+            controls_via(opts),
+            pause=(PAUSE_AFTER, pause_s),
+        )
+        return run, hops_named(tl.response_headers), check

@@ -4,8 +4,10 @@
     hosting.py     ServerConfig, serve_forever, start_in_thread -> ServerHandle (hypercorn, lazily)
     app.py         ReferenceApp: the ASGI app (routing, auth, controls, /stats, /healthz)
     streaming.py   the paced writer: deadlines, keepalives, batching, truncation, disconnects
-    behaviour.py   Behaviour (frozen) and from_headers(defaults, headers): x-promptpath-* controls
+    behaviour.py   Behaviour (frozen); from_request(defaults, headers, body): x-promptpath-*
+                   controls and the body's "promptpath" object (a header wins), and applied()
     dialect.py     Event, framing, the send stamp {"promptpath": {"seq", "sent_unix_ns"}}
+                   (the first event's stamp also reports the controls applied)
     *_dialect(s).py  OpenAI chat + Responses, Anthropic messages, Ollama chat
     certs.py       make_self_signed(dir, ...) -> CertPaths (cryptography, lazily)
     limits.py      bounds of --port and --cert-days (typer and ServerConfig share them)

@@ -17,7 +17,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from promptpath.server.behaviour import Behaviour, BehaviourError, from_headers
+from promptpath.server.behaviour import Behaviour, BehaviourError, applied, from_request
 from promptpath.server.dialect import (
     Dialect,
     ErrorReply,
@@ -205,24 +205,23 @@ class ReferenceApp:
         if not self._authorized(headers):
             await self._error(send, record, dialect_cls, 401, request_id=request_id)
             return
-        try:
-            behaviour = from_headers(self.defaults, headers)
-        except BehaviourError as exc:
-            await self._error(send, record, dialect_cls, 400, str(exc), param=exc.header)
-            return
-        if behaviour.probe_id is not None:
-            self.stats.tag(record, behaviour.probe_id)
-
         if raw is None:
             await self._error(send, record, dialect_cls, 413, "request body too large")
             return
         try:
-            params = dialect_cls.parse_request(json.loads(raw or b"{}"))
+            body = json.loads(raw or b"{}")
+            params = dialect_cls.parse_request(body)
         except json.JSONDecodeError as exc:
             await self._error(send, record, dialect_cls, 400, f"body is not JSON: {exc}")
             return
         except RequestError as exc:
             await self._error(send, record, dialect_cls, 400, exc.message, param=exc.param)
+            return
+        # Controls may ride in the body too (gateways that strip x- headers); a header wins.
+        try:
+            behaviour, sources = from_request(self.defaults, headers, body)
+        except BehaviourError as exc:
+            await self._error(send, record, dialect_cls, 400, str(exc), param=exc.header)
             return
 
         if behaviour.status is not None and behaviour.status != 200:
@@ -289,6 +288,7 @@ class ReferenceApp:
                 headers=common,
                 stats=self.stats,
                 record=record,
+                report={"request_id": request_id, **applied(behaviour, sources)},
             )
             if not complete and ex.gone:
                 self.stats.disconnect(record, ex.gone_unix_ns)

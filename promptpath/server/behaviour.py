@@ -1,8 +1,10 @@
 """What the reference endpoint does with one request: server flags give defaults,
-``x-promptpath-<name>`` request headers override them per request.
+``x-promptpath-<name>`` request headers override them per request, and so does the
+request body's ``"promptpath"`` object (``BODY_FIELD``), for paths that strip headers.
 
-Pure: no clock, no I/O. ``from_headers`` either returns a new ``Behaviour`` or raises
-``BehaviourError`` naming the header that was wrong, which the app turns into a 400.
+Pure: no clock, no I/O. ``from_headers`` and ``from_request`` either return a new
+``Behaviour`` or raise ``BehaviourError`` naming the header (or body field) that was
+wrong, which the app turns into a 400.
 """
 
 from __future__ import annotations
@@ -14,9 +16,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 HEADER_PREFIX = "x-promptpath-"
+#: Top-level request-body field carrying the same controls as the headers:
+#: ``{"promptpath": {"pause-s": "8", ...}}``. Gateways that drop unknown x- headers pass
+#: it on: the LiteLLM proxy 1.106 forwards unknown top-level fields to an openai-compatible
+#: upstream (and drops ``metadata`` and ``user``), observed on loopback.
+BODY_FIELD = "promptpath"
 KEEPALIVE_MIN_S = 0.01  # shortest keepalive interval (0 switches keepalives off)
 
 BodyKind = Literal["html", "json"]
+ControlSource = Literal["header", "body"]
 HeaderPairs = Mapping[str, str] | Iterable[tuple[bytes | str, bytes | str]]
 
 
@@ -185,23 +193,80 @@ def from_headers(defaults: Behaviour, headers: HeaderPairs) -> Behaviour:
     An empty value, or ``off``/``none``, switches an optional control off. Unknown
     ``x-promptpath-*`` names are rejected so a typo does not silently do nothing.
     """
+    return _apply(defaults, _header_controls(headers))
+
+
+def from_request(
+    defaults: Behaviour, headers: HeaderPairs, body: object
+) -> tuple[Behaviour, dict[str, ControlSource]]:
+    """``defaults`` with the body's controls applied, then the headers' (a header wins:
+    it is the explicit per-request spelling every client already uses); also which
+    control came from where."""
+    in_body = body_controls(body)
+    in_headers = list(_header_controls(headers))
+    behaviour = _apply(_apply(defaults, in_body), in_headers)
+    sources: dict[str, ControlSource] = {c: "body" for c, _, _ in in_body}
+    sources.update({c: "header" for c, _, _ in in_headers})
+    return behaviour, sources
+
+
+def body_controls(body: object) -> list[tuple[str, str, str]]:
+    """``(control, name for errors, value)`` from the body's ``BODY_FIELD`` object.
+
+    JSON numbers and strings are read as a header's text would be; null switches a
+    control off; a list repeats a control (``response-header`` only)."""
+    if not isinstance(body, dict) or BODY_FIELD not in body:
+        return []
+    given = body[BODY_FIELD]
+    if not isinstance(given, dict):
+        raise BehaviourError(BODY_FIELD, "must be an object of control: value")
+    found: list[tuple[str, str, str]] = []
+    for control, value in given.items():
+        name = f"{BODY_FIELD}.{control}"
+        values = value if isinstance(value, list) and control == RESPONSE_HEADER else [value]
+        for item in values:
+            if item is None:
+                text = "off"
+            elif isinstance(item, str):
+                text = item.strip()
+            elif isinstance(item, (int, float)) and not isinstance(item, bool):
+                text = str(item)
+            else:
+                raise BehaviourError(name, "must be a string, a number or null")
+            found.append((str(control), name, text))
+    return found
+
+
+def _header_controls(headers: HeaderPairs) -> Iterable[tuple[str, str, str]]:
+    for name, value in _pairs(headers):
+        if name.startswith(HEADER_PREFIX):
+            yield name[len(HEADER_PREFIX) :], name, value
+
+
+def _apply(defaults: Behaviour, controls: Iterable[tuple[str, str, str]]) -> Behaviour:
     changes: dict[str, object] = {}
     added: list[tuple[str, str]] = []
-    for name, value in _pairs(headers):
-        if not name.startswith(HEADER_PREFIX):
-            continue
-        control = name[len(HEADER_PREFIX) :]
+    for control, name, value in controls:
         if control == RESPONSE_HEADER:
             added.append(parse_response_header(name, value))
             continue
         if control not in CONTROLS:
             known = ", ".join(HEADER_PREFIX + c for c in (*CONTROLS, RESPONSE_HEADER))
-            raise BehaviourError(name, f"unknown control header (known: {known})")
+            raise BehaviourError(name, f"unknown control (known: {known})")
         field_name, parse = CONTROLS[control]
         changes[field_name] = _parse_value(name, field_name, parse, value)
     if added:
         changes["response_headers"] = (*defaults.response_headers, *added)
     return dataclasses.replace(defaults, **changes) if changes else defaults  # type: ignore[arg-type]
+
+
+def applied(behaviour: Behaviour, sources: Mapping[str, ControlSource]) -> dict[str, object]:
+    """What the endpoint reports in its first event: the value of every control it
+    applied (null: off), and which of them the request set (header or body)."""
+    return {
+        "controls": {name: getattr(behaviour, field) for name, (field, _) in CONTROLS.items()},
+        "controls_from": dict(sorted(sources.items())),
+    }
 
 
 def parse_control(control: str, value: str) -> object:

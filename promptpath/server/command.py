@@ -23,7 +23,7 @@ from promptpath.server.behaviour import (
 )
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
 
-_B = "Behaviour (per request: header x-promptpath-<name>)"
+_B = "Behaviour (per request: header x-promptpath-<name>, or body field promptpath.<name>)"
 _L = "Listening and TLS"
 
 

@@ -179,17 +179,22 @@ def _dumps(data: JSONObject) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
-def stamped(data: JSONObject, *, seq: int, sent_unix_ns: int) -> JSONObject:
-    """The payload with the server's send time added as a top-level key."""
-    return {**data, STAMP_KEY: {"seq": seq, "sent_unix_ns": sent_unix_ns}}
+def stamped(
+    data: JSONObject, *, seq: int, sent_unix_ns: int, report: JSONObject | None = None
+) -> JSONObject:
+    """The payload with the server's send time added as a top-level key, and on the
+    first event the ``report`` of the controls applied (request id, controls)."""
+    return {**data, STAMP_KEY: {"seq": seq, "sent_unix_ns": sent_unix_ns, **(report or {})}}
 
 
-def frame(event: Event, *, sse: bool, seq: int, sent_unix_ns: int) -> bytes:
+def frame(
+    event: Event, *, sse: bool, seq: int, sent_unix_ns: int, report: JSONObject | None = None
+) -> bytes:
     """Wire bytes for one event: an SSE message or one NDJSON line."""
     if isinstance(event.data, str):
         text = event.data
     else:
-        text = _dumps(stamped(event.data, seq=seq, sent_unix_ns=sent_unix_ns))
+        text = _dumps(stamped(event.data, seq=seq, sent_unix_ns=sent_unix_ns, report=report))
     if not sse:
         return (text + "\n").encode()
     lines = [f"event: {event.name}"] if event.name else []

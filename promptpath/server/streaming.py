@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from promptpath.server.behaviour import Behaviour
-from promptpath.server.dialect import Dialect, Event, Finish, frame, keepalive
+from promptpath.server.dialect import Dialect, Event, Finish, JSONObject, frame, keepalive
 from promptpath.server.stats import RequestRecord, ServerStats
 
 Message = MutableMapping[str, Any]
@@ -99,9 +99,17 @@ class EventWriter:
     """Stamps, frames and writes events, ``batch`` of them per transport write."""
 
     def __init__(
-        self, ex: Exchange, *, sse: bool, batch: int, stats: ServerStats, record: RequestRecord
+        self,
+        ex: Exchange,
+        *,
+        sse: bool,
+        batch: int,
+        stats: ServerStats,
+        record: RequestRecord,
+        report: JSONObject | None = None,
     ) -> None:
         self.ex = ex
+        self.report = report  # rides on the first JSON event, then is spent
         self.sse = sse
         self.batch = batch
         self.stats = stats
@@ -126,8 +134,15 @@ class EventWriter:
         for event in self.pending:
             if event is _KEEPALIVE:
                 parts.append(keepalive(seq=self.seq, sent_unix_ns=sent_unix_ns))
-            else:
+            elif isinstance(event.data, str):
                 parts.append(frame(event, sse=self.sse, seq=self.seq, sent_unix_ns=sent_unix_ns))
+            else:
+                report, self.report = self.report, None
+                parts.append(
+                    frame(
+                        event, sse=self.sse, seq=self.seq, sent_unix_ns=sent_unix_ns, report=report
+                    )
+                )
             self.seq += 1
         n_tokens = sum(1 for event in self.pending if event.content)
         self.pending.clear()
@@ -150,18 +165,22 @@ async def write_stream(
     headers: tuple[tuple[str, str], ...],
     stats: ServerStats,
     record: RequestRecord,
+    report: JSONObject | None = None,
 ) -> bool:
     """Write the event stream. False when it stopped early (client gone, truncated).
 
     Every content token counts as generated when it is produced. The disconnect check
     runs on every chunk (each sleep and each send): a client that left stops the
-    generation at once, unless ``ignore_disconnect`` plays a ghosting upstream."""
+    generation at once, unless ``ignore_disconnect`` plays a ghosting upstream.
+    ``report`` (the controls applied) goes into the first JSON event's stamp."""
     content_type = dialect.media_type + ("; charset=utf-8" if dialect.sse else "")
     raw_headers = [(b"content-type", content_type.encode())]
     raw_headers += [(k.encode(), v.encode()) for k, v in headers]
     if not await ex.send({"type": "http.response.start", "status": 200, "headers": raw_headers}):
         return False
-    out = EventWriter(ex, sse=dialect.sse, batch=behaviour.batch, stats=stats, record=record)
+    out = EventWriter(
+        ex, sse=dialect.sse, batch=behaviour.batch, stats=stats, record=record, report=report
+    )
     plan = Plan(behaviour, t_recv)
 
     async def wait(deadline: float) -> bool:

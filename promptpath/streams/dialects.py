@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Literal, Protocol
 
 from promptpath.core.errors import StreamError
-from promptpath.core.timeline import ContentType, EventKind, StreamEvent, Usage
+from promptpath.core.timeline import ContentType, EventKind, ServerControls, StreamEvent, Usage
 from promptpath.streams.ndjson import NDJSONLine
 from promptpath.streams.sse import SSEMessage
 
@@ -145,19 +145,30 @@ def _usage(input_tokens: object, output_tokens: object, reasoning: object = None
 class _Maker:
     """Builds events for one frame: its stamp, read and reference-endpoint fields."""
 
-    __slots__ = ("read_index", "sent", "seq", "t_ns")
+    __slots__ = ("controls", "read_index", "sent", "seq", "t_ns")
 
     def __init__(self, t_ns: int, read_index: int) -> None:
         self.t_ns = t_ns
         self.read_index = read_index
         self.seq: int | None = None
         self.sent: int | None = None
+        self.controls: ServerControls | None = None
 
     def stamp_from(self, obj: JSONObject) -> None:
-        """Pick up the reference endpoint's ``"promptpath": {"seq", "sent_unix_ns"}``."""
+        """Pick up the reference endpoint's ``"promptpath": {"seq", "sent_unix_ns"}``, and
+        on its first event the controls it applied (``controls``, ``controls_from``)."""
         ours = _obj(obj.get("promptpath"))
         self.seq = _int(ours.get("seq"))
         self.sent = _int(ours.get("sent_unix_ns"))
+        applied = ours.get("controls")
+        if isinstance(applied, dict):
+            sources = _obj(ours.get("controls_from"))
+            request_id = ours.get("request_id")
+            self.controls = ServerControls(
+                applied=tuple(sorted((str(k), v) for k, v in applied.items())),
+                sources=tuple(sorted((str(k), _str(v)) for k, v in sources.items())),
+                request_id=request_id if isinstance(request_id, str) else None,
+            )
 
     def __call__(
         self,
@@ -180,6 +191,7 @@ class _Maker:
             server_sent_unix_ns=self.sent,
             seq=self.seq,
             read_index=self.read_index,
+            controls=self.controls,
         )
 
 

@@ -11,6 +11,8 @@ from promptpath.options import ClientName, HTTPChoice, Provider, RunOptions
 from promptpath.tracer.ingest import DECODABLE
 
 ANTHROPIC_VERSION = "2023-06-01"
+#: The body field ``promptpath serve`` reads controls from (server/behaviour.BODY_FIELD).
+CONTROLS_FIELD = "promptpath"
 #: Our own product token: the whole User-Agent of the identity shape, and appended to
 #: every other shape's, so a server log can tell a diagnostic run from the application
 #: while a hop that matches the client's own tokens still sees them first.
@@ -209,9 +211,10 @@ def request_headers(options: RunOptions) -> list[tuple[str, str]]:
 
 
 def prepare(options: RunOptions) -> PreparedRequest:
-    body = json.dumps(
-        build_body(options.provider, options.model, options.prompt, options.max_tokens)
-    ).encode()
+    fields = build_body(options.provider, options.model, options.prompt, options.max_tokens)
+    if options.body_controls:
+        fields[CONTROLS_FIELD] = dict(options.body_controls)
+    body = json.dumps(fields).encode()
     return PreparedRequest(
         method="POST",
         headers=tuple(request_headers(options)),

@@ -395,3 +395,25 @@ def test_api_key_is_required_when_configured(
         )
         assert ok.status_code == 200
         assert client.get(server.path("/healthz")).status_code == 200
+
+
+def test_body_controls_shape_the_stream_and_the_first_event_reports_them(
+    h1: httpx.Client, url: str
+) -> None:
+    body = {**CHAT, "promptpath": {"rate": 0, "tokens": 4, "pause-after": 2, "pause-s": "0.4"}}
+    got = collect(h1, url + "/v1/chat/completions", body, ctl(tokens=3))
+    stamps = [m.json()["promptpath"] for m in got.stream.data_messages if m.is_json]
+    first = stamps[0]
+    assert first["request_id"] == got.headers["x-request-id"]
+    assert first["controls"]["pause-s"] == 0.4
+    assert first["controls"]["tokens"] == 3  # the header won over the body
+    assert first["controls_from"] == {
+        "pause-after": "body",
+        "pause-s": "body",
+        "rate": "body",
+        "tokens": "header",
+    }
+    assert all("controls" not in s for s in stamps[1:])
+    assert len(content_messages(got.stream.data_messages)) == 3
+    sent = [s["sent_unix_ns"] for s in stamps]
+    assert max(b - a for a, b in itertools.pairwise(sent)) >= 0.35e9  # the body's pause

@@ -68,6 +68,7 @@ def test_help_shows_the_target_argument_plainly() -> None:
 def test_serve_help_tells_of_the_header_controls_and_stats() -> None:
     text = help_text("serve")
     assert "x-promptpath-<option>" in text and "x-promptpath-pause-after: 3" in text
+    assert 'request body\'s "promptpath" object' in " ".join(text.split())
     assert "GET /stats" in text
 
 
@@ -90,3 +91,13 @@ def test_an_option_near_nothing_points_to_help() -> None:
     res = run_cli("run", "https://h/v1/messages", "--zzz")
     assert res.exit_code == ExitCode.USAGE
     assert res.stderr == "promptpath: no such option --zzz (promptpath run --help lists them)\n"
+
+
+def test_canary_controls_offers_exactly_the_ways_the_probes_know() -> None:
+    from promptpath.probes.canary import VIA_CHOICES
+
+    options = dict(re.findall(r"^  (--[\w-]+) (\S+)", help_text("run"), re.M))
+    assert options["--canary-controls"].split("|") == list(VIA_CHOICES)
+    res = run_cli("run", "http://127.0.0.1:9/v1/chat/completions", "--canary-controls", "query")
+    assert res.exit_code == ExitCode.USAGE
+    assert "--canary-controls must be one of both, headers, body" in res.stderr

@@ -11,7 +11,15 @@ import json
 
 import pytest
 
-from promptpath.server.behaviour import Behaviour, BehaviourError, from_headers, parse_control
+from promptpath.server.behaviour import (
+    CONTROLS,
+    Behaviour,
+    BehaviourError,
+    applied,
+    from_headers,
+    from_request,
+    parse_control,
+)
 from promptpath.server.command import build_behaviour
 from promptpath.server.dialect import Event, RequestInfo, RequestParams, frame, keepalive
 from promptpath.server.dialects import DIALECTS, dialect_for_path
@@ -161,3 +169,67 @@ def test_request_parsing_reads_each_dialects_token_limit() -> None:
     chat = DIALECTS["openai"].parse_request({"stream_options": {"include_usage": True}})
     assert chat.include_usage is True
     assert isinstance(chat, RequestParams)
+
+
+def test_body_controls_apply_like_headers_and_a_header_wins() -> None:
+    body = {"model": "m", "promptpath": {"pause-after": 3, "pause-s": "8", "rate": 20.5}}
+    got, sources = from_request(DEFAULTS, {"x-promptpath-rate": "5"}, body)
+    assert (got.pause_after, got.pause_s, got.rate) == (3, 8.0, 5.0)
+    assert sources == {"pause-after": "body", "pause-s": "body", "rate": "header"}
+
+
+def test_body_null_switches_a_control_off_and_lists_repeat_response_headers() -> None:
+    defaults = dataclasses.replace(DEFAULTS, error_after=2)
+    body = {"promptpath": {"error-after": None, "response-header": ["A: 1", "B: 2"]}}
+    got, _ = from_request(defaults, {}, body)
+    assert got.error_after is None
+    assert got.response_headers == (("a", "1"), ("b", "2"))
+
+
+def test_every_control_travels_in_the_body() -> None:
+    """Generic over CONTROLS: a control added there needs nothing else to ride the body."""
+    for control in CONTROLS:
+        value = {"body": "json", "accel-buffering": "no", "status": "200"}.get(control, "1")
+        via_header = from_headers(Behaviour(), {f"x-promptpath-{control}": value})
+        via_body, sources = from_request(Behaviour(), {}, {"promptpath": {control: value}})
+        assert via_body == via_header, control
+        assert sources == {control: "body"}
+
+
+@pytest.mark.parametrize(
+    ("body", "name"),
+    [
+        ({"promptpath": "pause-s=8"}, "promptpath"),
+        ({"promptpath": {"pause-sec": 8}}, "promptpath.pause-sec"),
+        ({"promptpath": {"rate": True}}, "promptpath.rate"),
+        ({"promptpath": {"rate": "fast"}}, "promptpath.rate"),
+    ],
+)
+def test_bad_body_controls_name_the_body_field(body: dict[str, object], name: str) -> None:
+    with pytest.raises(BehaviourError) as caught:
+        from_request(DEFAULTS, {}, body)
+    assert caught.value.header == name
+
+
+def test_no_body_field_leaves_the_behaviour_alone() -> None:
+    assert from_request(DEFAULTS, {}, {"model": "m"}) == (DEFAULTS, {})
+    assert from_request(DEFAULTS, {}, ["not", "an", "object"]) == (DEFAULTS, {})
+
+
+def test_the_applied_report_names_every_control_and_its_source() -> None:
+    got, sources = from_request(
+        DEFAULTS, {"x-promptpath-tokens": "6"}, {"promptpath": {"pause-s": 2}}
+    )
+    report = applied(got, sources)
+    assert set(report["controls"]) == set(CONTROLS)  # type: ignore[arg-type]
+    assert report["controls"]["tokens"] == 6  # type: ignore[index]
+    assert report["controls"]["pause-after"] is None  # type: ignore[index]
+    assert report["controls_from"] == {"pause-s": "body", "tokens": "header"}
+
+
+def test_the_report_rides_on_the_first_json_event_only() -> None:
+    event = Event({"x": 1})
+    first = json.loads(frame(event, sse=False, seq=0, sent_unix_ns=5, report={"request_id": "r"}))
+    later = json.loads(frame(event, sse=False, seq=1, sent_unix_ns=6))
+    assert first["promptpath"] == {"seq": 0, "sent_unix_ns": 5, "request_id": "r"}
+    assert later["promptpath"] == {"seq": 1, "sent_unix_ns": 6}
