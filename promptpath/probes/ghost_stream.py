@@ -150,7 +150,8 @@ async def ask_canary(
                 # request we read tokens from and that is not there never had the tag.
                 return None, (
                     f"the canary has no request tagged {probe_id} ({url} answered 404): a hop"
-                    " strips the x-promptpath-* headers and the body's promptpath field, or that address is not the canary"
+                    " strips the x-promptpath-* headers and the body's promptpath field, or that"
+                    " address is not the canary"
                 )
             if got.status_code != 200:
                 return None, f"{url} answered {got.status_code}"
