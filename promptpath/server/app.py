@@ -223,6 +223,8 @@ class ReferenceApp:
         except BehaviourError as exc:
             await self._error(send, record, dialect_cls, 400, str(exc), param=exc.header)
             return
+        if behaviour.probe_id is not None:
+            self.stats.tag(record, behaviour.probe_id)
 
         if behaviour.status is not None and behaviour.status != 200:
             await self._error(

@@ -99,3 +99,16 @@ def test_mitmproxy_holding_the_answer_makes_leaving_impossible(
         assert px.ca is not None
         finding = ghost(px.url, "--cacert", px.ca)
     assert finding["verdict"] == "skip" and "could not leave mid-stream" in finding["summary"]
+
+
+def test_the_tag_reaches_the_canary_in_the_body_when_a_hop_strips_the_header(
+    canary: RefServer, tmp_path: Path
+) -> None:
+    # nginx drops a header whose proxy_set_header value is empty (nginx docs; the
+    # headers-only run below shows the canary never saw that tag).
+    location = 'proxy_set_header X-Promptpath-Probe-Id "";'
+    with proxylab.nginx(canary.port, tmp_path, location=location) as px:
+        finding = ghost(px.url)
+        headers_only = ghost(px.url, "--canary-controls", "headers")
+    assert finding["verdict"] == "pass", finding
+    assert headers_only["verdict"] == "skip" and "no request tagged" in headers_only["summary"]

@@ -189,7 +189,13 @@ def test_body_null_switches_a_control_off_and_lists_repeat_response_headers() ->
 def test_every_control_travels_in_the_body() -> None:
     """Generic over CONTROLS: a control added there needs nothing else to ride the body."""
     for control in CONTROLS:
-        value = {"body": "json", "accel-buffering": "no", "status": "200"}.get(control, "1")
+        value = {
+            "body": "json",
+            "accel-buffering": "no",
+            "status": "200",
+            "ignore-disconnect": "yes",
+            "probe-id": "p1",
+        }.get(control, "1")
         via_header = from_headers(Behaviour(), {f"x-promptpath-{control}": value})
         via_body, sources = from_request(Behaviour(), {}, {"promptpath": {control: value}})
         assert via_body == via_header, control
