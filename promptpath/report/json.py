@@ -159,6 +159,9 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         "status": timeline.status,
         "reused_connection": timeline.reused_connection,
         "stages_ms": metrics.stages_ms,
+        "client_hello_ms": None
+        if timeline.client_hello_ns is None
+        else round(timeline.client_hello_ns / 1e6, 3),
         "milestones_ms": metrics.milestones_ms,
         "ttft_ms": {
             "from_start": metrics.milestones_ms.get("ttft"),
