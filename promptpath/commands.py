@@ -227,6 +227,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         resolver=args.resolver,
         authoritative=args.authoritative,
         verbose=args.verbose,
+        keylog_file=env.get("SSLKEYLOGFILE") or None,
         probe_options=dict(args.probe_options),
         proxy=proxy,
         proxy_note=proxy_note,

@@ -114,6 +114,9 @@ class RunOptions:
     proxy_note: str | None = None  # why a configured proxy was not used (NO_PROXY, ...)
     proxy_cacert: str | None = None  # CAs for an https:// proxy's own certificate
     verbose: bool = False
+    # SSLKEYLOGFILE from the environment the CLI was given: aioquic's secrets go there
+    # (over TCP the ssl module reads the variable itself).
+    keylog_file: str | None = None
     probe_options: dict[str, object] = field(default_factory=dict)
 
     def resolve_override(self, host: str, port: int) -> str | None:

@@ -129,7 +129,11 @@ def transport_for(options: RunOptions) -> Transport:
         verify = not options.insecure
         client_cert = None if options.cert is None else (options.cert, options.key)
         return QuicTransport(
-            options.target.host, cacert=options.cacert, verify=verify, client_cert=client_cert
+            options.target.host,
+            cacert=options.cacert,
+            verify=verify,
+            client_cert=client_cert,
+            keylog=options.keylog_file,
         )
     from promptpath.net.http import TCPTransport
 
