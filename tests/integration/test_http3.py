@@ -158,6 +158,36 @@ async def test_quic_handshake_ends_at_the_client_finished_send(server: RefServer
     assert hs.end_ns > arrivals[-1]
 
 
+async def test_sslkeylogfile_gets_the_quic_secrets_in_nss_format(
+    server: RefServer, tmp_path: Path
+) -> None:
+    from promptpath.commands import RunArgs, build_options
+
+    keylog = tmp_path / "keys.log"
+    keylog.write_text("# kept: the file is appended to, as the ssl module does over TCP\n")
+    args = RunArgs(
+        target=f"https://localhost:{server.port}{CHAT}",
+        http="3",
+        cacert=server.ca,
+        family=socket.AF_INET,
+        resolve=[f"localhost:{server.port}:127.0.0.1"],
+    )
+    # From the environment the CLI was handed, not from os.environ.
+    options = build_options(args, environ={"SSLKEYLOGFILE": str(keylog)})
+    result = await trace(options)
+    assert result.exc is None, result.exc
+    lines = keylog.read_text().splitlines()
+    assert lines[0].startswith("# kept")
+    labels = sorted(line.split()[0] for line in lines[1:])
+    assert labels == [
+        "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+        "CLIENT_TRAFFIC_SECRET_0",
+        "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+        "SERVER_TRAFFIC_SECRET_0",
+    ]
+    assert len({line.split()[1] for line in lines[1:]}) == 1  # one connection's client random
+
+
 async def test_ttft_follows_the_injected_delay(server: RefServer) -> None:
     opts = _options(server.port, ca=server.ca, headers=(("x-promptpath-ttft-ms", "300"),))
     result = await trace(opts)
