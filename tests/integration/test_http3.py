@@ -565,6 +565,27 @@ async def test_compare_traces_both_protocols_on_fresh_connections(server: RefSer
     assert body["results"][1]["quic"]["version"] == "QUICv1"
 
 
+async def test_compare_verdicts_hold_from_run_to_run_on_loopback(server: RefServer) -> None:
+    # The issue's flip: "HTTP/2 better" 6 times in 10 and "same" 4 times, from one floor
+    # for every metric and spans that differed. On loopback every difference is the two
+    # processes' CPU: no measured row may name a winner, whatever the load does.
+    # A paced stream, so that every metric (tokens/s included) has a value on both sides.
+    paced = (("x-promptpath-rate", "200"), ("x-promptpath-tokens", "6"))
+    verdicts = []
+    for _ in range(3):
+        opts = _options(server.port, ca=server.ca, http="auto", headers=paced)
+        results = await trace_pair(opts, runs=3)
+        assert [r.options.http for r in results] == ["2", "3", "3", "2", "2", "3"]
+        assert all(r.exc is None for r in results), [r.exc for r in results]
+        body = compare_json(results)
+        assert body["loopback"] is True and body["samples_per_protocol"] == 3
+        verdicts.append({key: d["better"] for key, d in body["differences"].items()})
+        assert any("client and server CPU" in line for line in body["summary"])
+    assert verdicts[0] == verdicts[1] == verdicts[2]
+    assert verdicts[0].pop("setup_round_trips") == "http3"
+    assert set(verdicts[0].values()) == {"same"}
+
+
 def test_an_h2_run_never_imports_aioquic(server: RefServer) -> None:
     opts = dataclasses.asdict(_options(server.port, ca=server.ca, http="2"))
     code = textwrap.dedent(
