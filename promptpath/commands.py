@@ -168,6 +168,17 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
     max_tokens = DEFAULT_MAX_TOKENS if args.max_tokens is None else args.max_tokens
     if max_tokens < 1:
         raise UsageError("--max-tokens must be at least 1")
+    keylog_file = env.get("SSLKEYLOGFILE") or None
+    if keylog_file is not None:
+        # The ssl module opens it inside every SSLContext (--cacert's check included), and
+        # HTTP/3 appends to it: one clear message rather than a misleading one later.
+        try:
+            with open(keylog_file, "a", encoding="ascii"):
+                pass
+        except OSError as exc:
+            raise UsageError(
+                f"SSLKEYLOGFILE cannot be appended to ({exc.strerror or exc})", kind="bad_option"
+            ) from exc
     for ca_file in (args.cacert, args.proxy_cacert):
         if ca_file is not None:
             check_cacert(ca_file)
@@ -228,7 +239,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         resolver=args.resolver,
         authoritative=args.authoritative,
         verbose=args.verbose,
-        keylog_file=env.get("SSLKEYLOGFILE") or None,
+        keylog_file=keylog_file,
         probe_options=dict(args.probe_options),
         proxy=proxy,
         proxy_note=proxy_note,
