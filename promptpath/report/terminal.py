@@ -331,11 +331,13 @@ def client_hello_line(timeline: Timeline) -> str | None:
     """-v: the client's own CPU before its first handshake packet, which no stage holds."""
     if timeline.client_hello_ns is None:
         return None
-    first = "first Initial" if timeline.stage("quic_handshake") is not None else "ClientHello"
-    return (
-        f"client CPU: {timeline.client_hello_ns / 1e6:.2f} ms building the ClientHello"
-        f" before the {first} was sent (not in the handshake stage)"
-    )
+    ms = timeline.client_hello_ns / 1e6
+    if timeline.stage("quic_handshake") is not None:
+        return (
+            f"client CPU: {ms:.2f} ms building the connection and its ClientHello before the"
+            " first Initial left (not in the QUIC handshake stage)"
+        )
+    return f"client CPU: {ms:.2f} ms building the ClientHello before it was sent (not in TLS)"
 
 
 def render(console: Console, result: TraceResult) -> None:
