@@ -220,6 +220,8 @@ async def handshake(
     # travel as replayable 0-RTT data.
     quic = QuicConnection(configuration=config)
     recorder.first_sent_ns = None
+    # This address's datagrams only: an earlier address's attempt counted into the same stats.
+    out_before, in_before = recorder.stats.datagrams_out, recorder.stats.datagrams_in
     _transport, protocol = await loop.create_datagram_endpoint(
         lambda: QuicTracer(quic, recorder), sock=sock
     )
@@ -239,9 +241,10 @@ async def handshake(
         protocol.handshake.cancel()  # nobody waits for it any more
         # Counted before our CONNECTION_CLOSE goes out: the message is about what the
         # handshake sent the peer.
-        handshake_out = recorder.stats.datagrams_out
+        sent = recorder.stats.datagrams_out - out_before
         protocol.close()
-        error = _handshake_error(spec, protocol, recorder, ip, budget, failure, handshake_out)
+        heard = recorder.stats.datagrams_in - in_before
+        error = _handshake_error(spec, protocol, ip, budget, failure, sent=sent, heard=heard)
         timeline.attempts.append(
             ConnectAttempt(
                 ip=ip,
@@ -306,23 +309,23 @@ def _tls_info(quic: Any, event: Any, spec: ConnectSpec, *, verified: bool) -> TL
 def _handshake_error(
     spec: ConnectSpec,
     protocol: QuicTracer,
-    recorder: QuicRecorder,
     ip: str,
     budget: float,
     failure: str | None,
+    *,
     sent: int,
+    heard: int,
 ) -> PromptpathError:
     """Why a handshake did not complete, named from what the socket and the peer said
-    (``sent``: the datagrams the handshake sent, our closing one left out)."""
+    (``sent``/``heard``: this address's datagrams, our closing one left out)."""
     host, port = spec.host, spec.dial_port
-    stats = recorder.stats
     where = fmt_addr(ip, port)
     common: dict[str, object] = {
         "host": host,
         "port": port,
         "ip": ip,
         "datagrams_out": sent,
-        "datagrams_in": stats.datagrams_in,
+        "datagrams_in": heard,
     }
     closed = protocol.terminated
     if protocol.socket_error is not None:
@@ -370,7 +373,6 @@ def _handshake_error(
             kind="handshake_failed",
             **common,
         )
-    heard = stats.datagrams_in
     what = (
         f"{heard} datagram(s) came back but the handshake did not complete"
         if heard

@@ -339,6 +339,45 @@ async def test_udp_blackhole_is_a_handshake_timeout_within_timeout(udp_blackhole
     assert exc.detail["datagrams_out"] == handshake_sent
 
 
+async def test_each_silent_address_counts_only_its_own_datagrams(
+    udp_blackhole: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    from promptpath.net import quic_connect
+    from promptpath.net.quic_protocol import QuicRecorder
+    from promptpath.net.transport import ConnectSpec
+
+    second = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        second.bind(("127.0.0.2", udp_blackhole))
+    except OSError:
+        second.close()
+        pytest.skip("127.0.0.2 is not usable here")
+    monkeypatch.setattr(quic_connect, "HANDSHAKE_TIMEOUT_S", 0.6)
+    spec = ConnectSpec(
+        host="127.0.0.1",
+        port=udp_blackhole,
+        scheme="https",
+        addresses=(("127.0.0.1", "ipv4"), ("127.0.0.2", "ipv4")),
+        deadline=time.monotonic() + 5.0,
+    )
+    recorder = QuicRecorder(Timeline(t0_ns=time.perf_counter_ns(), t0_unix_ns=time.time_ns()))
+    try:
+        with pytest.raises(ConnectError):
+            await quic_connect.connect(spec, recorder, None)
+    finally:
+        second.close()
+    attempts = recorder.timeline.attempts
+    assert [a.ip for a in attempts] == ["127.0.0.1", "127.0.0.2"]
+    found = [re.search(r"\((\d+) sent\)", a.error or "") for a in attempts]
+    counts = [int(m[1]) for m in found if m is not None]
+    assert len(counts) == 2, [a.error for a in attempts]
+    assert all(n >= 1 for n in counts)
+    # Everything that went out: both handshakes and one CONNECTION_CLOSE each.
+    assert sum(counts) + 2 == recorder.stats.datagrams_out
+
+
 async def test_closed_udp_port_is_refused_fast() -> None:
     probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     probe.bind(("127.0.0.1", 0))
