@@ -364,12 +364,15 @@ async def test_each_silent_address_counts_only_its_own_datagrams(
     )
     recorder = QuicRecorder(Timeline(t0_ns=time.perf_counter_ns(), t0_unix_ns=time.time_ns()))
     try:
-        with pytest.raises(ConnectError):
+        with pytest.raises(ConnectError) as failed:
             await quic_connect.connect(spec, recorder, None)
     finally:
         second.close()
     attempts = recorder.timeline.attempts
     assert [a.ip for a in attempts] == ["127.0.0.1", "127.0.0.2"]
+    # The per-address cap, not the 5 s deadline, bounded each address (README: HTTP/3).
+    assert failed.value.detail["timeout_s"] == 0.6
+    assert "timed out after 0.6 s" in (attempts[0].error or "")
     found = [re.search(r"\((\d+) sent\)", a.error or "") for a in attempts]
     counts = [int(m[1]) for m in found if m is not None]
     assert len(counts) == 2, [a.error for a in attempts]
