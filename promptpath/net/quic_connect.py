@@ -125,6 +125,14 @@ async def connect(
     host, port = spec.host, spec.dial_port
     sni = None if dns.is_ip_literal(host) else host
     stage = timeline.begin("quic_handshake", time.perf_counter_ns(), sni=sni)
+    first_attempt = len(timeline.attempts)
+
+    def failed() -> None:
+        # As over TCP: a failed stage starts at the first handshake packet's send, too.
+        if len(timeline.attempts) > first_attempt:
+            stage.start_ns = timeline.attempts[first_attempt].start_ns
+        timeline.end("quic_handshake", time.perf_counter_ns(), ok=False)
+
     last: PromptpathError | None = None
     # Stop a little before --timeout so a dead UDP path is reported as what it is (a
     # handshake timeout, exit 4) rather than as the generic trace timeout.
@@ -148,13 +156,13 @@ async def connect(
             last = exc
             continue  # UDP to this address is dead: try the next one, as over TCP
         except PromptpathError:
-            timeline.end("quic_handshake", time.perf_counter_ns(), ok=False)
+            failed()
             raise
         attempt = timeline.attempts[-1]
         stage.start_ns, stage.end_ns = attempt.start_ns, attempt.end_ns
         stage.detail["attempts"] = len(timeline.attempts)
         return session
-    timeline.end("quic_handshake", time.perf_counter_ns(), ok=False)
+    failed()
     if last is None:
         last = ConnectError(
             f"no time left for a QUIC handshake with {host} within --timeout",

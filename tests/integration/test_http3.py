@@ -330,6 +330,10 @@ async def test_udp_blackhole_is_a_handshake_timeout_within_timeout(udp_blackhole
     tl = result.timeline
     assert tl.error is not None and tl.error.stage == "quic_handshake"
     assert tl.attempts and tl.attempts[-1].error
+    # A failed stage starts at the first Initial's send as well; building it is apart.
+    hs = tl.stage("quic_handshake")
+    assert hs is not None and not hs.ok and hs.start_ns == tl.attempts[0].start_ns
+    assert tl.client_hello_ns is not None and tl.client_hello_ns > 0
     quic = tl.quic
     assert quic is not None and quic.datagrams_in == 0 and quic.datagrams_out >= 2
     # Observed (aioquic 1.7.2): giving up sends one CONNECTION_CLOSE, counted in quic
