@@ -460,6 +460,15 @@ def run(
         bool,
         typer.Option("--compare-http", help="Trace over HTTP/2 and HTTP/3 and compare them."),
     ] = False,
+    compare_runs: Annotated[
+        int | None,
+        typer.Option(
+            "--compare-runs",
+            metavar="N",
+            help="Runs per protocol for --compare-http, interleaved (default 5): each"
+            " metric's noise floor comes from its own spread.",
+        ),
+    ] = None,
     proxy: ProxyOpt = None,
     noproxy: NoProxyOpt = None,
     proxy_user: ProxyUserOpt = None,
@@ -507,6 +516,7 @@ def run(
         authoritative=authoritative,
         probes=probe or [],
         compare_http=compare_http,
+        compare_runs=compare_runs,
         verbose=verbose,
         proxy=proxy,
         noproxy=noproxy,

@@ -77,6 +77,7 @@ class RunArgs:
     both_families: bool = False
     probe_options: dict[str, object] = field(default_factory=dict)
     compare_http: bool = False
+    compare_runs: int | None = None  # None: not given (DEFAULT_RUNS with --compare-http)
     proxy: str | None = None  # None: not given ("" turns the environment's proxy off)
     noproxy: str | None = None
     proxy_user: str | None = field(default=None, repr=False)
@@ -178,6 +179,17 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
     max_tokens = DEFAULT_MAX_TOKENS if args.max_tokens is None else args.max_tokens
     if max_tokens < 1:
         raise UsageError("--max-tokens must be at least 1")
+    keylog_file = env.get("SSLKEYLOGFILE") or None
+    if keylog_file is not None:
+        # The ssl module opens it inside every SSLContext (--cacert's check included), and
+        # HTTP/3 appends to it: one clear message rather than a misleading one later.
+        try:
+            with open(keylog_file, "a", encoding="ascii"):
+                pass
+        except OSError as exc:
+            raise UsageError(
+                f"SSLKEYLOGFILE cannot be appended to ({exc.strerror or exc})", kind="bad_option"
+            ) from exc
     for ca_file in (args.cacert, args.proxy_cacert):
         if ca_file is not None:
             check_cacert(ca_file)
@@ -244,6 +256,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         resolver=args.resolver,
         authoritative=args.authoritative,
         verbose=args.verbose,
+        keylog_file=keylog_file,
         probe_options=dict(args.probe_options),
         proxy=proxy,
         proxy_note=proxy_note,
@@ -445,7 +458,20 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
                 json_out,
                 env,
             )
-        return _compare(options, json_out=json_out, console=console, env=env)
+        from promptpath.core.compare import DEFAULT_RUNS
+
+        runs = DEFAULT_RUNS if args.compare_runs is None else args.compare_runs
+        if runs < 1:
+            return usage_failure(
+                UsageError("--compare-runs must be at least 1", kind="bad_option"), json_out, env
+            )
+        return _compare(options, runs=runs, json_out=json_out, console=console, env=env)
+    if args.compare_runs is not None:
+        return usage_failure(
+            UsageError("--compare-runs goes with --compare-http", kind="bad_option"),
+            json_out,
+            env,
+        )
 
     started: list[TraceResult] = []
 
@@ -526,15 +552,18 @@ def _mark_interrupted(result: TraceResult, signum: int, *, before_start: bool = 
     record_error(result.timeline, error)
 
 
-def _compare(options: RunOptions, *, json_out: bool, console: Console, env: Environment) -> int:
-    """--compare-http: the same prompt over HTTP/2 and HTTP/3, fresh connections each."""
+def _compare(
+    options: RunOptions, *, runs: int, json_out: bool, console: Console, env: Environment
+) -> int:
+    """--compare-http: the same prompt over HTTP/2 and HTTP/3, ``runs`` times each,
+    interleaved, fresh connections each."""
     from promptpath.report.compare import compare_json, render_compare
     from promptpath.tracer import trace_pair
 
     started: list[TraceResult] = []
 
     async def both() -> list[TraceResult]:
-        return await trace_pair(options, on_start=started.append)
+        return await trace_pair(options, runs=runs, on_start=started.append)
 
     with stop_on_signals() as stopper:
         results = anyio.run(stopper.run, both)
@@ -545,9 +574,9 @@ def _compare(options: RunOptions, *, json_out: bool, console: Console, env: Envi
         if not started:
             return int(exit_code_of(signum))
         _mark_interrupted(started[-1], signum)
-        if len(started) == 1:
-            # Still on HTTP/2: the HTTP/3 run never began, but a reader of this schema
-            # expects both runs, each with its error.
+        if not any(r.options.http == "3" for r in started):
+            # Still on the first HTTP/2 run: HTTP/3 never began, but a reader of this
+            # schema expects both runs, each with its error.
             from promptpath.tracer.orchestrator import new_timeline, pair_options
 
             h3 = TraceResult(options=pair_options(options)[1], timeline=new_timeline())
@@ -562,4 +591,5 @@ def _compare(options: RunOptions, *, json_out: bool, console: Console, env: Envi
         env.stdout.write(dumps(compare_json(results, exit_codes=codes)) + "\n")
         env.stdout.flush()
     # HTTP/2's failure first (the path every client has), then HTTP/3's.
-    return next((c for c in codes if c != 0), 0)
+    by_protocol = sorted(zip(results, codes, strict=True), key=lambda rc: rc[0].options.http == "3")
+    return next((c for _r, c in by_protocol if c != 0), 0)

@@ -115,6 +115,9 @@ class RunOptions:
     proxy_note: str | None = None  # why a configured proxy was not used (NO_PROXY, ...)
     proxy_cacert: str | None = None  # CAs for an https:// proxy's own certificate
     verbose: bool = False
+    # SSLKEYLOGFILE from the environment the CLI was given: aioquic's secrets go there
+    # (over TCP the ssl module reads the variable itself).
+    keylog_file: str | None = None
     probe_options: dict[str, object] = field(default_factory=dict)
     # Reference-endpoint controls sent in the body's "promptpath" object (canary probes):
     # they reach it through gateways that strip x-promptpath-* headers.

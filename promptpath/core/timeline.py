@@ -292,6 +292,10 @@ class Timeline:
     dns: DNSAnswer | None = None  # the lookup for the connection (also when it failed)
     dns_error: DNSFailure | None = None
     quic: QuicStats | None = None
+    #: Client CPU building the ClientHello (TCP: from before the TLS library starts to the
+    #: ClientHello's send; QUIC: the connection and its first Initial): outside the tls
+    #: and quic_handshake stages, so both protocols' setup spans cover the same wire span.
+    client_hello_ns: int | None = None
     close: CloseRecord | None = None  # set once, by the transport, when the peer closed
     close_after_end: str | None = None  # the connection outlived the terminal marker: how
     compressed: str | None = None  # Content-Encoding of the event stream, when not identity

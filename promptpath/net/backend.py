@@ -26,7 +26,7 @@ import httpcore
 from anyio.streams.tls import TLSAttribute, TLSStream
 
 from promptpath.core.errors import ConnectError, ErrorKind, TLSError
-from promptpath.core.timeline import ConnectAttempt, Stage, TLSInfo
+from promptpath.core.timeline import ConnectAttempt, Stage, Timeline, TLSInfo
 from promptpath.net import dns
 from promptpath.net.clientauth import ClientAuth, HandshakeTap
 from promptpath.net.tcp import connect_address
@@ -231,7 +231,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
                     standard_compatible=False,
                 )
         except ssl.SSLError as exc:
-            _start_at_client_hello(stage, self.raw)
+            _start_at_client_hello(stage, self.raw, timeline)
             timeline.end(stage_name, time.perf_counter_ns(), ok=False)
             elapsed_ns = _since(stage.start_ns)
             address = self._stream.extra(anyio.abc.SocketAttribute.remote_address, None)
@@ -261,7 +261,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             error.stage = stage_name
             raise error from exc
         except (anyio.BrokenResourceError, anyio.EndOfStream, OSError) as exc:
-            _start_at_client_hello(stage, self.raw)
+            _start_at_client_hello(stage, self.raw, timeline)
             timeline.end(stage_name, time.perf_counter_ns(), ok=False)
             await self._stream.aclose()
             if stage_name == "tls":
@@ -277,7 +277,7 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
             ) from exc
         finally:
             self.raw.tap = None
-        _start_at_client_hello(stage, self.raw)
+        _start_at_client_hello(stage, self.raw, timeline)
         end = _handshake_done(stage, self.raw, self._recorder)
         timeline.end(stage_name, end)
         info = describe_tls(
@@ -337,9 +337,11 @@ def _raise_if_auth_refused(tap: HandshakeTap, host: str, how: str, exc: BaseExce
         raise client_cert_refused(sent=auth.sent, host=host, how=how) from exc
 
 
-def _start_at_client_hello(stage: Stage, raw: StampingStream) -> None:
+def _start_at_client_hello(stage: Stage, raw: StampingStream, timeline: Timeline) -> None:
     # A handshake that failed before anything was sent keeps the stage's own start.
     if raw.first_send_ns is not None:
+        if stage.name == "tls":  # the target's ClientHello, not an https:// proxy's
+            timeline.client_hello_ns = raw.first_send_ns - stage.start_ns
         stage.start_ns = raw.first_send_ns
 
 

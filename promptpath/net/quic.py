@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import AsyncGenerator
 
 from promptpath.core.timeline import Timeline
+from promptpath.net.keylog import KeyLog
 from promptpath.net.quic_connect import ClientCert, Session, connect, load_client_cert, preload
 from promptpath.net.quic_protocol import Arrival, QuicRecorder
 from promptpath.net.quic_verify import CertVerifier
@@ -43,6 +44,7 @@ class QuicTransport:
     ``cacert``/``verify``: the certificate store is loaded here, at construction, so
     that it is done before t0 (aioquic would reload it inside every handshake); so is
     ``client_cert``, (certificate PEM, key PEM or None when the first holds both).
+    ``keylog``: the SSLKEYLOGFILE path, appended to in the NSS key log format.
     """
 
     kind = "quic"
@@ -54,8 +56,10 @@ class QuicTransport:
         cacert: str | None,
         verify: bool,
         client_cert: tuple[str, str | None] | None = None,
+        keylog: str | None = None,
     ) -> None:
         preload()
+        self._keylog = None if keylog is None else KeyLog(keylog)
         self._verifier = CertVerifier(host, cacert) if verify else None
         self._client_cert: ClientCert | None = (
             None if client_cert is None else load_client_cert(*client_cert)
@@ -69,7 +73,9 @@ class QuicTransport:
     async def connect(self, spec: ConnectSpec, recorder: Recorder) -> QuicConnection:
         assert isinstance(recorder, QuicRecorder), "QUIC stamps go to a QuicRecorder"
         recorder.connects += 1
-        session = await connect(spec, recorder, self._verifier, self._client_cert)
+        session = await connect(
+            spec, recorder, self._verifier, self._client_cert, keylog=self._keylog
+        )
         return QuicConnection(session, spec)
 
 
@@ -127,6 +133,8 @@ class QuicConnection:
 
     async def aclose(self) -> None:
         self._session.protocol.close()
+        if self._session.keylog is not None:  # a key update's secrets, if there was one
+            self._session.keylog.drain()
 
 
 async def _body(queue: asyncio.Queue[Arrival], first: Arrival) -> AsyncGenerator[BodyPiece, None]:

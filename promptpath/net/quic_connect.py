@@ -27,6 +27,7 @@ import anyio
 from promptpath.core.errors import ConnectError, PromptpathError, TLSError
 from promptpath.core.timeline import ConnectAttempt, TLSInfo
 from promptpath.net import aioquic_internals, dns
+from promptpath.net.keylog import KeyLog
 from promptpath.net.quic_protocol import (
     HandshakeFailed,
     QuicRecorder,
@@ -37,7 +38,9 @@ from promptpath.net.quic_verify import ALERT_BAD_CERTIFICATE, CertVerifier, refu
 from promptpath.net.tlsinfo import cert_info
 from promptpath.net.transport import ConnectSpec, fmt_addr
 
-#: Longest wait for a QUIC handshake on one address (bounded by --timeout as well).
+#: Longest wait for a QUIC handshake on one address (bounded by --timeout as well, less
+#: a margin): a silent UDP path fails after min(5 s, --timeout - margin) per address, so
+#: the next address, or the report, is not held up. The README documents it.
 HANDSHAKE_TIMEOUT_S = 5.0
 
 #: QUIC transport error code range carrying a TLS alert (RFC 9001 §4.8).
@@ -78,6 +81,7 @@ class Session:
 
     protocol: QuicTracer
     recorder: QuicRecorder
+    keylog: KeyLog | None = None  # SSLKEYLOGFILE: drained again when the connection closes
 
 
 def preload() -> None:
@@ -89,11 +93,12 @@ def preload() -> None:
     import cryptography.x509  # noqa: F401
 
 
-def _configuration_for(spec: ConnectSpec) -> Any:
+def _configuration_for(spec: ConnectSpec, keylog: KeyLog | None = None) -> Any:
     from aioquic.h3.connection import H3_ALPN
     from aioquic.quic.configuration import QuicConfiguration
 
     return QuicConfiguration(
+        secrets_log_file=keylog,  # type: ignore[arg-type]  # write() and flush() suffice
         is_client=True,
         alpn_protocols=list(H3_ALPN),
         server_name=spec.host,  # aioquic sends no SNI for an IP literal
@@ -113,12 +118,21 @@ async def connect(
     recorder: QuicRecorder,
     verifier: CertVerifier | None,
     client_cert: ClientCert | None = None,
+    keylog: KeyLog | None = None,
 ) -> Session:
     """A QUIC handshake to each resolved address in turn until one completes."""
     timeline = recorder.timeline
     host, port = spec.host, spec.dial_port
     sni = None if dns.is_ip_literal(host) else host
     stage = timeline.begin("quic_handshake", time.perf_counter_ns(), sni=sni)
+    first_attempt = len(timeline.attempts)
+
+    def failed() -> None:
+        # As over TCP: a failed stage starts at the first handshake packet's send, too.
+        if len(timeline.attempts) > first_attempt:
+            stage.start_ns = timeline.attempts[first_attempt].start_ns
+        timeline.end("quic_handshake", time.perf_counter_ns(), ok=False)
+
     last: PromptpathError | None = None
     # Stop a little before --timeout so a dead UDP path is reported as what it is (a
     # handshake timeout, exit 4) rather than as the generic trace timeout.
@@ -129,19 +143,26 @@ async def connect(
             break
         try:
             session = await handshake(
-                spec, recorder, ip, fam, budget, verifier=verifier, client_cert=client_cert
+                spec,
+                recorder,
+                ip,
+                fam,
+                budget,
+                verifier=verifier,
+                client_cert=client_cert,
+                keylog=keylog,
             )
         except ConnectError as exc:
             last = exc
             continue  # UDP to this address is dead: try the next one, as over TCP
         except PromptpathError:
-            timeline.end("quic_handshake", time.perf_counter_ns(), ok=False)
+            failed()
             raise
         attempt = timeline.attempts[-1]
         stage.start_ns, stage.end_ns = attempt.start_ns, attempt.end_ns
         stage.detail["attempts"] = len(timeline.attempts)
         return session
-    timeline.end("quic_handshake", time.perf_counter_ns(), ok=False)
+    failed()
     if last is None:
         last = ConnectError(
             f"no time left for a QUIC handshake with {host} within --timeout",
@@ -162,6 +183,7 @@ async def handshake(
     *,
     verifier: CertVerifier | None,
     client_cert: ClientCert | None = None,
+    keylog: KeyLog | None = None,
 ) -> Session:
     """One QUIC handshake with ``ip`` in ``budget`` seconds, stamped as a ConnectAttempt.
 
@@ -192,10 +214,12 @@ async def handshake(
             port=port,
         ) from exc
     peer = sock.getpeername()
-    # The attempt starts before the ClientHello is built, as the TCP tls stage does: its
-    # key shares are the client's real cost, and --compare-http must time both alike.
-    start = time.perf_counter_ns()
-    config = _configuration_for(spec)
+    local_port = sock.getsockname()[1]
+    # Building the ClientHello (key shares, 2-3 ms cold) is client CPU, not handshake: it
+    # is kept apart as client_hello_ns and the attempt starts at the first Initial's send,
+    # as the TCP tls stage starts at the ClientHello's send.
+    hello_start = time.perf_counter_ns()
+    config = _configuration_for(spec, keylog)
     if client_cert is not None:  # what load_cert_chain would set, from files read before t0
         config.certificate = client_cert.certificate
         config.certificate_chain = list(client_cert.chain)
@@ -204,11 +228,14 @@ async def handshake(
     # travel as replayable 0-RTT data.
     quic = QuicConnection(configuration=config)
     recorder.first_sent_ns = None
+    # This address's datagrams only: an earlier address's attempt counted into the same stats.
+    out_before, in_before = recorder.stats.datagrams_out, recorder.stats.datagrams_in
     _transport, protocol = await loop.create_datagram_endpoint(
         lambda: QuicTracer(quic, recorder), sock=sock
     )
     protocol.start(peer)
-    first_sent_ns = recorder.first_sent_ns or time.perf_counter_ns()
+    start = recorder.first_sent_ns or time.perf_counter_ns()
+    timeline.client_hello_ns = start - hello_start
     failure: str | None = None
     with anyio.move_on_after(budget) as scope:
         try:
@@ -216,22 +243,33 @@ async def handshake(
         except HandshakeFailed as exc:
             failure = str(exc)
     end = protocol.handshake_ns or time.perf_counter_ns()
+    if keylog is not None:  # also for a failed handshake: its Initial/Handshake secrets
+        keylog.drain()
     if scope.cancelled_caught or failure is not None:
         protocol.handshake.cancel()  # nobody waits for it any more
+        # Counted before our CONNECTION_CLOSE goes out: the message is about what the
+        # handshake sent the peer.
+        sent = recorder.stats.datagrams_out - out_before
         protocol.close()
-        error = _handshake_error(spec, protocol, recorder, ip, budget, failure)
+        heard = recorder.stats.datagrams_in - in_before
+        error = _handshake_error(spec, protocol, ip, budget, failure, sent=sent, heard=heard)
         timeline.attempts.append(
             ConnectAttempt(
-                ip=ip, port=port, family=fam, start_ns=start, end_ns=end, error=error.message
+                ip=ip,
+                port=port,
+                family=fam,
+                start_ns=start,
+                end_ns=end,
+                error=error.message,
+                local_port=local_port,
             )
         )
         raise error
     timeline.attempts.append(
-        ConnectAttempt(ip=ip, port=port, family=fam, start_ns=start, end_ns=end)
+        ConnectAttempt(
+            ip=ip, port=port, family=fam, start_ns=start, end_ns=end, local_port=local_port
+        )
     )
-    # How much of the stage was client CPU before the first Initial left (on record, so a
-    # slow client is not mistaken for a slow path).
-    timeline.stages[-1].detail["client_hello_ms"] = round((first_sent_ns - start) / 1e6, 3)
     timeline.address = (ip, port)
     timeline.family = fam
     timeline.tls = tls = _tls_info(quic, event, spec, verified=verifier is not None)
@@ -252,7 +290,7 @@ async def handshake(
     # behind ("last milestone tls_done" for a handshake we rejected).
     timeline.mark("connected", end)
     timeline.mark("tls_done", end)
-    return Session(protocol=protocol, recorder=recorder)
+    return Session(protocol=protocol, recorder=recorder, keylog=keylog)
 
 
 def _tls_info(quic: Any, event: Any, spec: ConnectSpec, *, verified: bool) -> TLSInfo:
@@ -279,21 +317,23 @@ def _tls_info(quic: Any, event: Any, spec: ConnectSpec, *, verified: bool) -> TL
 def _handshake_error(
     spec: ConnectSpec,
     protocol: QuicTracer,
-    recorder: QuicRecorder,
     ip: str,
     budget: float,
     failure: str | None,
+    *,
+    sent: int,
+    heard: int,
 ) -> PromptpathError:
-    """Why a handshake did not complete, named from what the socket and the peer said."""
+    """Why a handshake did not complete, named from what the socket and the peer said
+    (``sent``/``heard``: this address's datagrams, our closing one left out)."""
     host, port = spec.host, spec.dial_port
-    stats = recorder.stats
     where = fmt_addr(ip, port)
     common: dict[str, object] = {
         "host": host,
         "port": port,
         "ip": ip,
-        "datagrams_out": stats.datagrams_out,
-        "datagrams_in": stats.datagrams_in,
+        "datagrams_out": sent,
+        "datagrams_in": heard,
     }
     closed = protocol.terminated
     if protocol.socket_error is not None:
@@ -341,7 +381,6 @@ def _handshake_error(
             kind="handshake_failed",
             **common,
         )
-    heard = stats.datagrams_in
     what = (
         f"{heard} datagram(s) came back but the handshake did not complete"
         if heard
@@ -349,7 +388,7 @@ def _handshake_error(
     )
     return ConnectError(
         f"QUIC handshake with {where} timed out after {budget:.1f} s: {what}"
-        f" ({stats.datagrams_out} sent). The path likely blocks or drops UDP/{port};"
+        f" ({sent} sent). The path likely blocks or drops UDP/{port};"
         " browsers and API clients fall back to TCP (HTTP/2) — compare with --http 2",
         stage="quic_handshake",
         kind="handshake_timeout",

@@ -82,7 +82,10 @@ class QuicTracer(asyncio.DatagramProtocol):
         self._unsent: dict[int, Timeline] = {}  # request streams whose last byte is not out yet
         self.h3: Any = None
         self.handshake: asyncio.Future[Any] = self._loop.create_future()
+        # When the client's handshake was complete: the send of the datagram carrying its
+        # Finished, after it processed the server's flight (not that flight's arrival).
         self.handshake_ns: int | None = None
+        self._finished_unsent = False  # HandshakeCompleted seen, its Finished not yet out
         self.terminated: Any = None  # aioquic ConnectionTerminated
         self.socket_error: OSError | None = None
         self.server_versions: tuple[int, ...] | None = None  # from a Version Negotiation
@@ -131,8 +134,13 @@ class QuicTracer(asyncio.DatagramProtocol):
             return
         rec = self._rec
         for data, _addr in self._quic.datagrams_to_send(now=self._loop.time()):
+            # Stamped as the send begins, as over TCP (StampingStream.send).
+            sent_ns = time.perf_counter_ns()
             if rec.first_sent_ns is None:
-                rec.first_sent_ns = time.perf_counter_ns()
+                rec.first_sent_ns = sent_ns
+            if self._finished_unsent:  # aioquic puts the Handshake space's Finished first
+                self._finished_unsent = False
+                self.handshake_ns = sent_ns
             transport.sendto(data)  # a connected socket: the address is implied
             rec.wrote(time.perf_counter_ns(), len(data))
             rec.stats.datagrams_out += 1
@@ -171,7 +179,7 @@ class QuicTracer(asyncio.DatagramProtocol):
         event = self._quic.next_event()
         while event is not None:
             if isinstance(event, HandshakeCompleted):
-                self.handshake_ns = t_ns
+                self._finished_unsent = True  # transmit() stamps handshake_ns
                 # HTTP/3 starts only now, so not even its SETTINGS can go out as early data.
                 self.h3 = H3Connection(self._quic)
                 if not self.handshake.done():

@@ -188,6 +188,9 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         "reused_connection": timeline.reused_connection,
         "started_at": _utc_iso(timeline.t0_unix_ns),
         "stages_ms": metrics.stages_ms,
+        "client_hello_ms": None
+        if timeline.client_hello_ns is None
+        else round(timeline.client_hello_ns / 1e6, 3),
         "milestones_ms": metrics.milestones_ms,
         "ttft_ms": {
             "from_start": metrics.milestones_ms.get("ttft"),

@@ -342,6 +342,27 @@ def render_headers(console: Console, result: TraceResult) -> None:
         console.print(Text(f"< {name}: {value}", style="dim"))
 
 
+def protocol_name(result: TraceResult) -> str:
+    """The HTTP version negotiated; for a run that failed before that, HTTP/3 when it
+    was asked for (QUIC has nothing to fall back to), else "?"."""
+    if result.timeline.http_version is not None:
+        return result.timeline.http_version
+    return "HTTP/3" if result.options.http == "3" else "?"
+
+
+def client_hello_line(timeline: Timeline) -> str | None:
+    """-v: the client's own CPU before its first handshake packet, which no stage holds."""
+    if timeline.client_hello_ns is None:
+        return None
+    ms = timeline.client_hello_ns / 1e6
+    if timeline.stage("quic_handshake") is not None:
+        return (
+            f"client CPU: {ms:.2f} ms building the connection and its ClientHello before the"
+            " first Initial left (not in the QUIC handshake stage)"
+        )
+    return f"client CPU: {ms:.2f} ms building the ClientHello before it was sent (not in TLS)"
+
+
 def render(console: Console, result: TraceResult) -> None:
     tl = result.timeline
     opts = result.options
@@ -357,7 +378,7 @@ def render(console: Console, result: TraceResult) -> None:
         Text.assemble(
             ("promptpath ", "bold"),
             f"→ {display_url(opts.target.url)}  "
-            f"({opts.provider} · {opts.model} · as {opts.client} · {tl.http_version or '?'}{addr})",
+            f"({opts.provider} · {opts.model} · as {opts.client} · {protocol_name(result)}{addr})",
         )
     )
     if opts.proxy_note:
@@ -367,6 +388,9 @@ def render(console: Console, result: TraceResult) -> None:
         console.print(Text(f"KEY    {note}", style="yellow"))
     if opts.verbose:
         render_headers(console, result)
+        hello = client_hello_line(tl)
+        if hello is not None:
+            console.print(Text(hello, style="dim"))
     total = None
     if result.warm is not None:  # cold and warm on one time axis, so the setup tax shows
         warm_tl = result.warm.timeline

@@ -132,7 +132,11 @@ def transport_for(options: RunOptions) -> Transport:
         verify = not options.insecure
         client_cert = None if options.cert is None else (options.cert, options.key)
         return QuicTransport(
-            options.target.host, cacert=options.cacert, verify=verify, client_cert=client_cert
+            options.target.host,
+            cacert=options.cacert,
+            verify=verify,
+            client_cert=client_cert,
+            keylog=options.keylog_file,
         )
     from promptpath.net.http import TCPTransport
 
@@ -573,12 +577,26 @@ def pair_options(options: RunOptions) -> tuple[RunOptions, RunOptions]:
 
 
 async def trace_pair(
-    options: RunOptions, *, on_start: Callable[[TraceResult], None] | None = None
+    options: RunOptions,
+    *,
+    runs: int = 1,
+    on_start: Callable[[TraceResult], None] | None = None,
 ) -> list[TraceResult]:
-    """Trace over HTTP/2, then over HTTP/3, each on a fresh connection (one after the
-    other: run together they would share the CPU and the path). ``on_start`` gets each
-    result as soon as it exists, as ``trace`` gives it."""
-    return [await trace(opts, on_start=on_start) for opts in pair_options(options)]
+    """Trace ``runs`` times over each of HTTP/2 and HTTP/3, each on a fresh connection,
+    one after the other (run together they would share the CPU and the path), in the
+    order they ran. Rounds alternate which protocol goes first (h2 h3, h3 h2, ...) so a
+    drift of the machine or the path lands on both. A failed run ends the rounds once its
+    round is done (each protocol then has a run): the failure is the finding, and
+    repeating a dead path only multiplies its timeout.
+    ``on_start`` gets each result as soon as it exists, as ``trace`` gives it."""
+    h2, h3 = pair_options(options)
+    results: list[TraceResult] = []
+    for i in range(runs):
+        for opts in (h2, h3) if i % 2 == 0 else (h3, h2):
+            results.append(await trace(opts, on_start=on_start))
+        if any(r.timeline.error is not None for r in results[-2:]):
+            break
+    return results
 
 
 __all__ = [

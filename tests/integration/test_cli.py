@@ -317,6 +317,18 @@ def test_compare_http_refuses_options_it_would_ignore(extra: list[str]) -> None:
     assert res.exit_code == ExitCode.USAGE and "--compare-http" in res.stderr
 
 
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--compare-http", "--compare-runs", "0"], "at least 1"),
+        (["--compare-runs", "3"], "goes with --compare-http"),
+    ],
+)
+def test_compare_runs_is_checked(extra: list[str], says: str) -> None:
+    res = invoke("run", "https://localhost:1/v1/messages", *extra)
+    assert res.exit_code == ExitCode.USAGE and says in res.stderr, res.stderr
+
+
 def test_probe_takes_the_same_trace_options_as_run(ref: RefServer) -> None:
     res = invoke(
         "probe",

@@ -182,3 +182,6 @@ async def test_tls_stage_leaves_out_building_the_client_hello(
     assert len(hello_built) == 1
     assert tls.start_ns >= hello_built[0]
     assert tls.duration_ns < 200_000_000
+    # ...and is reported on its own, as over QUIC.
+    hello_ns = result.timeline.client_hello_ns
+    assert hello_ns is not None and hello_ns >= 200_000_000

@@ -179,7 +179,7 @@ async def test_compare_through_caddy(caddy: Caddy) -> None:
     assert all(r.exc is None for r in results), [r.exc for r in results]
     body = compare_json(results)
     assert body["differences"]["setup_round_trips"] == {
-        "label": "expected setup round trips",
+        "label": "setup round trips (expected, not measured)",
         "unit": "round trips",
         "http2": 2.0,
         "http3": 1.0,
@@ -187,6 +187,10 @@ async def test_compare_through_caddy(caddy: Caddy) -> None:
         "better": "http3",
         "measured": False,  # from the protocol versions, not timed
         "noise_floor": 0.5,
+        "client_side": False,  # an expectation is never client CPU
+        "samples": {"http2": 1, "http3": 1},
+        "spread": {"http2": None, "http3": None},
+        "values": {"http2": [2.0], "http3": [1.0]},
     }
 
 

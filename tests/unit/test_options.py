@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 
 import pytest
 
@@ -171,3 +172,21 @@ def test_bad_connect_to_is_a_one_line_usage_error(spec: str, match: str) -> None
     with pytest.raises(UsageError, match=match) as caught:
         build_options(RunArgs(target="https://h/v1/messages", connect_to=[spec]), environ={})
     assert "\n" not in caught.value.message and caught.value.kind == "bad_option"
+
+
+def test_sslkeylogfile_comes_from_the_given_environment(tmp_path: Path) -> None:
+    keylog = tmp_path / "keys.log"
+    args = RunArgs(target="https://h/v1/messages")
+    assert build_options(args, environ={"SSLKEYLOGFILE": str(keylog)}).keylog_file == str(keylog)
+    assert keylog.exists()  # opened for appending, as the ssl module would
+    assert build_options(args, environ={"SSLKEYLOGFILE": ""}).keylog_file is None
+
+
+def test_an_sslkeylogfile_that_cannot_be_written_is_named_not_blamed_on_cacert(
+    tmp_path: Path,
+) -> None:
+    # Observed before: the ssl module opened it inside --cacert's check, which then said
+    # "--cacert ...: not a PEM certificate bundle" for a perfectly good CA file.
+    environ = {"SSLKEYLOGFILE": str(tmp_path / "no" / "such" / "dir" / "keys.log")}
+    with pytest.raises(UsageError, match="SSLKEYLOGFILE cannot be appended to"):
+        build_options(RunArgs(target="https://h/v1/messages"), environ=environ)

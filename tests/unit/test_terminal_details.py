@@ -72,3 +72,25 @@ def test_piped_report_has_no_trailing_spaces(columns: str) -> None:
     text = rendered(traced(dns_ns=MS, warm=True), tty=False, environ={"COLUMNS": columns})
     assert "█" in text
     assert [line for line in text.splitlines() if line != line.rstrip()] == []
+
+
+def test_a_failed_http3_run_names_http3_in_its_header() -> None:
+    options = build_options(
+        RunArgs(target="https://localhost:1/v1/chat/completions", http="3"), environ={}
+    )
+    tl = Timeline(t0_ns=0, t0_unix_ns=0)  # failed before anything was negotiated
+    text = rendered(TraceResult(options=options, timeline=tl), tty=False, environ={})
+    header = text.splitlines()[0]
+    assert "HTTP/3" in header and "?" not in header
+
+
+def test_verbose_shows_the_client_hello_build_time_apart_from_the_handshake() -> None:
+    result = traced(dns_ns=MS)
+    result.timeline.client_hello_ns = 2_345_000
+    quiet = rendered(result, tty=False, environ={})
+    assert "ClientHello" not in quiet
+    result.options = build_options(
+        RunArgs(target="https://localhost:1/v1/chat/completions", verbose=True), environ={}
+    )
+    text = rendered(result, tty=False, environ={})
+    assert "client CPU: 2.35 ms building the ClientHello" in text

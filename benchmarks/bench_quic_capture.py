@@ -1,0 +1,202 @@
+"""quic_handshake against a decrypted packet capture on loopback.
+
+    .venv/bin/python benchmarks/bench_quic_capture.py [--runs 60] [--keep DIR]
+
+Needs root (or CAP_NET_RAW) for dumpcap, and tshark. Starts the reference endpoint with
+HTTP/3 (`python -m promptpath.server --http3` on 127.0.0.1), captures `lo` filtered on its
+UDP port, and traces `--runs` requests over HTTP/3 in this process, each on its own QUIC
+connection, matched to its flow by the client's UDP port (the connect attempt keeps it).
+promptpath writes its key log (SSLKEYLOGFILE, passed as the CLI's environment would) and
+tshark decrypts the Handshake packets with it to find the client's Finished.
+
+For each connection, error = promptpath's `quic_handshake` - the capture's span from the
+client's first Initial to the datagram carrying the client's Finished (durations only: the
+clocks differ). Also shown: the capture's span from the server's Finished to the client's
+(the client's processing of the server's flight, inside the stage) and `client_hello_ms`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from promptpath.commands import RunArgs, build_options  # noqa: E402
+from promptpath.core.stats import percentile  # noqa: E402
+from promptpath.tracer.orchestrator import trace  # noqa: E402
+
+TARGET_MEDIAN_MS = 0.2
+SERVER_HEADERS = ["x-promptpath-ttft-ms: 0", "x-promptpath-tokens: 3", "x-promptpath-rate: 0"]
+#: TLS handshake message types (RFC 8446 §4) and QUIC's long-header Initial type.
+FINISHED = "20"
+INITIAL = "0"
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    client_port: int
+    handshake_ms: float
+    client_hello_ms: float
+
+
+@dataclass(slots=True)
+class Flow:
+    """One QUIC connection in the capture (times in s on the capture's clock)."""
+
+    first_initial: float | None = None
+    server_finished: float | None = None
+    client_finished: float | None = None
+
+
+@contextlib.contextmanager
+def h3_server(tmp: Path) -> Iterator[tuple[int, str]]:
+    args = [sys.executable, "-m", "promptpath.server", "--host", "127.0.0.1", "--port", "0"]
+    args += ["--self-signed", str(tmp / "certs"), "--http3"]
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT
+    )
+    try:
+        assert proc.stdout is not None
+        info = json.loads(proc.stdout.readline())
+        yield int(info["port"]), str(info["ca"])
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+@contextlib.contextmanager
+def capture(path: Path, port: int) -> Iterator[None]:
+    """dumpcap on lo, UDP to and from ``port``, from before the first request."""
+    proc = subprocess.Popen(
+        ["dumpcap", "-q", "-i", "lo", "-f", f"udp port {port}", "-w", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:  # dumpcap names its file once the interface is capturing
+        if line.startswith("File:"):
+            break
+    else:
+        raise RuntimeError(f"dumpcap exited with status {proc.wait()}")
+    try:
+        yield
+    finally:
+        time.sleep(1.0)  # let libpcap's last block retire (see bench_capture.py)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)
+
+
+def run_promptpath(port: int, ca: str, keylog: Path) -> Measured:
+    args = RunArgs(
+        target=f"https://localhost:{port}/v1/chat/completions",
+        cacert=ca,
+        http="3",
+        resolve=[f"localhost:{port}:127.0.0.1"],
+        family=socket.AF_INET,
+        max_tokens=3,
+        headers=list(SERVER_HEADERS),
+    )
+    options = build_options(args, environ={"SSLKEYLOGFILE": str(keylog)})
+    result = anyio.run(trace, options)
+    assert result.exc is None, result.exc
+    tl = result.timeline
+    stage = tl.stage("quic_handshake")
+    assert stage is not None and stage.duration_ns is not None
+    local_port = tl.attempts[-1].local_port
+    assert local_port is not None and tl.client_hello_ns is not None
+    return Measured(local_port, stage.duration_ns / 1e6, tl.client_hello_ns / 1e6)
+
+
+def read_flows(pcap: Path, keylog: Path, server_port: int) -> dict[int, Flow]:
+    fields = [
+        "frame.time_relative",
+        "udp.srcport",
+        "udp.dstport",
+        "quic.long.packet_type",
+        "tls.handshake.type",
+    ]
+    cmd = ["tshark", "-r", str(pcap), "-o", f"tls.keylog_file:{keylog}", "-T", "fields"]
+    cmd += ["-E", "separator=\t"]
+    for name in fields:
+        cmd += ["-e", name]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    flows: dict[int, Flow] = {}
+    for line in out.splitlines():
+        t_s, src, dst, packet_types, hs_types = line.split("\t")
+        t = float(t_s)
+        from_client = int(dst) == server_port
+        flow = flows.setdefault(int(src) if from_client else int(dst), Flow())
+        hs = set(hs_types.split(",")) if hs_types else set()
+        if from_client:
+            if INITIAL in packet_types.split(",") and flow.first_initial is None:
+                flow.first_initial = t
+            if FINISHED in hs and flow.client_finished is None:
+                flow.client_finished = t
+        elif FINISHED in hs and flow.server_finished is None:
+            flow.server_finished = t
+    return flows
+
+
+def stats(name: str, values: list[float]) -> str:
+    return (
+        f"{name:<44} median {statistics.median(values):+7.3f} ms"
+        f"   p99 {percentile(values, 99):+7.3f} ms   n={len(values)}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--keep", type=Path, help="copy the capture and key log here")
+    ns = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        os.chmod(tmp, 0o755)  # dumpcap may drop to another user to write the file
+        keylog, pcap = tmp / "keys.log", tmp / "lo.pcapng"
+        with h3_server(tmp) as (port, ca), capture(pcap, port):
+            run_promptpath(port, ca, keylog)  # loads code, warms caches: not measured
+            measured = [run_promptpath(port, ca, keylog) for _ in range(ns.runs)]
+        flows = read_flows(pcap, keylog, port)
+        if ns.keep is not None:
+            ns.keep.mkdir(parents=True, exist_ok=True)
+            for path in (pcap, keylog):
+                shutil.copy(path, ns.keep / path.name)
+    errors, wire, client_side = [], [], []
+    for m in measured:
+        flow = flows.get(m.client_port)
+        if flow is None or flow.first_initial is None or flow.client_finished is None:
+            continue
+        span = (flow.client_finished - flow.first_initial) * 1e3
+        wire.append(span)
+        errors.append(m.handshake_ms - span)
+        if flow.server_finished is not None:
+            client_side.append((flow.client_finished - flow.server_finished) * 1e3)
+    print(f"{len(measured) - len(errors)} connections without a decrypted flow: left out")
+    print(stats("capture: first Initial -> client Finished", wire))
+    print(stats("capture: server Finished -> client Finished", client_side))
+    print(stats("client_hello_ms (outside the stage)", [m.client_hello_ms for m in measured]))
+    ok = abs(statistics.median(errors)) <= TARGET_MEDIAN_MS
+    verdict = "target met" if ok else "TARGET MISSED"
+    print(stats("quic_handshake error", errors) + f"   {verdict}")
+
+
+if __name__ == "__main__":
+    main()
