@@ -165,18 +165,32 @@ def sweep_stale() -> list[str]:
     return removed
 
 
+def _setns(path: str) -> None:
+    """Move the calling thread into the network namespace at ``path``."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if ctypes.CDLL(None, use_errno=True).setns(fd, _CLONE_NEWNET) != 0:
+            raise LabUnavailable(f"setns({path}): {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(fd)
+
+
+def enter_namespace(namespace: str) -> None:
+    """Move the calling thread (and every process it starts later) into ``namespace``,
+    for good: for a benchmark that measures from inside the client namespace."""
+    _setns(f"/run/netns/{namespace}")
+
+
 def _open_tun_in(namespace: str) -> int:
     """A TUN device created inside ``namespace``; its fd (non-blocking).
 
     A TUN device belongs to the namespace of the thread that opened /dev/net/tun, so this
     thread enters the namespace for the open and returns to its own right after.
     """
-    libc = ctypes.CDLL(None, use_errno=True)
-    own = os.open("/proc/self/ns/net", os.O_RDONLY)
-    target = os.open(f"/run/netns/{namespace}", os.O_RDONLY)
+    own = f"/proc/self/task/{threading.get_native_id()}/ns/net"
+    home = os.open(own, os.O_RDONLY)
     try:
-        if libc.setns(target, _CLONE_NEWNET) != 0:
-            raise LabUnavailable(f"setns({namespace}): {os.strerror(ctypes.get_errno())}")
+        enter_namespace(namespace)
         try:
             fd = os.open("/dev/net/tun", os.O_RDWR | os.O_NONBLOCK)
             try:
@@ -186,14 +200,13 @@ def _open_tun_in(namespace: str) -> int:
                 os.close(fd)
                 raise
         finally:
-            if libc.setns(own, _CLONE_NEWNET) != 0:
+            if ctypes.CDLL(None, use_errno=True).setns(home, _CLONE_NEWNET) != 0:
                 # Staying in the lab namespace would send this process's traffic there.
                 reason = os.strerror(ctypes.get_errno())
                 print(f"impairer: cannot return to the host namespace: {reason}", file=sys.stderr)
                 os._exit(70)
     finally:
-        os.close(own)
-        os.close(target)
+        os.close(home)
     return fd
 
 
@@ -315,6 +328,33 @@ def impaired_path(up: Impairment, down: Impairment, *, seed: int = 0) -> Iterato
         atexit.unregister(remove)
 
 
+@contextlib.contextmanager
+def impairer_process(*cli_args: str) -> Iterator[dict[str, str]]:
+    """``python -m tests.helpers.impairer CLI_ARGS`` as a process of its own (its pump then
+    never waits for this process's GIL); yields its ready line (namespaces, addresses) and
+    stops it, which removes the namespaces, when the block ends."""
+    check_available()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.helpers.impairer", *cli_args],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            raise LabUnavailable(f"the impairer exited with status {process.wait(5)}")
+        info: dict[str, str] = json.loads(line)
+        yield info
+    finally:
+        process.terminate()
+        process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
 # -- the lab's command line ------------------------------------------------------------
 
 
@@ -376,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "server_ns": lab.server_ns,
                         "client_addr": lab.client_addr,
                         "server_addr": lab.server_addr,
+                        "device": lab.device,
                     }
                 ),
                 flush=True,
