@@ -64,8 +64,9 @@ class Stream:
         return [(b - a) / 1e6 for a, b in zip(self.times, self.times[1:], strict=False)]
 
 
-def co_stall(streams: list[Stream], threshold_ms: float) -> tuple[int, float | None]:
-    """How many stalls, and the mean share of the other streams stalled at the same time."""
+def co_stall_shares(streams: list[Stream], threshold_ms: float) -> list[float]:
+    """For each stall of one round's streams, the share of the other streams of that round
+    stalled over an overlapping interval."""
     stalls = [s.stalls(threshold_ms) for s in streams]
     shares = []
     for i, own in enumerate(stalls):
@@ -73,7 +74,7 @@ def co_stall(streams: list[Stream], threshold_ms: float) -> tuple[int, float | N
             others = [any(c < b and a < d for c, d in st) for j, st in enumerate(stalls) if j != i]
             if others:
                 shares.append(sum(others) / len(others))
-    return len(shares), statistics.mean(shares) if shares else None
+    return shares
 
 
 async def one_round(args: RunArgs, streams: int) -> list[Stream]:
@@ -99,13 +100,15 @@ async def one_round(args: RunArgs, streams: int) -> list[Stream]:
     ]
 
 
-def report(name: str, streams: list[Stream], threshold_ms: float) -> None:
+def report(name: str, rounds: list[list[Stream]], threshold_ms: float) -> None:
+    streams = [s for r in rounds for s in r]
     gaps = [g for s in streams for g in s.gaps_ms()]
-    count, share = co_stall(streams, threshold_ms)
+    shares = [x for r in rounds for x in co_stall_shares(r, threshold_ms)]
+    count = len(shares)
     failed = sum(not s.ok for s in streams)
-    share_text = "—" if share is None else f"{share:.2f}"
+    share_text = "—" if not shares else f"{statistics.mean(shares):.2f}"
     print(
-        f"{name}: streams {len(streams)} (failed {failed}), gaps n={len(gaps)}"
+        f"{name}: streams {len(streams)} (failed {failed}), arrival gaps n={len(gaps)}"
         f" p50 {statistics.median(gaps):.1f} p99 {percentile(gaps, 99):.1f}"
         f" max {max(gaps):.1f} ms; stalls > {threshold_ms:.0f} ms: {count},"
         f" co-stall share {share_text}"
@@ -124,6 +127,10 @@ def main() -> None:
         "--batch", type=int, default=1, help="events per server write (the endpoint's --batch)"
     )
     ns = parser.parse_args()
+    try:
+        import promptpath.tracer.load  # noqa: F401
+    except ImportError:
+        sys.exit("bench_hol needs the load mode (promptpath/tracer/load.py, issue 11)")
     cadence_ms = 1000.0 * ns.batch / ns.rate
     threshold_ms = cadence_ms + ONE_WAY_MS  # half a round trip beyond the cadence
     impair = ("--delay-ms", str(ONE_WAY_MS), "--loss", str(ns.loss), "--seed", str(ns.seed))
@@ -158,10 +165,8 @@ def main() -> None:
                 resolve=[f"localhost:{server.port}:{lab['server_addr']}"],
                 max_tokens=ns.tokens,
             )
-            streams: list[Stream] = []
-            for _ in range(ns.rounds):
-                streams += anyio.run(one_round, args, ns.streams)
-            report(f"HTTP/{http}", streams, threshold_ms)
+            rounds = [anyio.run(one_round, args, ns.streams) for _ in range(ns.rounds)]
+            report(f"HTTP/{http}", rounds, threshold_ms)
 
 
 if __name__ == "__main__":
