@@ -13,7 +13,8 @@ HTTP/2 carries every stream in one TCP byte stream: a lost segment holds back th
 of all streams behind it until its retransmission arrives. QUIC retransmits per stream, so
 a lost packet stalls only the streams whose frames it carried. What is measured, per
 protocol, over all streams of all rounds:
-- token gaps: p50, p99, max (ms);
+- arrival gaps: p50, p99, max (ms), between a stream's distinct arrivals (events that
+  came in one read count once);
 - stalls: gaps longer than the stream's cadence plus half a round trip;
 - co-stall: for each stall, the share of the *other* streams that stalled over an
   overlapping interval (1.0 = every stream stopped together: head-of-line blocking).

@@ -41,15 +41,20 @@ pytestmark = pytest.mark.lab
 CHAT = "/v1/chat/completions"
 ONE_WAY_MS = 20.0
 RTT_MS = 2 * ONE_WAY_MS
-#: Observed on this 2-core machine (load ~1-2 from other sessions), each a median of 3:
-#: connect 40.3-40.5 ms, tls 41.6-41.9, quic_handshake 45.0-45.3 (today's span includes
-#: the client's ClientHello build and ~3 ms of aioquic work, issue 14), --compare-http
-#: setup difference 36.8. 8 ms above the RTT leaves room for a busy neighbour.
+#: Observed on this 2-core machine (load ~1-2 from other sessions), single runs: connect
+#: 40.3-40.5 ms, tls 41.6-45.7, quic_handshake 44.5-47.3 (today's span includes the
+#: client's ClientHello build and aioquic's own work, issue 14), --compare-http setup
+#: difference 36.8-39.5. All five tests also passed with two CPU-bound processes on both
+#: cores. 8 ms above the RTT leaves room for a busy neighbour.
 SLACK_MS = 8.0
 RUNS = 3
-#: 2 % loss each way, seeded: on a path with no loss the largest gap of a 200 tokens/s
-#: stream stayed under 10 ms (observed max 8.4 ms); with loss a lost segment holds back
-#: every later token until its retransmission, at least one round trip.
+#: promptpath and the endpoint run at a higher priority than the machine's other work (the
+#: impairer's pump is real-time): what is measured is the path and the tool, not a
+#: neighbour's test suite. With two CPU-bound processes on both cores and without this,
+#: connect read 49-69 ms and quic_handshake 50 ms.
+PRIORITY = ("nice", "-n", "-10")
+#: 2 % loss each way, seeded: a lost segment holds back every later token until its
+#: retransmission, at least one round trip.
 LOSS = 0.02
 LOSS_TOKENS = 400
 LOSS_RATE = 200
@@ -74,6 +79,7 @@ class Lab:
         url = f"https://localhost:{self.server.port}{CHAT}"
         assert self.server.ca is not None
         command = self.path.client(
+            *PRIORITY,
             sys.executable,
             "-m",
             "promptpath",
@@ -109,7 +115,7 @@ def _lab_on(impairment: Impairment, tmp: Path, *, seed: int = 0, **serve: str) -
             http3=True,
             tmp_path=tmp,
             host=path.server_addr,
-            command_prefix=path.server(),
+            command_prefix=path.server(*PRIORITY),
             extra_args=extra,
         ) as server,
     ):
@@ -141,7 +147,13 @@ def _connect_rtts_ms(lab: Lab, count: int) -> list[float]:
         "    s.close()\n"
     )
     command = lab.path.client(
-        sys.executable, "-c", script, lab.path.server_addr, str(lab.server.port), str(count)
+        *PRIORITY,
+        sys.executable,
+        "-c",
+        script,
+        lab.path.server_addr,
+        str(lab.server.port),
+        str(count),
     )
     out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
     return [float(line) for line in out.stdout.split()]
@@ -183,18 +195,22 @@ def test_compare_http_measures_http3_saving_one_round_trip_of_setup(rtt40: Lab) 
 def test_a_stream_survives_loss_and_retransmissions_show_as_token_stalls(
     rtt40: Lab, tmp_path: Path
 ) -> None:
-    stream = ("--http", "2", "--max-tokens", str(LOSS_TOKENS))
+    # HTTP/1.1: over this path an HTTP/2 stream of 130 KB at 200 tokens/s shows 16-44 ms
+    # gaps with no loss at all (observed; its 65,535-byte flow-control window, we think),
+    # which would blur the retransmission stalls this test is about.
+    stream = ("--http", "1.1", "--max-tokens", str(LOSS_TOKENS))
     headers = ("-H", f"x-promptpath-tokens: {LOSS_TOKENS}", "-H", f"x-promptpath-rate: {LOSS_RATE}")
     clean = rtt40.run(*stream, *headers)
     with _lab_on(Impairment(delay_ms=ONE_WAY_MS, loss=LOSS), tmp_path, seed=1) as lossy:
         lost = lossy.run(*stream, *headers)
         counters = lossy.path.counters()
-    # Observed (seed 1): the stream completes (TCP retransmits), ~2 % of packets dropped
-    # each way, and the largest token gap grows from ~8 ms to 50-60 ms (a retransmission
-    # after the duplicate ACKs of the next segments: about one RTT plus their spacing).
+    # Observed (seeds 1-3): every stream completes (TCP retransmits), 4-10 of ~400 packets
+    # dropped each way, and the gaps ≥ 1 RTT go from 0 (largest gap 22 ms) to 6-7, of
+    # 45-70 ms: a retransmission after the duplicate ACKs of the next segments, one RTT
+    # plus their 5 ms spacing. A lost SYN (seen in hand runs) costs connect its 1 s timer.
     for result in (clean, lost):
         assert result["stream"]["end"] == "marker", result["stream"]
         assert result["tokens"]["count"] == LOSS_TOKENS
     assert counters["down"]["lost"] > 0, counters
-    assert clean["tokens"]["gaps_ms"]["max"] < ONE_WAY_MS, clean["tokens"]["gaps_ms"]
-    assert lost["tokens"]["gaps_ms"]["max"] >= RTT_MS, lost["tokens"]["gaps_ms"]
+    stalls = [sum(g >= RTT_MS for g in r["tokens"]["gaps"]) for r in (clean, lost)]
+    assert stalls[1] >= 2 and stalls[1] > stalls[0], (stalls, lost["tokens"]["gaps_ms"])
