@@ -44,10 +44,18 @@ RTT_MS = 2 * ONE_WAY_MS
 #: Observed on this 2-core machine (load ~1-2 from other sessions), single runs: connect
 #: 40.3-40.5 ms, tls 41.6-45.7, quic_handshake 44.5-47.3 (today's span includes the
 #: client's ClientHello build and aioquic's own work, issue 14), --compare-http setup
-#: difference 36.8-39.5. All five tests also passed with two CPU-bound processes on both
-#: cores. 8 ms above the RTT leaves room for a busy neighbour.
+#: difference 36.8-39.5. All five tests passed at load averages up to ~3 (other sessions'
+#: suites, and three CPU-bound loops once); at ~4 and above single runs reached 52 ms (tls)
+#: and the connect-RTT median 43.7 ms. 8 ms above the RTT leaves room for a neighbour.
 SLACK_MS = 8.0
-RUNS = 3
+#: What today's quic_handshake adds over TCP+TLS's spans: it starts before the first Initial
+#: (QuicConnection created, ClientHello built: 2.3-2.6 ms cold) and includes aioquic's own
+#: processing, 4-7 ms over the RTT here against tls's 1.6-5.7. Issue 14 narrows the span to
+#: first Initial -> client Finished; once that lands this allowance should go to 0.
+QUIC_CPU_MS = 5.0
+#: Medians of 5: with 3, one HTTP/3 run that lost the CPU to the rest of the machine (load
+#: ~4, other sessions' suites plus a busy loop) decided the --compare-http test (23.5 ms).
+RUNS = 5
 #: promptpath and the endpoint run at a higher priority than the machine's other work (the
 #: impairer's pump is real-time): what is measured is the path and the tool, not a
 #: neighbour's test suite. With two CPU-bound processes on both cores and without this,
@@ -178,7 +186,7 @@ def test_tcp_connect_and_tls13_each_take_one_round_trip(rtt40: Lab) -> None:
 
 def test_quic_handshake_takes_one_round_trip(rtt40: Lab) -> None:
     value = _median_stage(rtt40, "quic_handshake", "--http", "3")
-    assert RTT_MS <= value <= RTT_MS + SLACK_MS, value
+    assert RTT_MS <= value <= RTT_MS + SLACK_MS + QUIC_CPU_MS, value
 
 
 def test_compare_http_measures_http3_saving_one_round_trip_of_setup(rtt40: Lab) -> None:
@@ -189,7 +197,7 @@ def test_compare_http_measures_http3_saving_one_round_trip_of_setup(rtt40: Lab) 
         h2, h3 = (run["stages_ms"] for run in rtt40.run("--compare-http")["results"])
         savings.append(h2["connect"] + h2["tls"] - h3["quic_handshake"])
     saving = statistics.median(savings)
-    assert abs(saving - RTT_MS) <= SLACK_MS, savings
+    assert RTT_MS - SLACK_MS - QUIC_CPU_MS <= saving <= RTT_MS + SLACK_MS, savings
 
 
 def test_a_stream_survives_loss_and_retransmissions_show_as_token_stalls(
