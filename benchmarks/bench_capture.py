@@ -18,6 +18,13 @@ offsets, the clocks differ):
   headers.
 curl's durations: connect = time_connect - time_namelookup, tls = time_appconnect -
 time_connect, wait = time_starttransfer - time_pretransfer.
+
+    .venv/bin/python benchmarks/bench_capture.py --rtt-ms 40
+
+runs the same over a real round trip: the impairer lab (tests/helpers/impairer.py, as a
+process of its own) adds half of it each way between two network namespaces; the servers
+listen in the server namespace, this process and curl move into the client namespace, and
+dumpcap captures that namespace's TUN device.
 """
 
 from __future__ import annotations
@@ -67,8 +74,21 @@ _PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_pro
 
 
 @dataclass(frozen=True, slots=True)
+class Site:
+    """Where the servers listen and the capture runs: loopback, or the impairer lab."""
+
+    address: str = "127.0.0.1"
+    interface: str = "lo"
+    server_prefix: tuple[str, ...] = ()  # `ip netns exec NS` for the lab's server side
+
+
+LOOPBACK = Site()
+
+
+@dataclass(frozen=True, slots=True)
 class Server:
     port: int
+    address: str
     ca: str | None
     process: subprocess.Popen[str]
 
@@ -117,8 +137,11 @@ class Flow:
 
 
 @contextlib.contextmanager
-def reference_server(tmp: Path, *, tls: bool, cpu: int | None = None) -> Iterator[Server]:
-    args = [sys.executable, "-m", "promptpath.server", "--host", "127.0.0.1", "--port", "0"]
+def reference_server(
+    tmp: Path, *, tls: bool, cpu: int | None = None, site: Site = LOOPBACK
+) -> Iterator[Server]:
+    args = [*site.server_prefix, sys.executable, "-m", "promptpath.server"]
+    args += ["--host", site.address, "--port", "0"]
     if tls:
         args += ["--self-signed", str(tmp / "certs")]
     args.append("--no-http3")
@@ -133,18 +156,19 @@ def reference_server(tmp: Path, *, tls: bool, cpu: int | None = None) -> Iterato
     try:
         assert proc.stdout is not None
         info = json.loads(proc.stdout.readline())
-        yield Server(port=int(info["port"]), ca=info.get("ca"), process=proc)
+        yield Server(port=int(info["port"]), address=site.address, ca=info.get("ca"), process=proc)
     finally:
         proc.terminate()
         proc.wait(5)
 
 
 @contextlib.contextmanager
-def capture(path: Path, ports: list[int]) -> Iterator[None]:
-    """dumpcap on lo, filtered on the servers' ports, from before the first request."""
+def capture(path: Path, ports: list[int], interface: str = "lo") -> Iterator[None]:
+    """dumpcap on ``interface``, filtered on the servers' ports, from before the first
+    request (in this thread's network namespace, which dumpcap inherits)."""
     bpf = " or ".join(f"tcp port {p}" for p in ports)
     proc = subprocess.Popen(
-        ["dumpcap", "-q", "-i", "lo", "-f", bpf, "-w", str(path)],
+        ["dumpcap", "-q", "-i", interface, "-f", bpf, "-w", str(path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -171,7 +195,7 @@ def run_promptpath(server: Server) -> Measured:
         target=server.url(),
         cacert=server.ca,
         http="1.1",
-        resolve=[f"localhost:{server.port}:127.0.0.1"],
+        resolve=[f"localhost:{server.port}:{server.address}"],
         family=socket.AF_INET,
         max_tokens=3,
         headers=list(SERVER_HEADERS),
@@ -199,7 +223,7 @@ def run_curl(server: Server, env: dict[str, str]) -> Measured:
         "/dev/null",
         "--http1.1",
         "--resolve",
-        f"localhost:{server.port}:127.0.0.1",
+        f"localhost:{server.port}:{server.address}",
         "-H",
         "content-type: application/json",
         "--data",
@@ -336,7 +360,30 @@ def main() -> None:
         help="servers on CPU 1, the clients (this process, curl) on CPU 0: the server a"
         " handshake wakes then cannot run on the client's core before connect() returns",
     )
+    parser.add_argument(
+        "--rtt-ms",
+        type=float,
+        default=0.0,
+        help="measure across the impairer lab with this round trip (root; 0 = loopback)",
+    )
     ns = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        site = LOOPBACK
+        if ns.rtt_ms > 0:
+            from tests.helpers.impairer import enter_namespace, impairer_process
+
+            lab = stack.enter_context(impairer_process("--delay-ms", str(ns.rtt_ms / 2)))
+            site = Site(
+                address=lab["server_addr"],
+                interface=lab["device"],
+                server_prefix=("ip", "netns", "exec", lab["server_ns"]),
+            )
+            # From here on this thread, and curl and dumpcap started from it, are clients.
+            enter_namespace(lab["client_ns"])
+        measure(ns, site)
+
+
+def measure(ns: argparse.Namespace, site: Site) -> None:
     server_cpu = None
     if ns.pin:
         os.sched_setaffinity(0, {0})  # curl, started from here, inherits it
@@ -351,10 +398,10 @@ def main() -> None:
         curl_env = {k: v for k, v in os.environ.items() if k not in _PROXY_ENV}
         measured: list[Measured] = []
         with (
-            reference_server(tmp / "plain", tls=False, cpu=server_cpu) as plain,
-            reference_server(tmp / "tls", tls=True, cpu=server_cpu) as secure,
+            reference_server(tmp / "plain", tls=False, cpu=server_cpu, site=site) as plain,
+            reference_server(tmp / "tls", tls=True, cpu=server_cpu, site=site) as secure,
         ):
-            with capture(pcap, [plain.port, secure.port]):
+            with capture(pcap, [plain.port, secure.port], site.interface):
                 for server in (plain, secure):
                     # First use loads code and warms caches in both tools: not measured.
                     run_promptpath(server)

@@ -89,11 +89,15 @@ def reference_server(
     extra_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     tmp_path: Path,
+    host: str = "127.0.0.1",
+    command_prefix: Sequence[str] = (),
 ) -> Iterator[RefServer]:
-    """Run ``python -m promptpath.server --port 0 ...`` on 127.0.0.1 until the block ends;
-    ``env`` adds variables to the server's environment (e.g. the key it demands)."""
+    """Run ``python -m promptpath.server --port 0 ...`` on ``host`` until the block ends;
+    ``env`` adds variables to the server's environment (e.g. the key it demands);
+    ``command_prefix`` wraps the command (``ip netns exec NS`` for the impairer lab)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    args = [sys.executable, "-m", "promptpath.server", "--host", "127.0.0.1", "--port", "0"]
+    args = [*command_prefix, sys.executable, "-m", "promptpath.server", "--host", host]
+    args += ["--port", "0"]
     if tls:
         args += ["--self-signed", str(tmp_path / "certs")]
     args.append("--http3" if http3 else "--no-http3")

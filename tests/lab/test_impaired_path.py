@@ -1,0 +1,224 @@
+"""Real round trips: promptpath and the reference endpoint on either side of the impairer.
+
+The endpoint runs in the server namespace, promptpath (a process, as a user runs it) in
+the client namespace; every packet between them crosses tests/helpers/impairer.py, which
+adds 20 ms each way (RTT 40 ms). On loopback a round trip is ~15 µs, so only here can a
+test see setup cost in round trips and loss turn into retransmission stalls.
+
+Tolerances are asymmetric: the impairer never releases a packet early, so no span that
+contains a round trip can be shorter than RTT_MS; above it, a loaded 2-core machine adds
+client CPU and scheduling (SLACK_MS). Each setup figure is the median of RUNS runs, so
+one run that loses the CPU to a neighbour does not decide the test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import lab_required
+from tests.helpers.impairer import (
+    ImpairedPath,
+    Impairment,
+    LabUnavailable,
+    check_available,
+    impaired_path,
+)
+from tests.helpers.refserver import RefServer, reference_server
+
+pytestmark = pytest.mark.lab
+
+CHAT = "/v1/chat/completions"
+ONE_WAY_MS = 20.0
+RTT_MS = 2 * ONE_WAY_MS
+#: Observed on this 2-core machine (load ~1-2 from other sessions), single runs: connect
+#: 40.3-40.5 ms, tls 41.6-45.7, quic_handshake 44.5-47.3 (today's span includes the
+#: client's ClientHello build and aioquic's own work, issue 14), --compare-http setup
+#: difference 36.8-39.5. All five tests passed at load averages up to ~3 (other sessions'
+#: suites, and three CPU-bound loops once); at ~4 and above single runs reached 52 ms (tls)
+#: and the connect-RTT median 43.7 ms. 8 ms above the RTT leaves room for a neighbour.
+SLACK_MS = 8.0
+#: What today's quic_handshake adds over TCP+TLS's spans: it starts before the first Initial
+#: (QuicConnection created, ClientHello built: 2.3-2.6 ms cold) and includes aioquic's own
+#: processing, 4-7 ms over the RTT here against tls's 1.6-5.7. Issue 14 narrows the span to
+#: first Initial -> client Finished; once that lands this allowance should go to 0.
+QUIC_CPU_MS = 5.0
+#: Medians of 5: with 3, one HTTP/3 run that lost the CPU to the rest of the machine (load
+#: ~4, other sessions' suites plus a busy loop) decided the --compare-http test (23.5 ms).
+RUNS = 5
+#: promptpath and the endpoint run at a higher priority than the machine's other work (the
+#: impairer's pump is real-time): what is measured is the path and the tool, not a
+#: neighbour's test suite. With two CPU-bound processes on both cores and without this,
+#: connect read 49-69 ms and quic_handshake 50 ms.
+PRIORITY = ("nice", "-n", "-10")
+#: 2 % loss each way, seeded: a lost segment holds back every later token until its
+#: retransmission, at least one round trip.
+LOSS = 0.02
+LOSS_TOKENS = 400
+LOSS_RATE = 200
+
+
+def _lab() -> None:
+    try:
+        check_available()
+    except LabUnavailable as exc:
+        if lab_required():
+            pytest.fail(f"PROMPTPATH_REQUIRE_LAB=1 but the impairer lab cannot run: {exc}")
+        pytest.skip(f"impairer lab unavailable: {exc}")
+
+
+@dataclass(frozen=True, slots=True)
+class Lab:
+    path: ImpairedPath
+    server: RefServer
+
+    def run(self, *args: str) -> dict[str, Any]:
+        """``promptpath run ... --json`` in the client namespace; its JSON (exit 0 asserted)."""
+        url = f"https://localhost:{self.server.port}{CHAT}"
+        assert self.server.ca is not None
+        command = self.path.client(
+            *PRIORITY,
+            sys.executable,
+            "-m",
+            "promptpath",
+            "run",
+            url,
+            "--resolve",
+            f"localhost:{self.server.port}:{self.path.server_addr}",
+            "--cacert",
+            self.server.ca,
+            "--json",
+            *args,
+        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=_env())
+        assert done.returncode == 0, f"exit {done.returncode}\n{done.stderr[-3000:]}"
+        result: dict[str, Any] = json.loads(done.stdout)
+        return result
+
+
+def _env() -> dict[str, str]:
+    drop = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+@contextlib.contextmanager
+def _lab_on(impairment: Impairment, tmp: Path, *, seed: int = 0, **serve: str) -> Iterator[Lab]:
+    """An impaired path (the same impairment both ways) with the endpoint behind it."""
+    _lab()
+    extra = [arg for name, value in serve.items() for arg in (f"--{name}", value)]
+    with (
+        impaired_path(impairment, impairment, seed=seed) as path,
+        reference_server(
+            tls=True,
+            http3=True,
+            tmp_path=tmp,
+            host=path.server_addr,
+            command_prefix=path.server(*PRIORITY),
+            extra_args=extra,
+        ) as server,
+    ):
+        yield Lab(path, server)
+
+
+@pytest.fixture(scope="module")
+def rtt40(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """20 ms each way, no loss; short immediate answers unless a test asks otherwise."""
+    with _lab_on(
+        Impairment(delay_ms=ONE_WAY_MS), tmp_path_factory.mktemp("rtt40"), tokens="5", rate="0"
+    ) as lab:
+        yield lab
+
+
+def _median_stage(lab: Lab, stage: str, *args: str) -> float:
+    return statistics.median(lab.run(*args)["stages_ms"][stage] for _ in range(RUNS))
+
+
+def _connect_rtts_ms(lab: Lab, count: int) -> list[float]:
+    """TCP connect times to the endpoint's port, measured in the client namespace."""
+    script = (
+        "import socket, sys, time\n"
+        "for _ in range(int(sys.argv[3])):\n"
+        "    s = socket.socket()\n"
+        "    t = time.perf_counter_ns()\n"
+        "    s.connect((sys.argv[1], int(sys.argv[2])))\n"
+        "    print((time.perf_counter_ns() - t) / 1e6)\n"
+        "    s.close()\n"
+    )
+    command = lab.path.client(
+        *PRIORITY,
+        sys.executable,
+        "-c",
+        script,
+        lab.path.server_addr,
+        str(lab.server.port),
+        str(count),
+    )
+    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
+    return [float(line) for line in out.stdout.split()]
+
+
+def test_impairer_adds_its_delay_and_well_under_a_millisecond_more(rtt40: Lab) -> None:
+    # Observed (100 connects; a TCP connect is one round trip): median 40.27 ms, p90 40.31,
+    # max 40.71; with --delay-ms 0 the same path measures median 0.11 ms. UDP echo: median
+    # 40.36 (0.34 at delay 0). The pump wakes 200 µs early and polls: select() alone woke
+    # a median 67 µs late here, twice per round trip.
+    rtts = _connect_rtts_ms(rtt40, 30)
+    assert min(rtts) >= RTT_MS, f"a packet left early: {sorted(rtts)[:3]}"
+    assert statistics.median(rtts) <= RTT_MS + 1.5, sorted(rtts)
+
+
+def test_tcp_connect_and_tls13_each_take_one_round_trip(rtt40: Lab) -> None:
+    runs = [rtt40.run("--http", "2")["stages_ms"] for _ in range(RUNS)]
+    for stage in ("connect", "tls"):
+        value = statistics.median(run[stage] for run in runs)
+        assert RTT_MS <= value <= RTT_MS + SLACK_MS, (stage, [run[stage] for run in runs])
+
+
+def test_quic_handshake_takes_one_round_trip(rtt40: Lab) -> None:
+    value = _median_stage(rtt40, "quic_handshake", "--http", "3")
+    assert RTT_MS <= value <= RTT_MS + SLACK_MS + QUIC_CPU_MS, value
+
+
+def test_compare_http_measures_http3_saving_one_round_trip_of_setup(rtt40: Lab) -> None:
+    # Measured rows only (the verdict words belong to report/compare.py): HTTP/2's setup is
+    # TCP connect + TLS 1.3 (2 RTT), HTTP/3's the QUIC handshake (1 RTT).
+    savings = []
+    for _ in range(RUNS):
+        h2, h3 = (run["stages_ms"] for run in rtt40.run("--compare-http")["results"])
+        savings.append(h2["connect"] + h2["tls"] - h3["quic_handshake"])
+    saving = statistics.median(savings)
+    assert RTT_MS - SLACK_MS - QUIC_CPU_MS <= saving <= RTT_MS + SLACK_MS, savings
+
+
+def test_a_stream_survives_loss_and_retransmissions_show_as_token_stalls(
+    rtt40: Lab, tmp_path: Path
+) -> None:
+    # HTTP/1.1: over this path an HTTP/2 stream of 130 KB at 200 tokens/s shows 16-44 ms
+    # gaps with no loss at all (observed; its 65,535-byte flow-control window, we think),
+    # which would blur the retransmission stalls this test is about.
+    stream = ("--http", "1.1", "--max-tokens", str(LOSS_TOKENS))
+    headers = ("-H", f"x-promptpath-tokens: {LOSS_TOKENS}", "-H", f"x-promptpath-rate: {LOSS_RATE}")
+    clean = rtt40.run(*stream, *headers)
+    with _lab_on(Impairment(delay_ms=ONE_WAY_MS, loss=LOSS), tmp_path, seed=1) as lossy:
+        lost = lossy.run(*stream, *headers)
+        counters = lossy.path.counters()
+    # Observed (seeds 1-3): every stream completes (TCP retransmits), 4-10 of ~400 packets
+    # dropped each way, and the gaps ≥ 1 RTT go from 0 (largest gap 22 ms) to 6-7, of
+    # 45-70 ms: a retransmission after the duplicate ACKs of the next segments, one RTT
+    # plus their 5 ms spacing. A lost SYN (seen in hand runs) costs connect its 1 s timer.
+    for result in (clean, lost):
+        assert result["stream"]["end"] == "marker", result["stream"]
+        assert result["tokens"]["count"] == LOSS_TOKENS
+    assert counters["down"]["lost"] > 0, counters
+    stalls = [sum(g >= RTT_MS for g in r["tokens"]["gaps"]) for r in (clean, lost)]
+    assert stalls[1] >= 2 and stalls[1] > stalls[0], (stalls, lost["tokens"]["gaps_ms"])
