@@ -63,6 +63,12 @@ def start_server(tmp: str) -> tuple[subprocess.Popen[str], dict[str, object]]:
     return proc, json.loads(proc.stdout.readline())
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def arrival_errors(results: list[TraceResult]) -> list[float]:
     errors = []
     for result in results:
@@ -137,7 +143,11 @@ def main() -> None:
             profiler = cProfile.Profile() if ns.profile else None
             if profiler is not None:
                 profiler.enable()
+            server_cpu = cpu_seconds(proc.pid)
+            client_cpu = time.process_time()
             results, wall = run(options, ns.streams, connections)
+            client_cpu = time.process_time() - client_cpu
+            server_cpu = cpu_seconds(proc.pid) - server_cpu
             if profiler is not None:
                 profiler.disable()
                 profiler.dump_stats(ns.profile)
@@ -151,6 +161,10 @@ def main() -> None:
         f"{ns.streams} streams at once over {', '.join(versions)}: {connects} connections,"
         f" {len(failed)} failed, {ns.tokens} tokens at {ns.rate:g}/s each, wall {wall:.2f} s"
         f" (client on CPU {CLIENT_CPU}, server on CPU {SERVER_CPU})"
+    )
+    print(
+        f"CPU busy during the load run: client {100 * client_cpu / wall:.0f} %,"
+        f" server {100 * server_cpu / wall:.0f} %"
     )
     for r in failed[:3]:
         print("  failed:", r.exc)
