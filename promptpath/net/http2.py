@@ -96,6 +96,15 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
             if closed:
                 raise
 
+    async def _write_outgoing_data(self, request: httpcore.Request) -> None:
+        # Called after every DATA frame a stream takes, mostly with nothing to send; the
+        # write lock it takes yields to the event loop each time (a tenth of the client's
+        # CPU with 500 streams, profiled). h2 4.x keeps the bytes it has not handed over
+        # in ``_data_to_send``; without that attribute, always write.
+        if not getattr(self._h2_state, "_data_to_send", True):
+            return
+        await super()._write_outgoing_data(request)
+
     async def aclose(self) -> None:
         reader, self._reader = self._reader, None
         if reader is not None and not reader.done():
