@@ -1,7 +1,8 @@
 """Load mode on one core: many concurrent streams, and how late each event is stamped.
 
-    python3 benchmarks/bench_load.py [--streams 500] [--http 2] [--connections K]
-                                     [--rate 5] [--tokens 20] [--profile FILE]
+    python3 benchmarks/bench_load.py [--streams 500] [--trials 3] [--http 2]
+                                     [--connections K] [--rate 5] [--tokens 20]
+                                     [--no-kernel-stamps] [--profile FILE]
 
 The client (this process, ``run_concurrent``) is pinned to CPU 0, the reference endpoint
 (``python -m promptpath.server``, its own process) to CPU 1. All streams start together
@@ -10,10 +11,14 @@ The client (this process, ``run_concurrent``) is pinned to CPU 0, the reference 
     arrival error = our read stamp (mapped to wall clock at the stream's t0)
                     − the server's send time (the event's ``sent_unix_ns``)
 
-and prints its median, p99 and max, plus the same over a single stream as a baseline
-measured the same way. The error includes the kernel's loopback hop and the server's own
-framing after it stamped the event; what load adds to it is the client's event loop
-being late to the socket. ``--profile FILE`` writes a cProfile of the load run.
+and prints its median, p99 and max per trial and over all trials, plus the same over a
+single stream as a baseline. The error includes the kernel's loopback hop and the
+server's own work after it stamped the event (hypercorn frames and flushes in its own
+task). "read lateness" is how long after the kernel received a read's bytes the event
+loop read them: what stamping reads as they return (``--no-kernel-stamps``, the way
+before SO_TIMESTAMPNS) adds. Packets that wait in the kernel's queue merge and carry
+the last one's stamp, so a late loop still shows a little. ``--profile FILE`` writes a
+cProfile of the load runs.
 
 Loopback only: the server listens on 127.0.0.1.
 """
@@ -40,6 +45,8 @@ sys.path.insert(0, str(ROOT))
 
 from promptpath.commands import RunArgs, build_options  # noqa: E402
 from promptpath.core.stats import percentile  # noqa: E402
+from promptpath.net import rxstamp  # noqa: E402
+from promptpath.net.backend import StampingStream  # noqa: E402
 from promptpath.options import RunOptions  # noqa: E402
 from promptpath.tracer.load import STREAMS_PER_CONNECTION, run_concurrent  # noqa: E402
 from promptpath.tracer.orchestrator import TraceResult  # noqa: E402
@@ -61,6 +68,12 @@ def start_server(tmp: str) -> tuple[subprocess.Popen[str], dict[str, object]]:
     os.sched_setaffinity(proc.pid, {SERVER_CPU})
     assert proc.stdout is not None
     return proc, json.loads(proc.stdout.readline())
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat, fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def arrival_errors(results: list[TraceResult]) -> list[float]:
@@ -95,9 +108,27 @@ def line(name: str, values: list[float]) -> str:
     )
 
 
+class ReadLateness:
+    """How long after the kernel received a read's last packet the event loop read it:
+    what a stamp taken when the read returns would have added (StampingStream._stamp,
+    wrapped for the benchmark only)."""
+
+    def __init__(self) -> None:
+        self.ms: list[float] = []
+        original = StampingStream._stamp
+
+        def stamp(stream: StampingStream) -> int:
+            t_ns = original(stream)
+            self.ms.append((time.perf_counter_ns() - t_ns) / 1e6)
+            return t_ns
+
+        StampingStream._stamp = stamp  # type: ignore[method-assign,assignment]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--streams", type=int, default=500)
+    parser.add_argument("--trials", type=int, default=3, help="load runs, one after the other")
     parser.add_argument("--http", default="2")
     parser.add_argument(
         "--connections",
@@ -108,14 +139,23 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=5.0, help="tokens/s per stream")
     parser.add_argument("--tokens", type=int, default=20)
     parser.add_argument("--ttft-ms", type=float, default=200.0)
-    parser.add_argument("--profile", help="write a cProfile of the load run here")
+    parser.add_argument(
+        "--no-kernel-stamps",
+        action="store_true",
+        help="stamp reads when they return, as before SO_TIMESTAMPNS (for comparison)",
+    )
+    parser.add_argument("--profile", help="write a cProfile of the load runs here")
     ns = parser.parse_args()
-    if os.cpu_count() is None or os.cpu_count() < 2:  # type: ignore[operator]
+    if (os.cpu_count() or 1) < 2:
         sys.exit("needs 2 CPUs: one for the client, one for the server")
+    if ns.no_kernel_stamps:
+        rxstamp._SO_TIMESTAMPNS = None
     connections = ns.connections
     if connections == 0 and ns.http != "1.1":
         connections = math.ceil(ns.streams / STREAMS_PER_CONNECTION)
     os.sched_setaffinity(0, {CLIENT_CPU})
+    lateness = ReadLateness()
+    pooled: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         proc, info = start_server(tmp)
         try:
@@ -134,35 +174,52 @@ def main() -> None:
             )
             options = build_options(args, environ={})
             single, _ = run(options, 1, 1)
+            print(
+                f"{ns.streams} streams at once, {ns.tokens} tokens at {ns.rate:g}/s each, first"
+                f" after {ns.ttft_ms:g} ms; client on CPU {CLIENT_CPU}, server on CPU"
+                f" {SERVER_CPU}; kernel stamps {'off' if ns.no_kernel_stamps else 'on'}"
+            )
+            print(line("arrival − server send, 1 stream", arrival_errors(single)))
             profiler = cProfile.Profile() if ns.profile else None
+            for trial in range(1, ns.trials + 1):
+                lateness.ms.clear()
+                server_cpu = cpu_seconds(proc.pid)
+                client_cpu = time.process_time()
+                if profiler is not None:
+                    profiler.enable()
+                results, wall = run(options, ns.streams, connections)
+                if profiler is not None:
+                    profiler.disable()
+                client_cpu = time.process_time() - client_cpu
+                server_cpu = cpu_seconds(proc.pid) - server_cpu
+                failed = [r for r in results if not r.ok]
+                connects = sum(1 for r in results if r.timeline.stage("connect") is not None)
+                versions = ", ".join(sorted({r.timeline.http_version or "?" for r in results}))
+                print(
+                    f"trial {trial}: {versions}, {connects} connections, {len(failed)} failed,"
+                    f" wall {wall:.2f} s, CPU busy: client {100 * client_cpu / wall:.0f} %,"
+                    f" server {100 * server_cpu / wall:.0f} %, load average"
+                    f" {os.getloadavg()[0]:.2f}"
+                )
+                for r in failed[:3]:
+                    print("  failed:", r.exc)
+                errors = arrival_errors(results)
+                pooled += errors
+                print(line("  arrival − server send", errors))
+                print(line("  read lateness (loop behind kernel)", lateness.ms))
+                ttfts = [
+                    (r.timeline.milestones["ttft"] - r.timeline.t0_ns) / 1e6
+                    for r in results
+                    if "ttft" in r.timeline.milestones
+                ]
+                if ttfts:
+                    print(line("  TTFT from start", ttfts))
             if profiler is not None:
-                profiler.enable()
-            results, wall = run(options, ns.streams, connections)
-            if profiler is not None:
-                profiler.disable()
                 profiler.dump_stats(ns.profile)
         finally:
             proc.terminate()
             proc.wait(5)
-    failed = [r for r in results if not r.ok]
-    connects = sum(1 for r in results if r.timeline.stage("connect") is not None)
-    versions = sorted({r.timeline.http_version or "?" for r in results})
-    print(
-        f"{ns.streams} streams at once over {', '.join(versions)}: {connects} connections,"
-        f" {len(failed)} failed, {ns.tokens} tokens at {ns.rate:g}/s each, wall {wall:.2f} s"
-        f" (client on CPU {CLIENT_CPU}, server on CPU {SERVER_CPU})"
-    )
-    for r in failed[:3]:
-        print("  failed:", r.exc)
-    print(line("arrival − server send, 1 stream", arrival_errors(single)))
-    print(line(f"arrival − server send, {ns.streams} streams", arrival_errors(results)))
-    ttfts = [
-        (r.timeline.milestones["ttft"] - r.timeline.t0_ns) / 1e6
-        for r in results
-        if "ttft" in r.timeline.milestones
-    ]
-    if ttfts:
-        print(line(f"TTFT from start (injected {ns.ttft_ms:g} ms)", ttfts))
+    print(line(f"arrival − server send, all {ns.trials} trials", pooled))
 
 
 if __name__ == "__main__":

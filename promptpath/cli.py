@@ -353,7 +353,8 @@ ConnectionsOpt = Annotated[
     typer.Option(
         "--connections",
         metavar="K",
-        help="Load mode: spread the streams over K connections (HTTP/2). [default: 1]",
+        help="Load mode: spread the streams over K connections [default: 1 for HTTP/2 and"
+        " HTTP/3, one per stream for HTTP/1.1].",
     ),
 ]
 SLOOpt = Annotated[

@@ -210,7 +210,9 @@ def run_series(
                 options,
                 count=plan.count,
                 concurrency=level,
-                connections=min(plan.connections, level),
+                # 0: the protocol's default (one HTTP/2 or HTTP/3 connection, one
+                # HTTP/1.1 connection per stream in flight).
+                connections=0 if plan.connections is None else min(plan.connections, level),
                 on_run=on_run,
             )
             finished[at][: len(results)] = results  # start order, whatever on_run saw

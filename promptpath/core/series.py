@@ -59,7 +59,7 @@ class SeriesPlan:
     reuse: bool = False
     #: Streams in flight at once, one entry per sweep level; () for one after another.
     concurrency: tuple[int, ...] = ()
-    connections: int = 1
+    connections: int | None = None  # None: the protocol's default (load.py)
 
     @property
     def is_series(self) -> bool:
@@ -135,7 +135,7 @@ def parse_plan(
         interval_s=interval_s,
         reuse=reuse,
         concurrency=levels,
-        connections=connections or 1,
+        connections=connections,
     )
 
 

@@ -29,6 +29,7 @@ from promptpath.core.errors import ConnectError, ErrorKind, TLSError
 from promptpath.core.timeline import ConnectAttempt, Stage, Timeline, TLSInfo
 from promptpath.net import dns
 from promptpath.net.clientauth import ClientAuth, HandshakeTap
+from promptpath.net.rxstamp import RxStampedStream
 from promptpath.net.tcp import connect_address
 from promptpath.net.tlsinfo import (
     cert_info,
@@ -72,18 +73,32 @@ class StampingStream(anyio.abc.ByteStream):
             if isinstance(exc.__cause__, ConnectionResetError):
                 self._recorder.closed("rst", time.perf_counter_ns())
             raise
-        self._recorder.read(time.perf_counter_ns(), len(data))
+        self._recorder.read(self._stamp(), len(data))
         if self.tap is not None:
             self.tap.received += data
         return data
+
+    def _stamp(self) -> int:
+        """When the read's bytes arrived: the kernel's receive stamp mapped onto the
+        perf_counter clock (rxstamp.py), else now. Never before the previous read's."""
+        now = time.perf_counter_ns()
+        inner = self._inner
+        rx = inner.rx_unix_ns if isinstance(inner, RxStampedStream) else None
+        if rx is None:
+            return now
+        stamp = min(now, now - (time.time_ns() - rx))
+        last = self._recorder.last_read_ns
+        return stamp if last is None or stamp >= last else last
 
     async def send(self, item: bytes) -> None:
         self.send_began_ns = time.perf_counter_ns()
         if self._expecting_send:
             self._expecting_send = False
             self.first_send_ns = self.send_began_ns
-        await self._inner.send(item)
-        self._recorder.wrote(time.perf_counter_ns(), len(item))
+        inner = self._inner
+        await inner.send(item)
+        sent = inner.sent_ns if isinstance(inner, RxStampedStream) else None
+        self._recorder.wrote(time.perf_counter_ns() if sent is None else sent, len(item))
         if self.tap is not None:
             self.tap.sent += item
 
@@ -155,7 +170,9 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
         self._pending_auth = pending_auth
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        with _map_exceptions(_READ_ERRORS), anyio.fail_after(timeout):
+        # No cancel scope without a timeout (httpcore passes none): one per read adds up.
+        deadline = contextlib.nullcontext() if timeout is None else anyio.fail_after(timeout)
+        with _map_exceptions(_READ_ERRORS), deadline:
             try:
                 data = await self._stream.receive(max_bytes)
             except anyio.EndOfStream:
@@ -173,7 +190,8 @@ class TracedNetworkStream(httpcore.AsyncNetworkStream):
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
             return
-        with _map_exceptions(_WRITE_ERRORS), anyio.fail_after(timeout):
+        deadline = contextlib.nullcontext() if timeout is None else anyio.fail_after(timeout)
+        with _map_exceptions(_WRITE_ERRORS), deadline:
             try:
                 await self._stream.send(buffer)
             except (anyio.BrokenResourceError, ssl.SSLError) as exc:

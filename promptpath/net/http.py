@@ -18,11 +18,11 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import h2.events
 import httpcore
 
 from promptpath.core.timeline import Timeline
 from promptpath.net.backend import TracedNetworkStream, connect_tcp
+from promptpath.net.http2 import StampedHTTP2Connection
 from promptpath.net.proxy import open_tunnel
 from promptpath.net.transport import (
     Body,
@@ -118,7 +118,7 @@ class TCPConnection:
         self.http2 = selected == "h2" or (spec.scheme == "http" and h2c and spec.proxy is None)
         self._conn: httpcore.AsyncHTTP11Connection | httpcore.AsyncHTTP2Connection
         if self.http2:
-            self._conn = _StampedHTTP2Connection(origin, stream, recorder)
+            self._conn = StampedHTTP2Connection(origin, stream, recorder)
         else:
             self._conn = httpcore.AsyncHTTP11Connection(origin=origin, stream=stream)
 
@@ -137,7 +137,7 @@ class TCPConnection:
     ) -> tuple[ResponseHead, Body]:
         recorder = self._recorder
         tl = recorder.timeline if timeline is None else timeline
-        h2conn = self._conn if isinstance(self._conn, _StampedHTTP2Connection) else None
+        h2conn = self._conn if isinstance(self._conn, StampedHTTP2Connection) else None
         stream_id = 0
 
         async def on_trace(name: str, info: dict[str, Any]) -> None:
@@ -208,40 +208,6 @@ class TCPConnection:
         await self.aclose()
 
 
-#: The attribute an h2 event carries its socket read's stamp in: (t_ns, read index).
-_STAMP = "_promptpath_stamp"
-
-
-class _StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
-    """httpcore's HTTP/2 connection, each frame's event stamped with the read that carried it.
-
-    Streams sharing the connection take turns reading it, and a frame read for one stream
-    waits in httpcore's queue until its own stream asks: the recorder's last read is then
-    a later one. The stamp travels with the event instead (two private methods of httpcore
-    1.0, pinned in pyproject)."""
-
-    def __init__(self, origin: httpcore.Origin, stream: TracedNetworkStream, recorder: Recorder):
-        super().__init__(origin=origin, stream=stream)
-        self._recorder = recorder
-        #: Per stream id, the stamp of the last event its response took.
-        self.stamps: dict[int, tuple[int, int]] = {}
-
-    async def _read_incoming_data(self, request: httpcore.Request) -> list[h2.events.Event]:
-        events = await super()._read_incoming_data(request)
-        rec = self._recorder
-        stamp = (rec.last_read_ns or time.perf_counter_ns(), rec.read_index)
-        for event in events:
-            setattr(event, _STAMP, stamp)
-        return events
-
-    async def _receive_stream_event(
-        self, request: httpcore.Request, stream_id: int
-    ) -> h2.events.ResponseReceived | h2.events.DataReceived | h2.events.StreamEnded:
-        event = await super()._receive_stream_event(request, stream_id)
-        self.stamps[stream_id] = getattr(event, _STAMP)
-        return event
-
-
 class _Body:
     """The response body, piece by piece, each with the stamp of the read that carried it."""
 
@@ -249,7 +215,7 @@ class _Body:
         self,
         response: httpcore.Response,
         recorder: Recorder,
-        h2conn: _StampedHTTP2Connection | None = None,
+        h2conn: StampedHTTP2Connection | None = None,
         stream_id: int = 0,
     ) -> None:
         self._response = response

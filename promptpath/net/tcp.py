@@ -18,6 +18,8 @@ import time
 
 import anyio.abc
 
+from promptpath.net.rxstamp import RxStampedStream
+
 
 async def connect_address(
     ip: str, port: int, *, timeout: float | None = None
@@ -47,7 +49,7 @@ async def connect_address(
         code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if code:
             raise OSError(code, os.strerror(code))
-        stream = await anyio.abc.SocketStream.from_socket(sock)
+        stream: anyio.abc.SocketStream = RxStampedStream(sock)
     except BaseException:
         sock.close()
         raise

@@ -172,7 +172,9 @@ def render_series(
     how = "one connection (--reuse)" if plan.reuse else "fresh connections"
     if plan.concurrency:
         how = f"concurrency {','.join(map(str, plan.concurrency))}"
-        how += f" over ≤{plan.connections} connection{'s' if plan.connections > 1 else ''}"
+        if plan.connections is not None:
+            plural = "s" if plan.connections > 1 else ""
+            how += f" over ≤{plan.connections} connection{plural}"
     console.print(
         Text.assemble(
             ("promptpath series ", "bold"),

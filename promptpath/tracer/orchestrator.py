@@ -459,7 +459,12 @@ async def next_piece(ingest: BodyIngest, body: Body) -> BodyPiece | None:
     After the terminal marker (or an error event) the body should end at once; a server
     that keeps it open gets AFTER_END_GRACE_S, and must not turn a complete answer into a
     timeout."""
-    with anyio.move_on_after(AFTER_END_GRACE_S if ingest.terminal else None):
+    if not ingest.terminal:  # no cancel scope per piece: with many streams they add up
+        try:
+            return await body.__anext__()
+        except StopAsyncIteration:
+            return None
+    with anyio.move_on_after(AFTER_END_GRACE_S):
         try:
             return await body.__anext__()
         except StopAsyncIteration:

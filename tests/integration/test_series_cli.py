@@ -90,7 +90,7 @@ def test_reuse_keeps_one_connection_for_every_run(slow: RefServer) -> None:
         "interval_s": 0.05,
         "reuse": True,
         "concurrency": [1],
-        "connections": 1,
+        "connections": None,
     }
     # Only the first run opened the connection: one sample of the handshake, three of TTFT.
     assert body["aggregate"]["tls_ms"]["n"] == 1 and body["aggregate"]["ttft_ms"]["n"] == 3
@@ -211,3 +211,13 @@ def test_a_concurrency_sweep_shares_one_http2_connection_per_level(slow: RefServ
         # the load engine multiplexes every stream on one HTTP/2 connection.
         assert len(connected) == (8 if level["concurrency"] == 1 else 1)
         assert level["aggregate"]["ttft_ms"]["n"] == 8
+
+
+def test_load_mode_over_http11_opens_a_connection_per_stream_by_default(slow: RefServer) -> None:
+    # Without --connections, HTTP/1.1 gets one connection per stream in flight (not one
+    # connection that the other streams queue for).
+    res = run(slow, "--count", "4", "--concurrency", "4", "--http", "1.1", "--json", *FAST)
+    assert res.exit_code == ExitCode.OK, res.stderr
+    runs = json.loads(res.stdout)["runs"]
+    assert sum("connect" in r["stages_ms"] for r in runs) == 4
+    assert not any("queue" in r["stages_ms"] for r in runs)

@@ -1,0 +1,117 @@
+"""HTTP/2 on httpcore's connection class, read by one task per connection, stamped per read.
+
+httpcore 1.0 lets the streams of a connection take turns reading it: a stream with
+nothing queued takes the read lock and reads; the others wait in line for the lock, and
+a stream whose frame has already arrived still waits its turn to find out. With a
+hundred streams on one connection that convoy held reads back by hundreds of
+milliseconds (measured: benchmarks/bench_load.py), so every stamp was late. Here one
+reader task per connection reads as soon as the socket has data, hands each event to
+its stream and wakes only that stream.
+
+Each event carries the stamp of the socket read that brought it (``stamps``): a frame
+can wait in its stream's queue while other streams are served, and the connection's
+last read is then a later one. This overrides two private methods of httpcore's
+``AsyncHTTP2Connection`` (httpcore's minor version is pinned in pyproject).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import anyio
+import h2.events
+import httpcore
+
+from promptpath.net.transport import Recorder
+
+#: The attribute an h2 event carries its socket read's stamp in: (t_ns, read index).
+_STAMP = "_promptpath_stamp"
+
+_StreamEvent = h2.events.ResponseReceived | h2.events.DataReceived | h2.events.StreamEnded
+
+
+class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
+    """httpcore's HTTP/2 connection, read by one task, each event stamped with its read."""
+
+    def __init__(
+        self, origin: httpcore.Origin, stream: httpcore.AsyncNetworkStream, recorder: Recorder
+    ) -> None:
+        super().__init__(origin=origin, stream=stream)
+        self._recorder = recorder
+        #: Per stream id, the stamp of the last event its response took.
+        self.stamps: dict[int, tuple[int, int]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._reader_error: BaseException | None = None
+        self._waiting: dict[int, anyio.Event] = {}  # streams waiting for their next event
+        self._touched: set[int] = set()  # streams the last read brought events for
+
+    async def _read_incoming_data(self, request: httpcore.Request) -> list[h2.events.Event]:
+        events = await super()._read_incoming_data(request)
+        rec = self._recorder
+        stamp = (rec.last_read_ns or time.perf_counter_ns(), rec.read_index)
+        touched = self._touched
+        for event in events:
+            setattr(event, _STAMP, stamp)
+            touched.add(getattr(event, "stream_id", 0))
+        return events
+
+    async def _receive_stream_event(
+        self, request: httpcore.Request, stream_id: int
+    ) -> _StreamEvent:
+        queued = self._events.get(stream_id)
+        while not queued:
+            if self._reader_error is not None:
+                raise self._reader_error
+            if self._reader is None:
+                self._reader = asyncio.get_running_loop().create_task(self._read_all(request))
+            waiter = self._waiting[stream_id] = anyio.Event()
+            try:
+                await waiter.wait()
+            finally:
+                self._waiting.pop(stream_id, None)
+            queued = self._events.get(stream_id)
+        event = queued.pop(0)
+        self.stamps[stream_id] = getattr(event, _STAMP)
+        if isinstance(event, h2.events.StreamReset):
+            raise httpcore.RemoteProtocolError(event)
+        return event
+
+    async def _read_all(self, request: httpcore.Request) -> None:
+        """Read until the connection ends, waking each stream its frames were for."""
+        waiting, touched = self._waiting, self._touched
+        try:
+            while True:
+                await self._receive_events(request)
+                for stream_id in touched:
+                    waiter = waiting.get(stream_id)
+                    if waiter is not None:
+                        waiter.set()
+                touched.clear()
+        except BaseException as exc:  # the streams still waiting raise it
+            closed = not isinstance(exc, Exception)  # cancelled: aclose() ended the reading
+            self._reader_error = httpcore.ReadError("connection closed") if closed else exc
+            for waiter in waiting.values():
+                waiter.set()
+            if closed:
+                raise
+
+    async def _write_outgoing_data(self, request: httpcore.Request) -> None:
+        # Called after every DATA frame a stream takes, mostly with nothing to send; the
+        # write lock it takes yields to the event loop each time (a tenth of the client's
+        # CPU with 500 streams, profiled). h2 4.x keeps the bytes it has not handed over
+        # in ``_data_to_send``; without that attribute, always write.
+        if not getattr(self._h2_state, "_data_to_send", True):
+            return
+        await super()._write_outgoing_data(request)
+
+    async def aclose(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None and not reader.done():
+            reader.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([reader])
+        await super().aclose()
+
+
+__all__ = ["StampedHTTP2Connection"]

@@ -1,0 +1,118 @@
+"""A TCP byte stream that knows when the kernel received what it reads (SO_TIMESTAMPNS).
+
+A read stamped with the clock when it returns is as late as the event loop was busy:
+with hundreds of streams in flight (load mode), or another process on the core, that is
+milliseconds after the bytes arrived. Linux stamps every received packet; asked with
+``SO_TIMESTAMPNS``, ``recvmsg`` hands the stamp of the last packet a read took over as
+ancillary data (for TCP too; checked on loopback: within ~10 µs of the sender's
+``send()``). ``rx_unix_ns`` keeps it for the stamping stream above (backend.py), which
+maps it onto the trace's ``perf_counter_ns`` clock. Where the option is missing (not
+Linux), reads carry no stamp and the stamping stream falls back to its own clock.
+
+anyio's own socket stream reads through an asyncio transport, which throws ancillary data
+away: this one reads the socket itself when anyio says it is readable.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import sys
+import time
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+
+#: ``SO_TIMESTAMPNS`` (= ``SCM_TIMESTAMPNS``) in asm-generic/socket.h, which x86 and arm
+#: use; Python does not export it. Other architectures number it differently: off there.
+_SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
+_TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: tv_sec, tv_nsec
+
+
+class RxStampedStream(anyio.abc.SocketStream):
+    """A connected TCP socket, read with ``recvmsg`` and its kernel receive stamp."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        #: Wall-clock ns at which the kernel received the last packet of the last read.
+        self.rx_unix_ns: int | None = None
+        #: perf_counter_ns just before the send() call that took the last bytes of the
+        #: last item: the hand-off to the kernel happened after it. A stamp taken when
+        #: send() returns can come after the peer's answer (on loopback the answer can
+        #: arrive while this process waits to be scheduled again), and the answer is now
+        #: stamped when the kernel received it.
+        self.sent_ns: int | None = None
+        self._ancillary = 0
+        if _SO_TIMESTAMPNS is not None and struct.calcsize("@l") == 8:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                self._ancillary = socket.CMSG_SPACE(_TIMESPEC.size)
+            except OSError:
+                pass
+
+    @property
+    def _raw_socket(self) -> socket.socket:
+        return self._sock
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        sock = self._sock
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        waited = False
+        while True:
+            try:
+                data, ancillary, _flags, _addr = sock.recvmsg(max_bytes, self._ancillary)
+            except BlockingIOError:
+                await anyio.wait_readable(sock)
+                waited = True
+                continue
+            except OSError as exc:
+                if sock.fileno() == -1:
+                    raise anyio.ClosedResourceError from exc
+                raise anyio.BrokenResourceError from exc
+            break
+        if not data:
+            raise anyio.EndOfStream
+        stamp = None
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+                sec, nsec = _TIMESPEC.unpack_from(payload)
+                stamp = sec * 1_000_000_000 + nsec
+        self.rx_unix_ns = stamp
+        if not waited:
+            # Data was there at once: let other tasks run before taking more (a peer that
+            # never stops sending must not starve the loop's timers). After the read, not
+            # before: a read at once keeps packets from merging in the kernel's queue,
+            # where they would share the last one's stamp. Shielded: the bytes are ours.
+            await anyio.lowlevel.cancel_shielded_checkpoint()
+        return data
+
+    async def send(self, item: bytes) -> None:
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        sock = self._sock
+        view = memoryview(item)
+        while view:
+            try:
+                began = time.perf_counter_ns()
+                sent = sock.send(view)
+            except BlockingIOError:
+                await anyio.wait_writable(sock)
+                continue
+            except OSError as exc:
+                if sock.fileno() == -1:
+                    raise anyio.ClosedResourceError from exc
+                raise anyio.BrokenResourceError from exc
+            view = view[sent:]
+            self.sent_ns = began
+
+    async def send_eof(self) -> None:
+        self._sock.shutdown(socket.SHUT_WR)
+
+    async def aclose(self) -> None:
+        if self._sock.fileno() != -1:
+            anyio.notify_closing(self._sock)  # a task waiting on it wakes with an error
+            self._sock.close()
+        await anyio.lowlevel.checkpoint()
+
+
+__all__ = ["RxStampedStream"]
