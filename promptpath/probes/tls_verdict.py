@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import CertInfo
@@ -16,6 +17,12 @@ NAME = "tls"
 DEFAULT_WARN_DAYS = 30
 DEFAULT_FAIL_DAYS = 7
 #: Versions below TLS 1.2: deprecated by RFC 8996, refused by current clients.
+#: Renewal with 1/RENEW_FRACTION_LEFT of the lifetime left (certbot's and Let's Encrypt's
+#: recommended point: 30 days of 90).
+RENEW_FRACTION_LEFT = 3
+#: The longest lifetime taken for an automated (ACME) certificate: 90 days today, 47 from
+#: 2029 under the CA/Browser Forum's schedule; longer ones are rotated by hand.
+AUTOMATED_MAX_DAYS = 100
 OLD_VERSIONS = frozenset({"SSLv2", "SSLv3", "TLSv1", "TLSv1.0", "TLSv1.1"})
 
 
@@ -86,6 +93,16 @@ def chain_complete(chain: Sequence[CertInfo], trusted: Collection[str]) -> str |
     return cert.issuer  # a loop of issuers that never reaches an anchor
 
 
+def lifetime_days(cert: CertInfo) -> float | None:
+    """not_before to not_after, in days (None: the dates do not parse)."""
+    try:
+        start = datetime.fromisoformat(cert.not_before)
+        end = datetime.fromisoformat(cert.not_after)
+    except ValueError:
+        return None
+    return (end - start).total_seconds() / 86_400
+
+
 def _expiry(cert: CertInfo, warn_days: int, fail_days: int) -> _Issue | None:
     if cert.expired:
         return _Issue(
@@ -93,17 +110,36 @@ def _expiry(cert: CertInfo, warn_days: int, fail_days: int) -> _Issue | None:
             words=f"the certificate expired on {cert.not_after[:10]}",
             advice="renew the certificate now, and monitor expiry (clients refuse it)",
         )
+    lifetime = lifetime_days(cert)
+    # Rotation: a certificate of at most AUTOMATED_MAX_DAYS is one an ACME client renews,
+    # with a third of its lifetime left (30 of 90 days; 2 of 6 for a short-lived one).
+    # Thresholds above that point would flag a short-lived certificate all its life, so
+    # they shrink to it; a longer-lived (hand-rotated) one keeps the fixed thresholds.
+    automated = lifetime is not None and lifetime <= AUTOMATED_MAX_DAYS
+    renew_at = lifetime / RENEW_FRACTION_LEFT if automated and lifetime else None
+    if renew_at is not None:
+        warn_days = min(warn_days, max(1, round(renew_at)))
+        fail_days = min(fail_days, max(1, round(renew_at / 2)))
     if cert.days_left < fail_days:
         verdict = Verdict.FAIL
     elif cert.days_left < warn_days:
         verdict = Verdict.WARN
+    elif renew_at is not None and cert.days_left < renew_at:
+        return _Issue(
+            verdict=Verdict.WARN,
+            words=f"the certificate is past its renewal point: {cert.days_left} of"
+            f" {lifetime:.0f} days left, expiring {cert.not_after[:10]}, where rotation"
+            f" normally happens with {renew_at:.0f} left",
+            advice="check that renewal runs (an ACME client renews with a third of the"
+            " lifetime left): a missed rotation is the usual way to an expired certificate",
+        )
     else:
         return None
     return _Issue(
         verdict=verdict,
         words=f"the certificate expires on {cert.not_after[:10]}, in {cert.days_left} days",
-        advice=f"renew it: automated renewal (ACME renews with 30 days left) should have"
-        f" run by now; alert on expiry under {warn_days} days",
+        advice=f"renew it: automated renewal (ACME renews with a third of the lifetime left)"
+        f" should have run by now; alert on expiry under {warn_days} days",
     )
 
 
@@ -188,6 +224,7 @@ def judge(facts: Facts, *, warn_days: int, fail_days: int) -> Finding:
             "not_before": cert.not_before,
             "not_after": cert.not_after,
             "days_left": cert.days_left,
+            "lifetime_days": None if (life := lifetime_days(cert)) is None else round(life, 1),
         },
         "name_matches": names_ok,
         "chain": chain_evidence,

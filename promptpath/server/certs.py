@@ -24,6 +24,10 @@ class CertPaths:
     key: Path  # the leaf's private key (unencrypted PEM)
 
 
+#: The shortest life a generated leaf has (a Let's Encrypt certificate's 90 days).
+LEAF_MIN_LIFETIME_DAYS = 90
+
+
 def make_self_signed(
     directory: str | os.PathLike[str],
     *,
@@ -33,7 +37,8 @@ def make_self_signed(
 ) -> CertPaths:
     """Create ``ca.pem``, ``cert.pem`` and ``key.pem`` in ``directory``.
 
-    The leaf is valid for ``days`` from now (a negative ``days`` puts its not-after in
+    The leaf is valid for ``days`` from now, issued at least ``LEAF_MIN_LIFETIME_DAYS``
+    before its not-after (a negative ``days`` puts its not-after in
     the past); ``expired=True`` makes a leaf that expired yesterday, whatever ``days``.
     Names that parse as IP addresses become IP SANs, the rest DNS SANs.
     """
@@ -83,7 +88,10 @@ def make_self_signed(
     )
 
     not_after = now - timedelta(days=1) if expired else now + timedelta(days=days)
-    not_before = min(now - timedelta(hours=1), not_after - timedelta(days=1))
+    # At least a 90-day life, as a CA issues: --cert-days 20 is a certificate 70 days into
+    # its life with 20 left (past its renewal point), not a fresh 20-day one that a
+    # short-lived-certificate policy would find on schedule.
+    not_before = min(now - timedelta(hours=1), not_after - timedelta(days=LEAF_MIN_LIFETIME_DAYS))
 
     sans: list[x509.GeneralName] = []
     for name in hostnames:

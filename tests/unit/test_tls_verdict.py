@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 import pytest
 
@@ -168,3 +169,46 @@ def test_a_refusal_no_check_explains_is_still_a_fail() -> None:
     found = judge(facts(verified=False, verify_error="unknown_ca"), warn_days=30, fail_days=7)
     assert found.verdict is Verdict.FAIL
     assert found.summary == "the certificate was refused (unknown_ca)"
+
+
+def short_lived(lifetime_days: int, days_left: int) -> CertInfo:
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    return CertInfo(
+        subject="CN=api.example.com",
+        issuer=INTER,
+        sans=("api.example.com",),
+        not_before=start.isoformat(),
+        not_after=(start + dt.timedelta(days=lifetime_days)).isoformat(),
+        days_left=days_left,
+    )
+
+
+@pytest.mark.parametrize(
+    ("lifetime", "days_left", "expected"),
+    [
+        # A 90-day ACME certificate renews with 30 left: the fixed thresholds agree.
+        (90, 60, Verdict.PASS),
+        (90, 29, Verdict.WARN),
+        (90, 6, Verdict.FAIL),
+        # A 6-day certificate lives under the fixed 30/7-day thresholds all its life:
+        # judged against its own renewal point (2 days left) instead.
+        (6, 5, Verdict.PASS),
+        (6, 1, Verdict.WARN),
+        (6, 0, Verdict.FAIL),
+        # A 47-day certificate (CA/B Forum, 2029): renewal point ~16 days left.
+        (47, 20, Verdict.PASS),
+        (47, 14, Verdict.WARN),
+    ],
+)
+def test_an_automated_certificate_is_judged_against_its_renewal_point(
+    lifetime: int, days_left: int, expected: Verdict
+) -> None:
+    found = judge(facts(cert=short_lived(lifetime, days_left)), warn_days=30, fail_days=7)
+    assert found.verdict is expected, found.summary
+    assert found.evidence["cert"]["lifetime_days"] == lifetime  # type: ignore[index]
+
+
+def test_a_hand_rotated_certificate_keeps_the_fixed_thresholds() -> None:
+    # 369 days long, 60 left: past a third of its life, but a yearly certificate renewed
+    # by hand is not late at 60 days.
+    assert verdict(facts(cert=cert(60))) is Verdict.PASS
