@@ -118,6 +118,17 @@ class CertInfo:
     days_left: int
     expired: bool = False  # not_after is in the past (days_left rounds toward zero)
 
+    def as_dict(self) -> dict[str, object]:
+        """The certificate as the JSON report and the tls probe's evidence show it."""
+        return {
+            "subject": self.subject,
+            "issuer": self.issuer,
+            "sans": list(self.sans),
+            "not_before": self.not_before,
+            "not_after": self.not_after,
+            "days_left": self.days_left,
+        }
+
 
 #: How an interception was recognised: the issuer names an inspection product, or the
 #: certificate differs from the one a direct handshake to the same origin was shown.

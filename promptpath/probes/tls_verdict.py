@@ -103,6 +103,11 @@ def lifetime_days(cert: CertInfo) -> float | None:
     return (end - start).total_seconds() / 86_400
 
 
+def _rounded_life(cert: CertInfo) -> float | None:
+    life = lifetime_days(cert)
+    return None if life is None else round(life, 1)
+
+
 def _expiry(cert: CertInfo, warn_days: int, fail_days: int) -> _Issue | None:
     if cert.expired:
         return _Issue(
@@ -215,17 +220,7 @@ def judge(facts: Facts, *, warn_days: int, fail_days: int) -> Finding:
         "version_source": facts.version_source,
         "verified": facts.verified,
         "verify_error": facts.verify_error,
-        "cert": None
-        if cert is None
-        else {
-            "subject": cert.subject,
-            "issuer": cert.issuer,
-            "sans": list(cert.sans),
-            "not_before": cert.not_before,
-            "not_after": cert.not_after,
-            "days_left": cert.days_left,
-            "lifetime_days": None if (life := lifetime_days(cert)) is None else round(life, 1),
-        },
+        "cert": None if cert is None else {**cert.as_dict(), "lifetime_days": _rounded_life(cert)},
         "name_matches": names_ok,
         "chain": chain_evidence,
         "thresholds_days": {"warn": warn_days, "fail": fail_days},

@@ -92,16 +92,7 @@ def tls_json(tls: TLSInfo | None) -> dict[str, Any] | None:
         "resumed": tls.resumed,
         "verified": tls.verified,
         "verify_error": tls.verify_error,
-        "cert": None
-        if cert is None
-        else {
-            "subject": cert.subject,
-            "issuer": cert.issuer,
-            "sans": list(cert.sans),
-            "not_before": cert.not_before,
-            "not_after": cert.not_after,
-            "days_left": cert.days_left,
-        },
+        "cert": None if cert is None else cert.as_dict(),
         "intercepted": _intercepted(tls.intercepted),
         "client_cert": _client_cert(tls),
     }
