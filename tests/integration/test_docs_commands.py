@@ -13,6 +13,7 @@ and every relative link and anchor must lead somewhere.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import shlex
@@ -25,6 +26,7 @@ from typing import Any
 import pytest
 
 from promptpath.config import load_profile
+from promptpath.tracer.request import is_secret_header
 from tests.helpers.cli import run_cli
 from tests.helpers.doccommands import (
     COMMANDS,
@@ -108,6 +110,12 @@ def test_readme_keeps_the_two_set_up_commands_and_ci_runs_its_test_command() -> 
     assert len(readme.splitlines()) <= 300
 
 
+def test_some_lines_carry_keys_so_the_not_shown_check_bites() -> None:
+    carrying = [c.where for c in RUNNABLE if _secrets_of(c.argv, c.env)]
+    assert len(carrying) >= 2, carrying
+    assert any(c.startswith("docs/security.md") for c in carrying)
+
+
 def test_relative_links_in_the_docs_resolve() -> None:
     broken = []
     for path in DOC_FILES:
@@ -184,6 +192,8 @@ def test_doc_command_runs_against_the_reference_endpoint(
     assert_loopback_only(argv, env)
     res = run_cli(*argv, environ=env)
     assert res.exit_code == 0, f"{cmd.where}: {cmd.text}\nran: {shlex.join(argv)}\n{res.stderr}"
+    for secret in _secrets_of(argv, env):  # docs/security.md: a key is never shown
+        assert secret not in res.stdout + res.stderr, f"{cmd.where}: a key was shown"
     if "--json" in argv:
         body = json.loads(res.stdout)
         assert body["exit_code"] == 0 and str(body["schema"]).startswith("promptpath.")
@@ -191,6 +201,17 @@ def test_doc_command_runs_against_the_reference_endpoint(
         if flag in argv:
             written = Path(argv[argv.index(flag) + 1])
             assert written.stat().st_size > 0, f"{flag} wrote nothing"
+
+
+def _secrets_of(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The keys a line carries: *_API_KEY variables and credential headers given with -H."""
+    values = [v for k, v in env.items() if k.endswith("_API_KEY")]
+    for opt, value in itertools.pairwise(argv):
+        if opt in ("-H", "--header") and ":" in value:
+            name, _, given = value.partition(":")
+            if is_secret_header(name.strip()):
+                values.append(given.strip())
+    return values
 
 
 def _serve(cmd: DocCommand, tmp_path: Path) -> None:
