@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 
 from promptpath.config import load_profile
+from promptpath.probes.suite import load_builtin
 from promptpath.tracer.request import is_secret_header
-from tests.helpers.cli import run_cli
+from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.doccommands import (
     COMMANDS,
     DOC_FILES,
@@ -197,10 +198,33 @@ def test_doc_command_runs_against_the_reference_endpoint(
     if "--json" in argv:
         body = json.loads(res.stdout)
         assert body["exit_code"] == 0 and str(body["schema"]).startswith("promptpath.")
+    _did_what_it_says(cmd, argv, res)
     for flag in ("--junit", "--har", "--prom-textfile"):
         if flag in argv:
             written = Path(argv[argv.index(flag) + 1])
             assert written.stat().st_size > 0, f"{flag} wrote nothing"
+
+
+def _did_what_it_says(cmd: DocCommand, argv: list[str], res: CliResult) -> None:
+    """The line's main option took effect, as the page beside it says."""
+    shown = res.stdout + res.stderr
+    options = dict(itertools.pairwise(argv))
+    if options.get("--http") == "3" or "--compare-http" in argv:
+        assert "HTTP/3" in shown, f"{cmd.where}: no HTTP/3 in the report"
+    if "--compare-http" in argv:
+        assert "HTTP/2" in shown, f"{cmd.where}: no HTTP/2 in the comparison"
+    probes = set(load_builtin())
+    asked = {w for w in argv[2:] if w in probes} if argv[0] == "probe" else set()
+    asked |= {n for w in options.get("--probe", "").split(",") for n in [w.strip()] if n}
+    if argv[0] == "probe" and not asked:
+        asked = probes  # probe TARGET alone runs them all
+    for name in asked:
+        assert name in shown, f"{cmd.where}: no {name} finding in the report"
+    if "--json" in argv and "--count" in argv:
+        levels = options.get("--concurrency", "1").count(",") + 1
+        body = json.loads(res.stdout)
+        assert body["schema"] == "promptpath.series/1"
+        assert len(body["runs"]) == int(options["--count"]) * levels
 
 
 def _secrets_of(argv: list[str], env: dict[str, str]) -> list[str]:
