@@ -116,6 +116,7 @@ class TCPConnection:
         selected = alpn.selected_alpn_protocol() if alpn is not None else None
         # A proxy in absolute form speaks HTTP/1.1: no h2c through it.
         self.http2 = selected == "h2" or (spec.scheme == "http" and h2c and spec.proxy is None)
+        self.last_stream_id = 0  # HTTP/2: the stream of the last request sent
         self._conn: httpcore.AsyncHTTP11Connection | httpcore.AsyncHTTP2Connection
         if self.http2:
             self._conn = StampedHTTP2Connection(origin, stream, recorder)
@@ -187,6 +188,7 @@ class TCPConnection:
             response = await self._conn.handle_async_request(core_request)
         except _FAILURES as err:
             raise _translate(err, tl) from err
+        self.last_stream_id = stream_id
         version = response.extensions.get("http_version", b"HTTP/1.1")
         head = ResponseHead(
             status=response.status,
@@ -199,6 +201,17 @@ class TCPConnection:
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             await self._conn.aclose()
+
+    async def cancel_stream(self) -> bool:
+        """Leave the last request by RST_STREAM CANCEL and keep the connection (HTTP/2
+        only; False on HTTP/1.1, where leaving a request means closing the connection, and
+        when the stream had ended already)."""
+        if not isinstance(self._conn, StampedHTTP2Connection) or not self.last_stream_id:
+            return False
+        try:
+            return await self._conn.reset(self.last_stream_id)
+        except _FAILURES as err:
+            raise _translate(err, self._recorder.timeline) from err
 
     async def abort(self) -> None:
         """Close with a TCP RST instead of a FIN (a zero linger time): how a killed

@@ -22,6 +22,7 @@ import time
 import anyio
 import h2.errors
 import h2.events
+import h2.exceptions
 import httpcore
 
 from promptpath.core.timeline import CloseKind
@@ -156,6 +157,19 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
         if not getattr(self._h2_state, "_data_to_send", True):
             return
         await super()._write_outgoing_data(request)
+
+    async def reset(self, stream_id: int, code: int = h2.errors.ErrorCodes.CANCEL) -> bool:
+        """Leave one stream by RST_STREAM, the connection kept open: how a browser's fetch
+        abort or an HTTP/2 SDK's cancel leaves. httpcore sends nothing when a response is
+        closed early (its ``_response_closed`` only forgets the stream), so the frame is
+        written here, under httpcore's write lock. False when the stream had ended."""
+        async with self._write_lock:
+            try:
+                self._h2_state.reset_stream(stream_id, error_code=code)
+            except h2.exceptions.StreamClosedError:
+                return False  # it ended already: nothing left to leave
+            await self._network_stream.write(self._h2_state.data_to_send())
+        return True
 
     async def aclose(self) -> None:
         reader, self._reader = self._reader, None
