@@ -13,3 +13,10 @@ def test_registered_codes_are_named_with_their_number() -> None:
 
 def test_an_unregistered_code_is_shown_as_a_number_not_a_crash() -> None:
     assert error_code_name(0x1234) == "unknown code 0x1234 (4660)"
+
+
+def test_http3_codes_are_named_the_same_way() -> None:
+    from promptpath.net.quic_protocol import h3_error_name
+
+    assert h3_error_name(0x10C) == "H3_REQUEST_CANCELLED (0x10c)"
+    assert h3_error_name(0x1F * 7 + 0x21) == f"unknown code 0x{0x1F * 7 + 0x21:x}"  # greased
