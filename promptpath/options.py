@@ -173,9 +173,15 @@ def parse_target(url: str) -> Target:
             kind="bad_target",
         )
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port
     except ValueError as exc:
         raise UsageError(f"target URL has a bad port: {url!r}", kind="bad_target") from exc
+    if port == 0:  # urlsplit allows it; it used to become the default port silently
+        raise UsageError(
+            f"target URL has port 0, which no server listens on: {url!r}", kind="bad_target"
+        )
+    if port is None:  # none given, or "host:" (RFC 3986: the scheme's default)
+        port = 443 if parts.scheme == "https" else 80
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query

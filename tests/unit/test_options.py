@@ -24,7 +24,9 @@ def test_target_defaults_port_by_scheme() -> None:
     assert (t.host, t.port, t.path) == ("::1", 8443, "/v1/chat/completions?x=1")
 
 
-@pytest.mark.parametrize("url", ["ftp://x/y", "https:///nohost", "not a url", "https://h:99999/"])
+@pytest.mark.parametrize(
+    "url", ["ftp://x/y", "https:///nohost", "not a url", "https://h:99999/", "https://h:0/v1"]
+)
 def test_bad_targets_are_usage_errors(url: str) -> None:
     with pytest.raises(UsageError):
         parse_target(url)
