@@ -26,6 +26,7 @@ RST_STREAM CANCEL with its connection kept open, toward the same HTTP/1.x upstre
 * nginx with ``proxy_ignore_client_abort on``: as over HTTP/1.1, it notices on its next
   write, a token later: 6 produced (1 unread), the upstream closed 52-60 ms after.
 * haproxy 2.6 ``bind ... ssl crt ... alpn h2,http/1.1``: 5 produced, closed 3-10 ms after.
+* caddy 2.6 ``tls internal`` (h2 by ALPN), ``reverse_proxy``: 5 produced, 1.4-1.8 ms after.
 """
 
 from __future__ import annotations
@@ -175,6 +176,15 @@ def test_haproxy_h2_passes_a_client_stream_reset_upstream(
     bind = f"ssl crt {tls_files['both']} alpn h2,http/1.1"
     with proxylab.haproxy(canary.port, tmp_path, bind=bind) as px:
         finding = ghost(px.url.replace("http://", "https://"), "--cacert", tls_files["ca"])
+    assert finding["verdict"] == "pass", finding
+    run = h2_run(finding)
+    assert run["wasted_tokens"] <= 1 and run["disconnect_seen_ms"] < 200, run
+
+
+def test_caddy_h2_passes_a_client_stream_reset_upstream(canary: RefServer, tmp_path: Path) -> None:
+    with proxylab.caddy(canary.port, tmp_path, tls=True) as px:
+        assert px.ca is not None
+        finding = ghost(px.url, "--cacert", px.ca)
     assert finding["verdict"] == "pass", finding
     run = h2_run(finding)
     assert run["wasted_tokens"] <= 1 and run["disconnect_seen_ms"] < 200, run
