@@ -160,7 +160,7 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
 
     async def reset(self, stream_id: int, code: int = h2.errors.ErrorCodes.CANCEL) -> bool:
         """Leave one stream by RST_STREAM, the connection kept open: how a browser's fetch
-        abort or an HTTP/2 SDK's cancel leaves. httpcore sends nothing when a response is
+        abort leaves (RFC 9113 section 8.1). httpcore sends nothing when a response is
         closed early (its ``_response_closed`` only forgets the stream), so the frame is
         written here, under httpcore's write lock. False when the stream had ended."""
         async with self._write_lock:

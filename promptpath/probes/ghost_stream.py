@@ -4,8 +4,11 @@ Canary mode only. A traced HTTP/1.1 request asks the reference endpoint for a pa
 answer tagged with a probe id, reads ``READ_TOKENS`` tokens and leaves — once with a TCP
 reset (a closed tab, a killed process), once with a clean close (FIN: a client that
 aborts its request). A third request, over HTTP/2, leaves by RST_STREAM CANCEL and keeps
-its connection open, as browsers and HTTP/2 SDKs abort a stream on a multiplexed
-connection: a hop may pass a closed connection upstream and still miss a reset stream.
+its connection open, as a browser aborts a fetch on a multiplexed connection (RFC 9113
+section 8.1: a client that no longer wants a response resets its stream): a hop may pass
+a closed connection upstream and still miss a reset stream. (httpcore, under the httpx
+the Python SDKs use, sends no RST_STREAM when a response is closed early: it forgets the
+stream and leaves it open until the connection ends.)
 It needs HTTP/2 on the path (ALPN h2 for https://, ``--http 2`` for h2c on http://);
 without it that style is reported as not tried. Then it asks the endpoint (through the path, or at
 ``--canary-admin URL``) what happened to the tagged request: whether and when it saw the

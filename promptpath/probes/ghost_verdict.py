@@ -32,7 +32,7 @@ STYLE_WORDS: dict[Style, str] = {
     "abrupt": "after a TCP reset, as from a closed tab or a killed client",
     "clean": "after a clean close, as from a client that aborts its request",
     "h2_cancel": "after an HTTP/2 RST_STREAM (CANCEL) on a connection kept open, as a browser"
-    " or an HTTP/2 SDK aborts a stream",
+    " aborts a fetch",
 }
 
 
