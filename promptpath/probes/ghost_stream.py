@@ -8,7 +8,9 @@ its connection open, as a browser aborts a fetch on a multiplexed connection (RF
 section 8.1: a client that no longer wants a response resets its stream): a hop may pass
 a closed connection upstream and still miss a reset stream. (httpcore, under the httpx
 the Python SDKs use, sends no RST_STREAM when a response is closed early: it forgets the
-stream and leaves it open until the connection ends.)
+stream and leaves it open until the connection ends. Measured with httpx 0.28.1,
+httpcore 1.0.9, h2 4.4.1, ``http2=True``, against the canary over TLS: 5 of 40 tokens
+read, the response closed, the client kept 3 s: all 40 generated, no disconnect seen.)
 It needs HTTP/2 on the path (ALPN h2 for https://, ``--http 2`` for h2c on http://);
 without it that style is reported as not tried. Then it asks the endpoint (through the path, or at
 ``--canary-admin URL``) what happened to the tagged request: whether and when it saw the
