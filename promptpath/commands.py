@@ -37,7 +37,7 @@ from promptpath.options import (
     check_client_cert,
     detect_provider,
     parse_connect_to,
-    parse_header,
+    parse_headers,
     parse_resolve,
     parse_target,
 )
@@ -238,7 +238,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         model=args.model or DEFAULT_MODEL[provider],
         prompt=args.prompt if args.prompt is not None else DEFAULT_PROMPT,
         max_tokens=max_tokens,
-        headers=tuple(parse_header(h) for h in args.headers),
+        headers=parse_headers(args.headers),
         api_key=api_key or None,
         api_key_env=key_env,
         client=client,
