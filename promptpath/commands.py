@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import anyio
 from rich.console import Console
+from rich.text import Text
 
 from promptpath.core.errors import PromptpathError, UsageError
 from promptpath.core.exitcodes import ExitCode
@@ -429,11 +430,15 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         return usage_failure(exc, json_out, env)
 
     def progress_line(message: str) -> None:
-        console.print(f"[dim]… {message}[/dim]")
+        # Text, not markup: a probe's message may quote a server's "[/dim]".
+        console.print(Text(f"… {message}", style="dim"))
 
     from promptpath.progress import LiveProgress, progress_console
+    from promptpath.report.redact import Redactor
 
-    live = LiveProgress(progress_console(env), fallback=progress_line)
+    live = LiveProgress(
+        progress_console(env), fallback=progress_line, redactor=Redactor.for_options(options)
+    )
 
     if args.compare_http:
         clash = [

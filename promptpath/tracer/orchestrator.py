@@ -28,6 +28,7 @@ from promptpath.core.errors import (
     UsageError,
 )
 from promptpath.core.findings import Finding
+from promptpath.core.redaction import Redactor
 from promptpath.core.timeline import DNSAnswer, ErrorInfo, Family, ProxyInfo, Timeline
 from promptpath.net import dns
 from promptpath.net.tlsinfo import client_cert_refused, finish_tls, pem_cert_info
@@ -398,10 +399,16 @@ async def consume(
         if refused is not None:
             raise refused
         raise status_error(
-            timeline, body_text, key_env=options.api_key_env, key_sent=key_sent(options)
+            timeline,
+            body_text,
+            key_env=options.api_key_env,
+            key_sent=key_sent(options),
+            redact=_redactor(options).text,
         )
     if not is_event_stream(timeline):
-        raise not_a_stream_error(timeline, await read_limited(body, 2048), options.provider)
+        raise not_a_stream_error(
+            timeline, await read_limited(body, 2048), options.provider, _redactor(options).text
+        )
     ingest = BodyIngest(timeline, options.provider)
     last_ns = head.t_ns
     try:
@@ -421,6 +428,13 @@ async def consume(
         return False
     ingest.finish(last_ns)
     return False
+
+
+def _redactor(options: RunOptions) -> Redactor:
+    """The run's credentials, to take out of a body's text before it is cut to a snippet."""
+    from promptpath.tracer.secrets import secret_values
+
+    return Redactor.of(secret_values(options))
 
 
 def _content_tokens(timeline: Timeline) -> int:
