@@ -344,3 +344,23 @@ def test_terminal_text_and_every_export_keep_no_piece_of_the_key_and_no_control(
     assert bad.search(channels["terminal"]) is None
     json.loads(channels["json"])
     channels["json"].encode("utf-8")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    secret=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=12),
+    start=st.integers(min_value=0, max_value=200),
+    length=st.integers(min_value=12, max_value=200),
+    before=st.text(max_size=30),
+    after=st.text(max_size=30),
+)
+def test_no_piece_survives_at_any_offset_the_prefilter_included(
+    secret: str, start: int, length: int, before: str, after: str
+) -> None:
+    from promptpath.core.redaction import PIECE
+
+    piece = secret[start : start + length]
+    if len(piece) < PIECE:
+        piece = secret[-PIECE:]
+    cleaned = Redactor.of([secret], keep=frozenset()).text(before + piece + after)
+    assert not any(piece[i : i + PIECE] in cleaned for i in range(len(piece) - PIECE + 1))
