@@ -124,6 +124,19 @@ def surrogate_event(request: Request) -> bytes:
     return response("200 OK", [("content-type", "text/event-stream")], body)
 
 
+def rate_limited_echo(request: Request) -> bytes:
+    """429 whose rate-limit and hop headers (which the ratelimit probe quotes) echo the key."""
+    auth = request.header("authorization")
+    headers = [
+        *_echo_headers(request),
+        ("retry-after", f"7 {auth}"),
+        ("x-ratelimit-remaining-requests", f"0 {auth} \x9b31m"),
+        ("content-type", "application/json"),
+    ]
+    body = json.dumps({"error": {"message": f"slow down {auth} {CONTROLS}"}}).encode()
+    return response("429 Too Many Requests", headers, body)
+
+
 def proxy_tunnel_echo(request: Request) -> bytes:
     """200 to CONNECT, the Proxy-Authorization echoed in the reason and every kept header."""
     auth = request.header("proxy-authorization")
@@ -175,6 +188,13 @@ CASES = [
         not_a_stream_echo,
         7,
         ("xBearer " + MARK, ESC),
+    ),
+    Case(
+        "429 echoed, with the ratelimit probe quoting its headers",
+        rate_limited_echo,
+        6,
+        (MARK, ESC),
+        extra=("--probe", "ratelimit"),
     ),
     Case("lone surrogates in an error body", surrogates, 6, ("\\ud800", MARK)),
     Case("a lone surrogate in a stream error event", surrogate_event, 7, ("\\ud83d",)),
