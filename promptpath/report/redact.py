@@ -29,12 +29,19 @@ class Redactor(redaction.Redactor):
     __slots__ = ()
 
     @classmethod
-    def for_options(cls, options: RunOptions) -> Self:
-        return cls.of(secret_values(options))
+    def for_options(cls, options: RunOptions) -> Redactor:
+        # One per set of secrets: a series' runs share theirs, and building the pieces of
+        # a long key costs more than cleaning a run's whole report.
+        return _for_values(tuple(secret_values(options)))
 
     @classmethod
     def of(cls, values: Iterable[str], keep: frozenset[str] | None = None) -> Self:
         return super().of(values, keep=vocabulary() if keep is None else keep)
+
+
+@functools.lru_cache(maxsize=8)
+def _for_values(values: tuple[str, ...]) -> Redactor:
+    return Redactor.of(values)
 
 
 @functools.cache
