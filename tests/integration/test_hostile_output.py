@@ -13,6 +13,7 @@ enough to identify a key), and the terminal text for any control character.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import shutil
@@ -20,12 +21,13 @@ import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
 from promptpath.core.redaction import PIECE
 from tests.helpers.cli import CliResult, run_cli
+from tests.helpers.fwdproxy import squid
 from tests.helpers.hostile import Request, chunk, hostile_origin, hostile_proxy, response, sse
 from tests.helpers.refserver import reference_server
 
@@ -163,8 +165,15 @@ class Case:
     respond: Callable[[Request], bytes]
     code: int  # the exit code (core/exitcodes.py), observed once by hand and then held
     shows: tuple[str, ...]  # in the terminal text: proof the hostile text did arrive
-    proxy: bool = False  # respond is the CONNECT proxy, the origin the reference server
+    #: origin: respond is the origin; proxy: respond is the CONNECT proxy in front of the
+    #: reference server; squid: a real squid with Basic auth in front of respond (plain
+    #: http://, absolute form); squid-refused: squid refusing our credentials (407).
+    hop: Literal["origin", "proxy", "squid", "squid-refused"] = "origin"
     extra: tuple[str, ...] = field(default=())
+
+    @property
+    def proxied(self) -> bool:
+        return self.hop != "origin"
 
 
 MARK = "[redacted]"
@@ -203,10 +212,24 @@ CASES = [
         proxy_tunnel_echo,
         0,
         (MARK, "\\x9b31m"),
-        proxy=True,
+        hop="proxy",
     ),
-    Case("proxy echoes Proxy-Authorization in a 407", proxy_refusal_echo, 6, (MARK,), proxy=True),
+    Case("proxy echoes Proxy-Authorization in a 407", proxy_refusal_echo, 6, (MARK,), hop="proxy"),
+    Case(
+        "real squid with Basic auth before an origin that echoes every header",
+        stream_echo,
+        0,
+        (MARK, "squid"),
+        hop="squid",
+    ),
+    # squid 5.7 answers wrong credentials with 407 and its HTML error page: checked by hand.
+    Case("real squid refuses the credentials", stream_echo, 6, ("407",), hop="squid-refused"),
 ]
+
+
+def _param(case: Case) -> Any:
+    marks = [pytest.mark.lab] if case.hop.startswith("squid") else []
+    return pytest.param(case, id=case.name, marks=marks)
 
 
 @dataclass
@@ -283,19 +306,31 @@ def _strict_json(text: str, what: str) -> Any:
     return body
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def _with_credentials(proxy_url: str) -> str:
+    return proxy_url.replace("://", f"://{PROXY_USER}:{PROXY_PASSWORD}@", 1)
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_hostile_hop_leaks_no_secret_and_no_control_character(
     case: Case, tmp_path: Path, refserver: Any
 ) -> None:
-    if case.proxy:
-        with hostile_proxy(case.respond) as proxy_port:
-            url = f"{refserver.url}/v1/chat/completions?api_key={QUERY_KEY}"
-            proxy = f"http://{PROXY_USER}:{PROXY_PASSWORD}@127.0.0.1:{proxy_port}"
-            out = _run(case, url, ("--cacert", str(refserver.ca), "--proxy", proxy), tmp_path)
-    else:
-        with hostile_origin(case.respond) as port:
-            url = f"http://127.0.0.1:{port}/v1/chat/completions?api_key={QUERY_KEY}"
-            out = _run(case, url, (), tmp_path)
+    path = f"/v1/chat/completions?api_key={QUERY_KEY}"
+    with contextlib.ExitStack() as stack:
+        if case.hop == "proxy":
+            proxy_port = stack.enter_context(hostile_proxy(case.respond))
+            proxy = _with_credentials(f"http://127.0.0.1:{proxy_port}")
+            url, extra = refserver.url + path, ("--cacert", str(refserver.ca), "--proxy", proxy)
+        elif case.hop == "squid-refused":
+            squid_proxy = stack.enter_context(squid(user=(PROXY_USER, "not-the-password-sent")))
+            proxy = _with_credentials(squid_proxy.url)
+            url, extra = refserver.url + path, ("--cacert", str(refserver.ca), "--proxy", proxy)
+        else:
+            port = stack.enter_context(hostile_origin(case.respond))
+            url, extra = f"http://127.0.0.1:{port}{path}", ()
+            if case.hop == "squid":
+                squid_proxy = stack.enter_context(squid(user=(PROXY_USER, PROXY_PASSWORD)))
+                extra = ("--proxy", _with_credentials(squid_proxy.url))
+        out = _run(case, url, extra, tmp_path)
 
     assert out.json_run.exit_code == case.code, out.json_run.stderr
     assert out.tty_run.exit_code == case.code, out.tty_run.stdout + out.tty_run.stderr
@@ -304,7 +339,7 @@ def test_hostile_hop_leaks_no_secret_and_no_control_character(
     _strict_json(out.files["--har"], "--har")
     assert set(out.files) == {"--junit", "--har", "--prom"}
 
-    secrets = list(SECRETS) + ([PROXY_BASIC] if case.proxy else [])
+    secrets = list(SECRETS) + ([PROXY_BASIC] if case.proxied else [])
     for channel, text in out.channels().items():
         for secret in secrets:
             leaked = [piece for piece in forbidden(secret) if piece in text]
