@@ -174,8 +174,11 @@ def note(timeline: Timeline, new: list[StreamEvent]) -> None:
 class BodyIngest:
     """Feeds stamped body bytes to the decoder and the Timeline; judges the ending."""
 
-    def __init__(self, timeline: Timeline, provider: Provider) -> None:
+    def __init__(self, timeline: Timeline, provider: Provider, redact: Redact = _as_is) -> None:
         self.timeline = timeline
+        # A transport's reason may quote what the peer sent (a bad chunk line, a header):
+        # redacted before it is cut to a snippet.
+        self.redact = redact
         self.decoder = StreamDecoder(provider)
         self.provider = provider
         # The first bytes, kept to name the dialect they parse as when this one fails.
@@ -248,7 +251,7 @@ class BodyIngest:
         """The transport failed mid-body. After the terminal marker that is a note about
         the connection, not a broken stream; before it, the stream was truncated."""
         if self.terminal:
-            self.timeline.close_after_end = snippet(reason, 120) or "abrupt"
+            self.timeline.close_after_end = snippet(reason, 120, self.redact) or "abrupt"
             self.finish(closed_ns)
             return None
         return self.broken(reason, closed_ns)
@@ -261,7 +264,7 @@ class BodyIngest:
         return with_hint(
             StreamError(
                 f"stream truncated after {count_content(tl.events)} tokens: the connection"
-                f" ended without the terminal marker ({snippet(reason, 80)})",
+                f" ended without the terminal marker ({snippet(reason, 80, self.redact)})",
                 stage="stream",
                 kind="truncated",
             ),

@@ -10,6 +10,7 @@ nothing here renders.
 
 from __future__ import annotations
 
+import functools
 import gc
 import ssl
 import time
@@ -403,13 +404,13 @@ async def consume(
             body_text,
             key_env=options.api_key_env,
             key_sent=key_sent(options),
-            redact=_redactor(options).text,
+            redact=_redact_for(options),
         )
     if not is_event_stream(timeline):
         raise not_a_stream_error(
-            timeline, await read_limited(body, 2048), options.provider, _redactor(options).text
+            timeline, await read_limited(body, 2048), options.provider, _redact_for(options)
         )
-    ingest = BodyIngest(timeline, options.provider)
+    ingest = BodyIngest(timeline, options.provider, _redact_for(options))
     last_ns = head.t_ns
     try:
         while (piece := await next_piece(ingest, body)) is not None:
@@ -430,11 +431,22 @@ async def consume(
     return False
 
 
-def _redactor(options: RunOptions) -> Redactor:
-    """The run's credentials, to take out of a body's text before it is cut to a snippet."""
-    from promptpath.tracer.secrets import secret_values
+def _redact_for(options: RunOptions) -> Callable[[str], str]:
+    """Takes the run's credentials out of a text before it is cut to a snippet. Lazy: the
+    pieces of a long key cost a millisecond to build, which a stream that ends well (and
+    the reads right after its head) should not pay."""
 
-    return Redactor.of(secret_values(options))
+    def redact(text: str) -> str:
+        from promptpath.tracer.secrets import secret_values
+
+        return _redactor(tuple(secret_values(options))).text(text)
+
+    return redact
+
+
+@functools.lru_cache(maxsize=8)
+def _redactor(values: tuple[str, ...]) -> Redactor:
+    return Redactor.of(values)
 
 
 def _content_tokens(timeline: Timeline) -> int:
