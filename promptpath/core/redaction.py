@@ -19,10 +19,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Self
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 MARKER = "[redacted]"
 
@@ -45,7 +46,10 @@ def spellings(value: str) -> set[str]:
     """``value`` as sent, as a JSON string carries it, URL-encoded and base64-encoded; for
     a ``Basic`` credential also the ``user:password`` it encodes and the password."""
     found = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
-    found.add(quote(value, safe=""))
+    quoted = quote(value, safe="")
+    # As a URL or a form carries it: %2F as servers echo it too (%2f), and a space as +.
+    found.update((quoted, re.sub("%[0-9A-F]{2}", lambda m: m.group().lower(), quoted)))
+    found.add(quote_plus(value, safe=""))
     raw = value.encode("utf-8", "surrogatepass")
     found.add(base64.b64encode(raw).decode())
     found.add(base64.urlsafe_b64encode(raw).decode().rstrip("="))

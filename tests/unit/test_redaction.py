@@ -251,6 +251,12 @@ def test_a_basic_credential_is_found_as_its_token_its_pair_and_its_password() ->
     )
 
 
+def test_a_key_is_found_url_encoded_as_servers_echo_it() -> None:
+    key = "sk/ab+cd ef/gh==xyz"
+    echoed = "a sk%2fab%2bcd%20ef%2fgh%3d%3dxyz b sk%2Fab%2Bcd+ef%2Fgh%3D%3Dxyz c"
+    assert Redactor.of([key]).text(echoed) == f"a {MARKER} b {MARKER} c"
+
+
 def test_a_key_is_found_base64_encoded() -> None:
     import base64
 
