@@ -7,11 +7,11 @@ that decode to C1 controls, and JSON with lone surrogates. Both peers here are r
 sockets on 127.0.0.1 (a thread per connection); what they answer is a function of the
 request they read, so every case of the hostile-output test is one small function.
 
-Facts checked by hand (h11 0.14, httpcore 1.0, the client promptpath uses):
-- h11 refuses a header value holding a C0 control (ESC, NUL) as a protocol error, but
-  takes obs-text bytes 0x80-0xFF, which arrive as latin-1: 0x9b is U+009B, the one-byte
-  CSI an 8-bit terminal obeys. Control characters therefore come in bodies, status text
-  and events; C1 ones in headers too.
+Facts checked by hand (h11 0.16, httpcore 1.0.9, promptpath's own client):
+- h11 takes ESC, BEL, DEL and obs-text bytes 0x80-0xFF in a header value (the last arrive
+  as latin-1: 0x9b is U+009B, the one-byte CSI an 8-bit terminal obeys); rich drops the BEL
+  when it prints. A NUL or a CR in a header value is refused as a protocol error whose
+  message quotes the whole line: ``illegal header line: bytearray(b'x-request-id: a\\x00b')``.
 """
 
 from __future__ import annotations

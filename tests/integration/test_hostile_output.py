@@ -68,7 +68,7 @@ def _echo_headers(request: Request) -> list[tuple[str, str]]:
         ("server", request.header("x-auth-token")),
     ]
     out += [(f"x-echo-{i}", f"{k}={v}") for i, (k, v) in enumerate(request.headers)]
-    out += [("x-cache", "HIT \x9b31m"), ("cf-ray", "\x9b2J" + auth)]
+    out += [("x-cache", "HIT \x1b[31m\x9b31m\x7f"), ("cf-ray", "\x9b2J" + auth)]
     return out
 
 
@@ -81,6 +81,18 @@ def stream_echo(request: Request) -> bytes:
     headers = [("content-type", "text/event-stream"), *_echo_headers(request)]
     body = sse(chunk("hi " + request.every_header()), f": {request.every_header()}\n\n")
     return response("200 OK", headers, body)
+
+
+def nul_in_header(request: Request) -> bytes:
+    """The key echoed in a header whose NUL h11 refuses: its error quotes the whole line."""
+    return response(
+        "200 OK",
+        [
+            ("content-type", "text/event-stream"),
+            ("x-request-id", request.header("authorization") + "\x00"),
+        ],
+        sse(chunk("a")),
+    )
 
 
 def error_body_echo(request: Request) -> bytes:
@@ -180,8 +192,14 @@ MARK = "[redacted]"
 ESC = "\\x1b[31m"  # ESC [ 3 1 m as the terminal must show it: spelled out
 
 CASES = [
-    Case("headers echoed into response headers and the stream", stream_echo, 0, (MARK,)),
+    Case("headers echoed into response headers and the stream", stream_echo, 0, (MARK, ESC)),
     Case("key at the snippet cut of a 401 body", error_body_echo, 6, ("xxx" + MARK,)),
+    Case(
+        "key in a header line the HTTP parser refuses and quotes",
+        nul_in_header,
+        7,
+        ("illegal header line", MARK, "\\x00"),
+    ),
     Case(
         "series of two, key in the 401 body",
         error_body_echo,
