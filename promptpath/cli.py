@@ -717,7 +717,10 @@ def _click_or_bug(exc: Exception, env: Environment) -> int:
     if env.debug:
         raise exc
     # A bug of ours: one line, a distinct code, no traceback.
-    print(f"promptpath: internal error: {type(exc).__name__}: {exc}", file=env.stderr)
+    from promptpath.core.textsafe import visible
+
+    # The exception's text may quote bytes a server sent: shown, never obeyed.
+    print(f"promptpath: internal error: {type(exc).__name__}: {visible(str(exc))}", file=env.stderr)
     print("promptpath: set PROMPTPATH_DEBUG=1 for the traceback", file=env.stderr)
     return int(ExitCode.INTERNAL)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import anyio
 from rich.console import Console
+from rich.text import Text
 
 from promptpath.core.errors import PromptpathError, UsageError
 from promptpath.core.exitcodes import ExitCode
@@ -364,19 +365,26 @@ def usage_json(exc: PromptpathError) -> str:
     """The short JSON object for an error found before anything was sent."""
     import json
 
+    from promptpath.core.textsafe import valid_unicode
+
+    # valid_unicode: an argument that was not UTF-8 reaches the message as a lone surrogate.
     return json.dumps(
         {
             "schema": "promptpath.run/1",
             "ok": False,
             "exit_code": int(exc.exit_code),
-            "error": {"stage": exc.stage, "kind": exc.kind, "message": exc.message},
+            "error": {"stage": exc.stage, "kind": exc.kind, "message": valid_unicode(exc.message)},
         }
     )
 
 
 def usage_failure(exc: PromptpathError, json_out: bool, env: Environment) -> int:
     """A problem found before any packet was sent: one line, and JSON if asked for."""
-    print(f"promptpath: {exc.message}", file=env.stderr)
+    from promptpath.core.textsafe import visible
+
+    # Line by line: an --slo error draws a caret under the expression on its own lines.
+    shown = "\n".join(visible(line) for line in exc.message.split("\n"))
+    print(f"promptpath: {shown}", file=env.stderr)
     if json_out:
         print(usage_json(exc), file=env.stdout)
     return int(exc.exit_code)
@@ -429,11 +437,15 @@ def execute(args: RunArgs, *, json_out: bool, fail_on: str, env: Environment) ->
         return usage_failure(exc, json_out, env)
 
     def progress_line(message: str) -> None:
-        console.print(f"[dim]… {message}[/dim]")
+        # Text, not markup: a probe's message may quote a server's "[/dim]".
+        console.print(Text(f"… {message}", style="dim"))
 
     from promptpath.progress import LiveProgress, progress_console
+    from promptpath.report.redact import Redactor
 
-    live = LiveProgress(progress_console(env), fallback=progress_line)
+    live = LiveProgress(
+        progress_console(env), fallback=progress_line, redactor=Redactor.for_options(options)
+    )
 
     if args.compare_http:
         clash = [

@@ -58,8 +58,11 @@ class ExportPlan:
         """Write every export of ``report`` (the run's exit ``code``) and return the exit
         code: the run's own when it failed, else 10 when an export failed."""
         failures = write_exports(report, self)
+        from promptpath.core.textsafe import visible
+
         for message in failures:
-            print(f"promptpath: export failed: {message}", file=env.stderr)
+            # A Pushgateway's answer is quoted: its control characters spelled out.
+            print(f"promptpath: export failed: {visible(message)}", file=env.stderr)
         if code == ExitCode.OK and failures:
             return int(ExitCode.EXPORT)
         return code

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
 from promptpath.core.analysis import Metrics, compute, open_stage_at_error
 from promptpath.core.servertime import server_account
 from promptpath.core.stats import Summary
+from promptpath.core.textsafe import valid_unicode_tree
 from promptpath.core.timeline import DNSAnswer, Interception, Timeline, TLSInfo
 from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
 from promptpath.report.redact import Redactor, headers_json
@@ -286,8 +287,10 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
     body["h3"] = result.h3
     body["findings"] = [f.as_dict() for f in result.findings]
     # Last, over the whole object: a key echoed anywhere (an error event, a finding's
-    # evidence) leaves the values it sits in, and the JSON stays JSON.
-    return Redactor.for_options(opts).mapping(body)
+    # evidence) leaves the values it sits in, and the JSON stays JSON. Lone surrogates
+    # (a server's "\ud800") become U+FFFD here, so every export made from this object
+    # (HAR, JUnit, Prometheus) gets valid Unicode too.
+    return cast(dict[str, Any], valid_unicode_tree(Redactor.for_options(opts).mapping(body)))
 
 
 def _connect_to(result: TraceResult) -> dict[str, Any] | None:
@@ -301,4 +304,6 @@ def _connect_to(result: TraceResult) -> dict[str, Any] | None:
 
 
 def dumps(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, indent=2, sort_keys=False, default=str)
+    """The JSON text of a report: valid Unicode whatever a server sent (no lone surrogate,
+    which jq and strict parsers refuse; each becomes U+FFFD, as undecodable bytes do)."""
+    return json.dumps(valid_unicode_tree(obj), indent=2, sort_keys=False, default=str)

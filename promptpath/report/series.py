@@ -167,6 +167,23 @@ def render_series(
     slo: Sequence[SLOResult] | None,
     exit_code: int,
 ) -> None:
+    """The series report; every line redacted and its control characters spelled out."""
+    from promptpath.report.redact import Redactor
+    from promptpath.report.sanitise import sanitised
+
+    with sanitised(console, Redactor.for_options(levels[0].results[0].options)):
+        _render_series(console, plan, levels, total=total, slo=slo, exit_code=exit_code)
+
+
+def _render_series(
+    console: Console,
+    plan: SeriesPlan,
+    levels: Sequence[Level],
+    *,
+    total: SeriesSummary,
+    slo: Sequence[SLOResult] | None,
+    exit_code: int,
+) -> None:
     first = levels[0].results[0]
     opts = first.options
     how = "one connection (--reuse)" if plan.reuse else "fresh connections"

@@ -364,6 +364,16 @@ def client_hello_line(timeline: Timeline) -> str | None:
 
 
 def render(console: Console, result: TraceResult) -> None:
+    """The report of one run; every line redacted and shown with its control characters
+    spelled out (report/sanitise.py): much of it is text the server or a hop chose."""
+    from promptpath.report.redact import Redactor
+    from promptpath.report.sanitise import sanitised
+
+    with sanitised(console, Redactor.for_options(result.options)):
+        _render(console, result)
+
+
+def _render(console: Console, result: TraceResult) -> None:
     tl = result.timeline
     opts = result.options
     addr = ""

@@ -10,6 +10,7 @@ nothing here renders.
 
 from __future__ import annotations
 
+import functools
 import gc
 import ssl
 import time
@@ -28,6 +29,7 @@ from promptpath.core.errors import (
     UsageError,
 )
 from promptpath.core.findings import Finding
+from promptpath.core.redaction import Redactor
 from promptpath.core.timeline import DNSAnswer, ErrorInfo, Family, ProxyInfo, Timeline
 from promptpath.net import dns
 from promptpath.net.tlsinfo import client_cert_refused, finish_tls, pem_cert_info
@@ -398,11 +400,17 @@ async def consume(
         if refused is not None:
             raise refused
         raise status_error(
-            timeline, body_text, key_env=options.api_key_env, key_sent=key_sent(options)
+            timeline,
+            body_text,
+            key_env=options.api_key_env,
+            key_sent=key_sent(options),
+            redact=_redact_for(options),
         )
     if not is_event_stream(timeline):
-        raise not_a_stream_error(timeline, await read_limited(body, 2048), options.provider)
-    ingest = BodyIngest(timeline, options.provider)
+        raise not_a_stream_error(
+            timeline, await read_limited(body, 2048), options.provider, _redact_for(options)
+        )
+    ingest = BodyIngest(timeline, options.provider, _redact_for(options))
     last_ns = head.t_ns
     try:
         while (piece := await next_piece(ingest, body)) is not None:
@@ -421,6 +429,24 @@ async def consume(
         return False
     ingest.finish(last_ns)
     return False
+
+
+def _redact_for(options: RunOptions) -> Callable[[str], str]:
+    """Takes the run's credentials out of a text before it is cut to a snippet. Lazy: the
+    pieces of a long key cost a millisecond to build, which a stream that ends well (and
+    the reads right after its head) should not pay."""
+
+    def redact(text: str) -> str:
+        from promptpath.tracer.secrets import secret_values
+
+        return _redactor(tuple(secret_values(options))).text(text)
+
+    return redact
+
+
+@functools.lru_cache(maxsize=8)
+def _redactor(values: tuple[str, ...]) -> Redactor:
+    return Redactor.of(values)
 
 
 def _content_tokens(timeline: Timeline) -> int:
