@@ -61,7 +61,7 @@ def _table(rows: Iterable[Sequence[object]], head: Sequence[str] = ()) -> str:
         cells = []
         for cell in row:
             number = isinstance(cell, (int, float)) and not isinstance(cell, bool)
-            cells.append(f"<td class='{'n' if number else ''}'>{t(_cell(cell))}</td>")
+            cells.append(f"<td{' class=n' if number else ''}>{t(_cell(cell))}</td>")
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</table>")
     return "".join(out)
@@ -144,6 +144,39 @@ def _tokens(body: Mapping[str, Any]) -> str:
     )
 
 
+def _hops(finding: Mapping[str, Any]) -> str:
+    """The path probe's hop table, as the terminal prints it under the finding."""
+    evidence = finding.get("evidence") or {}
+    hops = evidence.get("hops") if finding.get("probe") == "path" else None
+    if not isinstance(hops, list) or not hops:
+        return ""
+    deprioritised = set(evidence.get("deprioritised") or [])
+    added = evidence.get("added_ms") or {}
+    rows = []
+    for hop in hops:
+        rtt = hop.get("rtt_ms") or {}
+        note = "destination" if hop.get("destination") else ""
+        if hop.get("ttl") in deprioritised:
+            note = "deprioritises its own ICMP (not the path)"
+        elif not hop.get("answered") and not hop.get("destination"):
+            note = "silent"
+        step = added.get(str(hop.get("ttl")))
+        rows.append(
+            (
+                str(hop.get("ttl")),
+                " / ".join(hop.get("responders") or []) or "*",
+                f"{float(hop.get('loss') or 0):.0%}",
+                rtt.get("min"),
+                rtt.get("median"),
+                rtt.get("max"),
+                "" if step is None else f"+{step:.1f}",
+                note,
+            )
+        )
+    head = ("hop", "address", "loss", "min ms", "median ms", "max ms", "adds ms", "")
+    return _table(rows, head)
+
+
 def _findings(findings: Sequence[Mapping[str, Any]]) -> str:
     if not findings:
         return ""
@@ -157,6 +190,7 @@ def _findings(findings: Sequence[Mapping[str, Any]]) -> str:
         advice = f.get("advice") or []
         if advice:
             out.append("<ul>" + "".join(f"<li>{t(a)}</li>" for a in advice) + "</ul>")
+        out.append(_hops(f))
         evidence = json.dumps(f.get("evidence"), indent=2, ensure_ascii=False)
         out.append(f"<details><summary>evidence</summary><pre>{t(evidence)}</pre></details>")
     return "".join(out)

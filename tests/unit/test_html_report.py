@@ -125,8 +125,13 @@ def test_hostile_text_is_inert_in_the_page_and_the_image() -> None:
     body["response_headers"]["server"] = HOSTILE
     body["headline"] = "OK: " + HOSTILE
     body["findings"] = [
-        {"probe": "tls", "verdict": "warn", "summary": HOSTILE, "evidence": {"x": HOSTILE},
-         "advice": [HOSTILE]}
+        {
+            "probe": "tls",
+            "verdict": "warn",
+            "summary": HOSTILE,
+            "evidence": {"x": HOSTILE},
+            "advice": [HOSTILE],
+        }
     ]
     page = render_html(body)
     image = render_svg(body)
@@ -152,8 +157,17 @@ def test_series_and_compare_pages_draw_their_figures() -> None:
         "ok": True,
         "target": run["target"]["url"],
         "runs": [run, run],
-        "aggregate": {"ttft_ms": {"n": 2, "min": 1.0, "p50": 368.9, "p95": 368.9, "p99": 368.9,
-                                  "max": 368.9, "unit": "ms"}},
+        "aggregate": {
+            "ttft_ms": {
+                "n": 2,
+                "min": 1.0,
+                "p50": 368.9,
+                "p95": 368.9,
+                "p99": 368.9,
+                "max": 368.9,
+                "unit": "ms",
+            }
+        },
         "sweep": [
             {"concurrency": 1, "runs": 1, "aggregate": {"ttft_ms": {"p50": 300.0, "p95": 320.0}}},
             {"concurrency": 4, "runs": 1, "aggregate": {"ttft_ms": {"p50": 350.0, "p95": 420.0}}},
@@ -167,10 +181,59 @@ def test_series_and_compare_pages_draw_their_figures() -> None:
         "schema": "promptpath.compare/1",
         "ok": True,
         "results": [run, dict(run, http_version="HTTP/3")],
-        "differences": {"ttft_ms": {"label": "TTFT", "http2": 1.0, "http3": 2.0, "delta": 1.0,
-                                    "better": "same"}},
+        "differences": {
+            "ttft_ms": {"label": "TTFT", "http2": 1.0, "http3": 2.0, "delta": 1.0, "better": "same"}
+        },
         "summary": ["TTFT: same"],
     }
     page = render_html(compare)
     assert page.count("class='stage'") == 2 * len(run["spans_ms"])
     assert "HTTP/3 (median run)" in page
+
+
+def test_the_path_probe_draws_its_hop_table() -> None:
+    body = _body()
+    body["findings"] = [
+        {
+            "probe": "path",
+            "verdict": "pass",
+            "summary": "4 hop(s)",
+            "advice": [],
+            "evidence": {
+                "hops": [
+                    {
+                        "ttl": 1,
+                        "responders": ["10.0.0.1"],
+                        "sent": 3,
+                        "answered": 3,
+                        "loss": 0.0,
+                        "rtt_ms": {"min": 0.1, "median": 0.2, "max": 0.3},
+                        "destination": False,
+                    },
+                    {
+                        "ttl": 2,
+                        "responders": [],
+                        "sent": 3,
+                        "answered": 0,
+                        "loss": 1.0,
+                        "rtt_ms": None,
+                        "destination": False,
+                    },
+                    {
+                        "ttl": 3,
+                        "responders": ["10.0.0.9"],
+                        "sent": 3,
+                        "answered": 3,
+                        "loss": 0.0,
+                        "rtt_ms": {"min": 20.1, "median": 20.2, "max": 20.9},
+                        "destination": True,
+                    },
+                ],
+                "added_ms": {"1": 0.2, "3": 20.0},
+                "deprioritised": [],
+            },
+        }
+    ]
+    page = render_html(body)
+    assert "<td>10.0.0.1</td>" in page and "<td>silent</td>" in page
+    assert "<td>+20.0</td>" in page and "<td>destination</td>" in page
