@@ -54,6 +54,40 @@ def derived_bounds(timeline: Timeline) -> dict[str, tuple[int, int]]:
     return bounds
 
 
+#: Stage keys in waterfall order (the proxy's own stages first): every reporter draws them so.
+WATERFALL_STAGES = (
+    "proxy_dns",
+    "proxy_connect",
+    "proxy_tls",
+    "tunnel",
+    "dns",
+    "connect",
+    "tls",
+    "quic_handshake",
+    "request",
+    "wait",
+    "first_token",
+    "streaming",
+)
+
+
+def stage_spans(timeline: Timeline) -> list[tuple[str, float, float]]:
+    """(stage, start_ms, end_ms) on the t0 axis for each stage that happened, in
+    waterfall order: the recorded stages as stamped, the derived ones back to back."""
+    derived = derived_bounds(timeline)
+    spans: list[tuple[str, float, float]] = []
+    for key in WATERFALL_STAGES:
+        stage = timeline.stage(key)
+        if stage is not None and stage.end_ns is not None:
+            bounds: tuple[int, int] | None = (stage.start_ns, stage.end_ns)
+        else:
+            bounds = derived.get(key)
+        if bounds is not None:
+            start, end = ((b - timeline.t0_ns) / 1e6 for b in bounds)
+            spans.append((key, start, end))
+    return spans
+
+
 def open_stage_at_error(timeline: Timeline) -> str | None:
     """The derived stage the error cut short (it ran to the error), if one was open."""
     err = timeline.error

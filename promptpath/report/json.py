@@ -6,7 +6,15 @@ import json
 from dataclasses import asdict
 from typing import Any, cast
 
-from promptpath.core.analysis import Metrics, compute, open_stage_at_error
+from promptpath.core.analysis import (
+    Metrics,
+    compute,
+    content_events,
+    headline,
+    open_stage_at_error,
+    stage_spans,
+)
+from promptpath.core.coalescing import coalescing
 from promptpath.core.servertime import server_account
 from promptpath.core.stats import Summary
 from promptpath.core.textsafe import valid_unicode_tree
@@ -35,6 +43,29 @@ _HEADER_KEEP = {
     "request-id",
     "cf-ray",
 }
+
+
+#: Content events whose arrival the report lists one by one (the HTML/SVG token timeline);
+#: past this the list stops and ``omitted`` counts the rest: the report stays bounded.
+ARRIVALS_KEPT = 5000
+
+
+def arrivals_json(timeline: Timeline) -> dict[str, Any]:
+    """Each content event's arrival (ms from t0), which ones the path delivered coalesced
+    (their index), and with the reference endpoint's stamps its send time on our clock."""
+    content = content_events(timeline)
+    kept = content[:ARRIVALS_KEPT]
+    flags = coalescing(timeline).path_flags
+    sent: list[float] | None = None
+    if kept and all(e.server_sent_unix_ns is not None for e in kept):
+        # Wall-clock send stamps moved onto the t0 axis: t0's wall time is t0_unix_ns.
+        sent = [round(((e.server_sent_unix_ns or 0) - timeline.t0_unix_ns) / 1e6, 3) for e in kept]
+    return {
+        "at_ms": [round((e.t_ns - timeline.t0_ns) / 1e6, 3) for e in kept],
+        "path_coalesced": [i for i, flag in enumerate(flags[: len(kept)]) if flag],
+        "server_sent_ms": sent,
+        "omitted": len(content) - len(kept),
+    }
 
 
 def _gaps(summary: Summary | None) -> dict[str, float] | None:
@@ -180,6 +211,10 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         "reused_connection": timeline.reused_connection,
         "started_at": _utc_iso(timeline.t0_unix_ns),
         "stages_ms": metrics.stages_ms,
+        "spans_ms": [
+            {"stage": key, "start": round(start, 3), "end": round(end, 3)}
+            for key, start, end in stage_spans(timeline)
+        ],
         "client_hello_ms": None
         if timeline.client_hello_ns is None
         else round(timeline.client_hello_ns / 1e6, 3),
@@ -211,6 +246,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "hidden_reasoning_tokens": tok.hidden_reasoning,
             "gaps_ms": _gaps(tok.gap_summary),
             "gaps": [round(g, 3) for g in tok.gaps],
+            "arrivals": arrivals_json(timeline),
         },
         "stream": {
             "end": timeline.stream_end,
@@ -237,6 +273,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         "server": server_json(timeline, metrics),
         "quic": None if timeline.quic is None else asdict(timeline.quic),
         "proxy": _proxy(timeline),
+        "headline": headline(timeline, metrics),
         "error": None
         if timeline.error is None
         else {

@@ -9,33 +9,18 @@ from rich.text import Text
 from promptpath.core.analysis import (
     Metrics,
     compute,
-    derived_bounds,
     headline,
     open_stage_at_error,
 )
+from promptpath.core.analysis import stage_spans as core_stage_spans
 from promptpath.core.findings import Verdict
 from promptpath.core.servertime import server_account, split_words
 from promptpath.core.stats import sparkline
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.options import display_url
+from promptpath.report.labels import STAGE_LABELS
 from promptpath.tracer.cleartext import cleartext_note
 from promptpath.tracer.orchestrator import TraceResult
-
-#: Waterfall rows: (label, stage key, start milestone or None for the stage's own start).
-_ROWS = (
-    ("proxy DNS", "proxy_dns"),
-    ("proxy connect", "proxy_connect"),
-    ("proxy TLS", "proxy_tls"),
-    ("CONNECT tunnel", "tunnel"),
-    ("DNS", "dns"),
-    ("TCP connect", "connect"),
-    ("TLS", "tls"),
-    ("QUIC handshake", "quic_handshake"),
-    ("request", "request"),
-    ("wait (TTFB)", "wait"),
-    ("first token", "first_token"),
-    ("streaming", "streaming"),
-)
 
 STAGE_STYLE = {
     "proxy_dns": "cyan",
@@ -66,18 +51,7 @@ _VERDICT_STYLE = {
 
 def stage_spans(timeline: Timeline) -> list[tuple[str, str, float, float]]:
     """(label, key, start_ms, end_ms) for each stage that happened, on the t0 axis."""
-    derived = derived_bounds(timeline)
-    spans: list[tuple[str, str, float, float]] = []
-    for label, key in _ROWS:
-        stage = timeline.stage(key)
-        if stage is not None and stage.end_ns is not None:
-            bounds: tuple[int, int] | None = (stage.start_ns, stage.end_ns)
-        else:
-            bounds = derived.get(key)
-        if bounds is not None:
-            start, end = ((b - timeline.t0_ns) / 1e6 for b in bounds)
-            spans.append((label, key, start, end))
-    return spans
+    return [(STAGE_LABELS[key], key, start, end) for key, start, end in core_stage_spans(timeline)]
 
 
 def bar(start: float, end: float, total: float, width: int) -> Text:

@@ -372,3 +372,40 @@ def test_no_piece_survives_at_any_offset_the_prefilter_included(
         piece = secret[-PIECE:]
     cleaned = Redactor.of([secret], keep=frozenset()).text(before + piece + after)
     assert not any(piece[i : i + PIECE] in cleaned for i in range(len(piece) - PIECE + 1))
+
+
+def _template_only(body: Any) -> Any:
+    """The same report with every string emptied: what the page says on its own."""
+    if isinstance(body, dict):
+        return {k: _template_only(v) for k, v in body.items()}
+    if isinstance(body, list):
+        return [_template_only(v) for v in body]
+    return "" if isinstance(body, str) else body
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(headers=st.lists(st.tuples(_names, _values), max_size=4), key=_values)
+def test_html_and_svg_reports_keep_no_secret(headers: list[tuple[str, str]], key: str) -> None:
+    from html import escape
+
+    from promptpath.report.html import render_html
+    from promptpath.report.svg import render_svg
+
+    options = RunOptions(
+        target=parse_target("https://h/v1/chat/completions"),
+        provider="openai",
+        model="m",
+        api_key=key or None,
+        headers=tuple(headers),
+    )
+    body = json.loads(dumps(result_json(_result(options, key), exit_code=6)))
+    skeleton = _template_only(body)
+    own = render_html(skeleton) + render_svg(skeleton)
+    outputs = render_html(body) + render_svg(body)
+    secrets = [key] + [v for n, v in headers if is_secret_header(n)]
+    for secret in (s for s in secrets if len(s) >= 8 and s not in MARKER):
+        # Each spelling a page could carry it in: raw, HTML-escaped, inside the JSON block.
+        for form in {secret, escape(secret), json.dumps(secret, ensure_ascii=True)[1:-1]}:
+            if form in own or any(form in word for word in vocabulary()):
+                continue  # our own words, never data
+            assert form not in outputs, secret
