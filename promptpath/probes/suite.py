@@ -23,6 +23,7 @@ BUILTIN = (
     "promptpath.probes.ratelimit",
     "promptpath.probes.tls",
     "promptpath.probes.cors",
+    "promptpath.probes.path",
 )
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).
