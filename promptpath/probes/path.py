@@ -53,13 +53,20 @@ class PathProbe(Probe):
 
         result = ctx.result
         timeline = None if result is None else result.timeline
-        if timeline is None or timeline.address is None:
-            return skipped("the trace never connected, so there is no address to trace toward")
+        if timeline is None:
+            return skipped("no trace ran, so there is no address to trace toward")
         if ctx.options.proxy is not None:
             return skipped("the trace went through a forward proxy: its path ends at the proxy")
-        ip, port = timeline.address[0], timeline.address[1]
+        # The address the trace used, or, when it never connected, the one it tried last:
+        # a handshake that never completes is when the path matters most.
+        if timeline.address is not None:
+            ip, port = timeline.address[0], timeline.address[1]
+        elif timeline.attempts:
+            ip, port = timeline.attempts[-1].ip, timeline.attempts[-1].port
+        else:
+            return skipped("the trace never reached an address (name resolution failed?)")
         family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-        h3 = timeline.http_version == "HTTP/3"
+        h3 = timeline.http_version == "HTTP/3" or timeline.stage("quic_handshake") is not None
         ctx.progress(
             f"path: {ROUNDS} TCP SYNs per hop toward {ip} port {port}"
             + (" (and 1200-byte UDP datagrams, for HTTP/3)" if h3 else "")

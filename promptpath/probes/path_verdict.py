@@ -125,21 +125,14 @@ class Reading:
         return max(self.added_ms, key=lambda ttl: self.added_ms[ttl])
 
 
+def _floors(medians: dict[int, float]) -> dict[int, float]:
+    """Each hop's floor: the lowest median from it to the destination."""
+    return {ttl: min(m for t, m in medians.items() if t >= ttl) for ttl in medians}
+
+
 def read(hops: Sequence[Hop]) -> Reading:
-    medians = {h.ttl: h.median_ms for h in hops if h.median_ms is not None}
-    floors: dict[int, float] = {}
-    for h in hops:
-        later = [m for ttl, m in medians.items() if ttl >= h.ttl]
-        if later:
-            floors[h.ttl] = min(later)
-    added: dict[int, float] = {}
-    previous = 0.0
-    for ttl in sorted(floors):
-        added[ttl] = round(max(0.0, floors[ttl] - previous), 3)
-        previous = floors[ttl]
-    last = hops[-1] if hops else None
-    reached = last is not None and last.destination
-    dest_loss = last.loss if reached and last is not None else 1.0
+    medians = {h.ttl: m for h in hops if (m := h.median_ms) is not None}
+    floors = _floors(medians)
     deprioritised = []
     for h in hops:
         if h.destination or h.ttl not in medians:
@@ -150,13 +143,23 @@ def read(hops: Sequence[Hop]) -> Reading:
         lossy = h.loss > 0 and bool(after) and min(x.loss for x in after) < h.loss
         if slow or lossy:
             deprioritised.append(h.ttl)
+    # A step is placed between hops whose own figures can be trusted: a deprioritised hop's
+    # RTT says nothing of the links on either side of it.
+    trusted = _floors({t: m for t, m in medians.items() if t not in deprioritised})
+    added: dict[int, float] = {}
+    previous = 0.0
+    for ttl in sorted(trusted):
+        added[ttl] = round(max(0.0, trusted[ttl] - previous), 3)
+        previous = trusted[ttl]
+    last = hops[-1] if hops else None
+    reached = last is not None and last.destination
     return Reading(
         reached=reached,
-        floors=floors,
+        floors=trusted,
         added_ms=added,
         deprioritised=deprioritised,
         silent=[h.ttl for h in hops if not h.rtts_ms and not h.destination],
-        destination_loss=dest_loss,
+        destination_loss=last.loss if reached and last is not None else 1.0,
         destination_rtt_ms=last.median_ms if reached and last is not None else None,
     )
 
@@ -186,9 +189,13 @@ def judge(
         summary = f"{len(hops)} hop(s) to {destination} port {port}, RTT {rtt:.1f} ms"
         step = reading.biggest_step
         if step is not None and len(hops) > 1:
-            before = by_ttl.get(step - 1)
+            # The hop before the step whose own figures count (a deprioritised one does not).
+            earlier = [ttl for ttl in reading.added_ms if ttl < step]
             where = f"hop {step} ({_name(by_ttl[step])})"
-            side = f"between hop {step - 1} ({_name(before)}) and {where}" if before else where
+            side = f"at {where}"
+            if earlier:
+                before = by_ttl[max(earlier)]
+                side = f"between hop {before.ttl} ({_name(before)}) and {where}"
             summary += f"; most of it ({reading.added_ms[step]:.1f} ms) is added {side}"
         if reading.destination_loss > 0:
             verdict = Verdict.WARN
