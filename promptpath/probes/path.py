@@ -9,14 +9,16 @@ needed on Linux; elsewhere it skips and says why.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import socket
 import time
 
 import anyio
 
-from promptpath.core.findings import Finding
+from promptpath.core.findings import Finding, Verdict
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
+from promptpath.probes.mtu import MTUProbe, mtu_finding
 from promptpath.probes.path_verdict import PROBE, Sample, judge, skipped
 
 ROUNDS = 3  # probes per hop, as mtr's and tcptraceroute's defaults
@@ -46,7 +48,10 @@ class PathProbe(Probe):
 
     def cost(self, ctx: ProbeContext) -> Cost:
         # Each round waits at most one probe timeout past its last send; two protocols.
-        return Cost(seconds=2 * ROUNDS * (PROBE_TIMEOUT_S + MAX_TTL * 0.005) + 1)
+        seconds = 2 * ROUNDS * (PROBE_TIMEOUT_S + MAX_TTL * 0.005) + 1
+        if _tls_stalled(ctx):
+            seconds += MTUProbe().cost(ctx).seconds
+        return Cost(seconds=seconds)
 
     async def run(self, ctx: ProbeContext) -> Finding:
         from promptpath.net.pathtrace import PathUnsupported, trace_path
@@ -97,7 +102,7 @@ class PathProbe(Probe):
             if connect is None or connect.end_ns is None
             else round((connect.end_ns - connect.start_ns) / 1e6, 3)
         )
-        return judge(
+        finding = judge(
             destination=ip,
             port=port,
             tcp=_samples(list(tcp)),
@@ -105,3 +110,26 @@ class PathProbe(Probe):
             connect_ms=connect_ms,
             elapsed_s=time.perf_counter() - start,
         )
+        if _tls_stalled(ctx):
+            return with_mtu(finding, await mtu_finding(ctx))
+        return finding
+
+
+def _tls_stalled(ctx: ProbeContext) -> bool:
+    """The trace timed out in TLS: after our small ClientHello the server's flight never
+    came, which is how a path-MTU black hole looks from here."""
+    error = None if ctx.result is None else ctx.result.timeline.error
+    return error is not None and error.stage == "tls" and "timeout" in error.kind
+
+
+def with_mtu(path: Finding, mtu: Finding) -> Finding:
+    """The path finding with the MTU check's result in it; a black hole fails it."""
+    evidence = dict(path.evidence, mtu={"verdict": mtu.verdict.value, **mtu.evidence})
+    verdict = Verdict.FAIL if mtu.verdict is Verdict.FAIL else path.verdict
+    return dataclasses.replace(
+        path,
+        verdict=verdict,
+        summary=f"{path.summary}; {mtu.summary}",
+        evidence=evidence,
+        advice=[*path.advice, *mtu.advice],
+    )

@@ -24,6 +24,7 @@ BUILTIN = (
     "promptpath.probes.tls",
     "promptpath.probes.cors",
     "promptpath.probes.path",
+    "promptpath.probes.mtu",
 )
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).

@@ -194,3 +194,55 @@ def path_lab(*, delay_ms: float = 0.0, mtu: int | None = None) -> Iterator[PathL
         os.close(stop_w)
         remove()
         atexit.unregister(remove)
+
+
+def big_certificate(directory: str, *, names: int = 150) -> tuple[str, str, str]:
+    """A CA and a localhost leaf carrying ``names`` extra DNS names (~20 bytes each), so the
+    server's TLS flight spans several full-size segments: (ca.pem, chain.pem, key.pem)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pathlab CA")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    sans = [x509.DNSName("localhost")] + [
+        x509.DNSName(f"name-{i:04d}.pathlab.invalid") for i in range(names)
+    ]
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    paths = tuple(os.path.join(directory, n) for n in ("ca.pem", "chain.pem", "key.pem"))
+    with open(paths[0], "wb") as f:
+        f.write(ca.public_bytes(pem))
+    with open(paths[1], "wb") as f:
+        f.write(leaf.public_bytes(pem) + ca.public_bytes(pem))
+    with open(paths[2], "wb") as f:
+        f.write(
+            key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        )
+    return paths[0], paths[1], paths[2]

@@ -212,3 +212,75 @@ def test_it_needs_no_capability(lab: PathLab, tmp_path: Path) -> None:
     finally:
         shutil.rmtree(shared, ignore_errors=True)
     assert _responders(f) == [[hop] for hop in HOPS]
+
+
+@pytest.fixture
+def narrow(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PathLab]:
+    """The chain with a 1280-byte r2 ══ r3 link, the server holding a ~5 KB certificate.
+
+    Observed by hand: with r3's ICMP "fragmentation needed" dropped the trace times out in
+    TLS, handshakes with the default MSS get 0 bytes back, with MSS 536, 998 and 1229 they
+    complete and at 1286 and 1344 they do not (the link fits MSS 1240); with the ICMP
+    allowed the default handshake completes in ~17 ms."""
+    _need_lab()
+    with pathlab.path_lab(mtu=1280) as built:
+        for name in ("r1", "r2", "r3", "server"):
+            built.sysctl(name, "net.ipv4.icmp_ratelimit", "0")
+        if request.param == "filtered":
+            built.nft(
+                "r3",
+                "table inet pp {\n chain out {\n type filter hook output priority 0;\n"
+                " icmp type destination-unreachable icmp code frag-needed drop\n }\n}\n",
+            )
+        _ca, chain, key = pathlab.big_certificate(str(tmp_path))
+        server = subprocess.Popen(
+            built.exec(
+                "server",
+                _promptpath(),
+                "serve",
+                "--host",
+                SERVER,
+                "--port",
+                str(PORT),
+                "--certfile",
+                chain,
+                "--keyfile",
+                key,
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            assert '"listening"' in server.stdout.readline()
+            yield built
+        finally:
+            server.kill()
+            server.wait(10)
+
+
+@pytest.mark.parametrize("narrow", ["filtered"], indirect=True)
+def test_a_path_mtu_black_hole_is_found_with_its_size(narrow: PathLab, tmp_path: Path) -> None:
+    body, f = _probe(narrow, tmp_path)
+    assert body["error"]["stage"] == "tls"  # the trace stalled after the ClientHello
+    assert f["verdict"] == "fail"
+    mtu = f["evidence"]["mtu"]
+    assert mtu["verdict"] == "fail" and mtu["attempts"][0]["received_bytes"] == 0
+    # The 1280-byte link carries MSS 1240 at most: the search brackets it.
+    size = mtu["path_mtu_bytes"]
+    assert size["at_least"] <= 1280 and (size["below"] is None or size["below"] > 1280)
+    assert size["at_least"] >= 1200
+    assert "path-MTU black hole" in f["summary"]
+    assert any("clamp the MSS" in a for a in f["advice"])
+
+
+@pytest.mark.parametrize("narrow", ["allowed"], indirect=True)
+def test_with_the_icmp_allowed_the_same_path_works_and_no_black_hole_is_reported(
+    narrow: PathLab, tmp_path: Path
+) -> None:
+    body, f = _probe(narrow, tmp_path, "--probe", "mtu")
+    assert body["error"] is None
+    (mtu,) = [x for x in body["findings"] if x["probe"] == "mtu"]
+    assert mtu["verdict"] == "pass" and "no path-MTU black hole" in mtu["summary"]
+    assert "mtu" not in f["evidence"]  # the path probe only checks after a TLS stall

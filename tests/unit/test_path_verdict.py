@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from promptpath.core.findings import Verdict
+from promptpath.probes.mtu_verdict import Attempt
 from promptpath.probes.path_verdict import Sample, hops_of, judge, read
 
 DEST = "192.0.2.9"
@@ -159,3 +160,43 @@ def test_probe_all_includes_path() -> None:
     from promptpath.probes.suite import select
 
     assert "path" in [cls.name for cls in select(["all"])]
+
+
+def _attempt(mss: int | None, ok: bool, received: int = 5000) -> Attempt:
+    return Attempt(
+        mss=mss,
+        completed=ok,
+        elapsed_ms=20.0 if ok else 2000.0,
+        received=received if ok else 0,
+        error=None if ok else "timed out",
+    )
+
+
+def test_mtu_black_hole_bracketed_by_the_search() -> None:
+    from promptpath.probes.mtu_verdict import judge as judge_mtu
+
+    attempts = [
+        _attempt(None, False),
+        _attempt(536, True),
+        _attempt(998, True),
+        _attempt(1229, True),
+        _attempt(1344, False),
+        _attempt(1286, False),
+    ]
+    finding = judge_mtu(attempts, largest_working_mss=1229, headers=40)
+    assert finding.verdict is Verdict.FAIL
+    assert finding.evidence["path_mtu_bytes"] == {"at_least": 1269, "below": 1326}
+    assert "up to MSS 1229 (packets of 1269 bytes), not at MSS 1286 (1326 bytes)" in (
+        finding.summary
+    )
+
+
+def test_mtu_full_size_passes_and_a_dead_server_is_not_called_a_black_hole() -> None:
+    from promptpath.probes.mtu_verdict import judge as judge_mtu
+
+    ok = judge_mtu([_attempt(None, True)], largest_working_mss=None, headers=40)
+    assert ok.verdict is Verdict.PASS
+    dead = judge_mtu(
+        [_attempt(None, False), _attempt(536, False)], largest_working_mss=None, headers=40
+    )
+    assert dead.verdict is Verdict.WARN and "not a path-MTU problem" in dead.summary
