@@ -23,6 +23,8 @@ BUILTIN = (
     "promptpath.probes.ratelimit",
     "promptpath.probes.tls",
     "promptpath.probes.cors",
+    "promptpath.probes.path",
+    "promptpath.probes.mtu",
 )
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).

@@ -19,6 +19,7 @@ from promptpath.core.stats import sparkline
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.options import display_url
 from promptpath.report.labels import STAGE_LABELS
+from promptpath.report.pathtable import path_table
 from promptpath.tracer.cleartext import cleartext_note
 from promptpath.tracer.orchestrator import TraceResult
 
@@ -429,6 +430,9 @@ def _render(console: Console, result: TraceResult) -> None:
         )
         for advice in f.advice:
             console.print(Text("    → " + advice))
+        hops = path_table(f)
+        if hops is not None:
+            print_trimmed(console, hops)
     verdict = headline(tl, metrics)
     style = "red" if tl.error else "green"
     console.print(Text(verdict, style=style))
