@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from promptpath.core.textsafe import visible
 from promptpath.report import charts, svg
 from promptpath.report.labels import STAGE_LABELS
-from promptpath.report.untrusted import visible
 
 _CSS = """
 body { font: 14px/1.4 'DejaVu Sans', Arial, sans-serif; color: #222; margin: 24px;

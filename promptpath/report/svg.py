@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from promptpath.core.textsafe import visible
 from promptpath.report.labels import STAGE_LABELS
-from promptpath.report.untrusted import visible
 
 #: Colours per stage, the terminal's hues in print-safe shades.
 STAGE_FILL = {

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from promptpath.core.textsafe import visible
 from promptpath.report import svg
 from promptpath.report.html import render_html
 from promptpath.report.svg import render_svg
-from promptpath.report.untrusted import visible
 
 SAMPLE = Path(__file__).parents[2] / "examples" / "sample-run.json"
 NS = "{http://www.w3.org/2000/svg}"

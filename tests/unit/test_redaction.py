@@ -345,7 +345,9 @@ def test_terminal_text_and_every_export_keep_no_piece_of_the_key_and_no_control(
     pieces = {s[i : i + PIECE] for s in (assume_key, encoded) for i in range(len(s) - PIECE + 1)}
     for channel, text in channels.items():
         for piece in pieces:
-            if piece in MARKER or piece in vocabulary():
+            # A piece of one of the schema's own words (a key spelt "client_cert_required")
+            # is ours as much as theirs: the redactor keeps those words whole.
+            if piece in MARKER or any(piece in word for word in vocabulary()):
                 continue
             assert piece not in text, (channel, piece)
     bad = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
