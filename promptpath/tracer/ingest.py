@@ -165,7 +165,10 @@ def note(timeline: Timeline, new: list[StreamEvent]) -> None:
             timeline.milestones["last_token"] = ev.t_ns
         elif ev.kind == "end":
             timeline.mark("end", ev.t_ns)
-            timeline.stream_end = "marker"
+            # A terminal marker after an in-band error does not undo it: openai-python's
+            # Stream raises APIError on the error chunk, before any [DONE] behind it.
+            if timeline.stream_end != "error":
+                timeline.stream_end = "marker"
         elif ev.kind == "error" and timeline.stream_end is None:
             timeline.mark("end", ev.t_ns)
             timeline.stream_end = "error"
