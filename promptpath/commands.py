@@ -158,7 +158,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
             raise UsageError(
                 f"--provider must be one of {', '.join(PROVIDERS)}, got {args.provider!r}"
             )
-        provider: Provider = args.provider  # type: ignore[assignment]
+        provider: Provider = args.provider
     else:
         detected = detect_provider(target.path)
         if detected is None:
@@ -242,7 +242,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         api_key=api_key or None,
         api_key_env=key_env,
         client=client,
-        http=http,  # type: ignore[arg-type]
+        http=http,
         resolve=tuple(parse_resolve(r) for r in args.resolve),
         cacert=args.cacert,
         insecure=bool(args.insecure),

@@ -204,7 +204,7 @@ def run_series(
                 on_run=on_run,
             )
         else:
-            from promptpath.tracer.load import run_concurrent  # type: ignore[import-not-found]
+            from promptpath.tracer.load import run_concurrent
 
             results = await run_concurrent(
                 options,
