@@ -1,0 +1,77 @@
+"""What each probe can be told, with its defaults and bounds: one frozen dataclass per probe.
+
+The probes read these from ``ProbeContext.settings``; the command line shows the defaults
+in `--help` (promptpath/flags.py) and resolve.py checks values against the bounds. They
+live here, not in each probe's module, because those modules import sockets, httpx and
+the tracer at the top: this one imports nothing but the standard library, so `--help` and a
+plain `run` (which probes nothing) do not pay for the probes. Each dataclass is named for
+its probe and holds only that probe's settings: the probe's module is its only reader.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+ControlsVia = Literal["both", "headers", "body"]
+#: How --canary probes send their controls (probes/canary.py).
+VIA_CHOICES: tuple[str, ...] = get_args(ControlsVia)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CanarySettings:
+    """--canary, --canary-controls: the target is ``promptpath serve`` and obeys controls."""
+
+    on: bool = False
+    controls: ControlsVia = "both"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DNSCacheSettings:
+    """--dns-recheck, --authoritative (the dns-cache probe)."""
+
+    #: Two whole-second TTLs closer together than this may be equal (dns_signals'
+    #: MIN_COUNTDOWN_S, held equal by a unit test).
+    MIN_RECHECK_S = 2.0
+    #: Longest pause between the two TTL queries the probe will wait.
+    MAX_RECHECK_S = 60.0
+
+    recheck_s: float = 3.0
+    authoritative: str | None = None  # ADDR[:PORT] of the zone's authoritative server
+
+    def recheck(self) -> float:
+        """The pause the probe waits, held within [0, MAX_RECHECK_S]."""
+        return min(max(self.recheck_s, 0.0), self.MAX_RECHECK_S)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdleTimeoutSettings:
+    """--idle-max (the idle-timeout probe): the longest idle wait, seconds."""
+
+    max_s: float = 120.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GhostStreamSettings:
+    """--canary-admin (the ghost-stream probe): the canary's own address, if not the path's."""
+
+    admin: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TLSSettings:
+    """--tls-warn-days, --tls-fail-days (the tls probe)."""
+
+    warn_days: int = 30
+    fail_days: int = 7
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeSettings:
+    """Every probe's settings; a probe reads its own field."""
+
+    canary: CanarySettings = field(default_factory=CanarySettings)
+    dns_cache: DNSCacheSettings = field(default_factory=DNSCacheSettings)
+    idle_timeout: IdleTimeoutSettings = field(default_factory=IdleTimeoutSettings)
+    ghost_stream: GhostStreamSettings = field(default_factory=GhostStreamSettings)
+    tls: TLSSettings = field(default_factory=TLSSettings)
