@@ -60,6 +60,9 @@ class Flag:
     metavar: str | None = None
     commands: frozenset[str] = BOTH
     extra: Mapping[str, Any] = field(default_factory=dict)  # more typer.Option arguments
+    #: The probe setting this option fills, as "<probe field>.<setting>" of
+    #: probes.settings.ProbeSettings (resolve.probe_settings fills them from the table).
+    setting: str | None = None
 
     def parameter(self) -> inspect.Parameter:
         option = typer.Option(
@@ -339,6 +342,7 @@ FLAGS: tuple[Flag, ...] = (
         metavar="ADDR[:PORT]",
         help="Authoritative DNS server for the dns-cache probe.",
         panel=PROBES,
+        setting="dns_cache.authoritative",
     ),
     Flag(
         dest="dns_recheck",
@@ -348,6 +352,7 @@ FLAGS: tuple[Flag, ...] = (
         metavar="SECONDS",
         help="dns-cache probe: seconds between the two TTL queries.",
         panel=PROBES,
+        setting="dns_cache.recheck_s",
     ),
     Flag(
         dest="idle_max",
@@ -357,6 +362,7 @@ FLAGS: tuple[Flag, ...] = (
         metavar="SECONDS",
         help="idle-timeout probe: longest idle wait, seconds.",
         panel=PROBES,
+        setting="idle_timeout.max_s",
     ),
     Flag(
         dest="tls_warn_days",
@@ -366,6 +372,7 @@ FLAGS: tuple[Flag, ...] = (
         metavar="DAYS",
         help="tls probe: warn this close to expiry.",
         panel=PROBES,
+        setting="tls.warn_days",
         extra={"min": 0},
     ),
     Flag(
@@ -376,6 +383,7 @@ FLAGS: tuple[Flag, ...] = (
         metavar="DAYS",
         help="tls probe: fail this close to expiry.",
         panel=PROBES,
+        setting="tls.fail_days",
         extra={"min": 0},
     ),
     Flag(
@@ -385,6 +393,7 @@ FLAGS: tuple[Flag, ...] = (
         default=_canary.on,
         help="TARGET is promptpath serve (maybe behind proxies): use its send times.",
         panel=PROBES,
+        setting="canary.on",
     ),
     Flag(
         dest="canary_admin",
@@ -395,6 +404,7 @@ FLAGS: tuple[Flag, ...] = (
         help="ghost-stream probe: the canary's own address (promptpath serve), when the"
         " path does not pass GET /stats/requests/ID.",
         panel=PROBES,
+        setting="ghost_stream.admin",
     ),
     Flag(
         dest="canary_controls",
@@ -405,6 +415,7 @@ FLAGS: tuple[Flag, ...] = (
         help="How --canary probes send their controls: x-promptpath-* headers, the body's"
         " promptpath field, or both.",
         panel=PROBES,
+        setting="canary.controls",
     ),
     # -- series and load ---------------------------------------------------------------
     Flag(

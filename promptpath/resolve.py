@@ -40,16 +40,7 @@ from promptpath.options import (
     parse_target,
 )
 from promptpath.plan import FailOn, Outputs, Plan
-from promptpath.probes.settings import (
-    VIA_CHOICES,
-    CanarySettings,
-    ControlsVia,
-    DNSCacheSettings,
-    GhostStreamSettings,
-    IdleTimeoutSettings,
-    ProbeSettings,
-    TLSSettings,
-)
+from promptpath.probes.settings import ProbeSettings
 
 if TYPE_CHECKING:
     from promptpath.core.slo import SLO
@@ -310,31 +301,16 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
 
 
 def probe_settings(values: Values) -> ProbeSettings:
-    """Each probe's settings, checked (whether or not a probe runs, as always)."""
-    idle_max = float(values.get("idle_max"))
-    if idle_max <= 0:
-        raise UsageError("--idle-max must be positive")
-    via = values.get("canary_controls")
-    if via not in VIA_CHOICES:
-        raise UsageError(f"--canary-controls must be one of {', '.join(VIA_CHOICES)}")
-    controls: ControlsVia = "headers" if via == "headers" else "body" if via == "body" else "both"
-    recheck = float(values.get("dns_recheck"))
-    if recheck < DNSCacheSettings.MIN_RECHECK_S:
-        raise UsageError(
-            f"--dns-recheck must be at least {DNSCacheSettings.MIN_RECHECK_S:g} s: two"
-            " whole-second TTLs closer together may be equal"
-        )
-    authoritative = values.text("authoritative")
-    _dns_server("--authoritative", authoritative)
+    """Each probe's settings from the options that name them (``Flag.setting``), each
+    checked by its own dataclass, whether or not a probe runs (as always)."""
+    given: dict[str, dict[str, object]] = {}
+    for flag in flags.FLAGS:
+        if flag.setting is not None:
+            probe, name = flag.setting.split(".")
+            given.setdefault(probe, {})[name] = values.get(flag.dest)
+    defaults = ProbeSettings()
     return ProbeSettings(
-        canary=CanarySettings(on=values.flag("canary"), controls=controls),
-        dns_cache=DNSCacheSettings(recheck_s=recheck, authoritative=authoritative),
-        idle_timeout=IdleTimeoutSettings(max_s=idle_max),
-        ghost_stream=GhostStreamSettings(admin=values.text("canary_admin") or None),
-        tls=TLSSettings(
-            warn_days=int(values.get("tls_warn_days")),
-            fail_days=int(values.get("tls_fail_days")),
-        ),
+        **{probe: type(getattr(defaults, probe))(**kw) for probe, kw in given.items()}
     )
 
 

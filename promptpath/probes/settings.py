@@ -1,17 +1,23 @@
 """What each probe can be told, with its defaults and bounds: one frozen dataclass per probe.
 
-The probes read these from ``ProbeContext.settings``; the command line shows the defaults
-in `--help` (promptpath/flags.py) and resolve.py checks values against the bounds. They
-live here, not in each probe's module, because those modules import sockets, httpx and
-the tracer at the top: this one imports nothing but the standard library, so `--help` and a
-plain `run` (which probes nothing) do not pay for the probes. Each dataclass is named for
-its probe and holds only that probe's settings: the probe's module is its only reader.
+The probes read these from ``ProbeContext.settings``. A command-line option names the
+field it fills (``Flag.setting``, e.g. ``"dns_cache.recheck_s"``) and resolve.py fills
+them all from the table, so a new probe option is its Flag row, its field here, and the
+probe code that reads it. Each dataclass checks its own values (a bad one is a UsageError
+naming the option) and holds only its probe's settings: the probe's module is its only
+reader.
+
+They live here, not in each probe's module, because those modules import sockets, httpx
+and the tracer at the top: this one imports only the error tree, so `--help` (which shows
+the defaults) and a plain `run` (which probes nothing) do not pay for the probes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal, get_args
+
+from promptpath.core.errors import UsageError
 
 ControlsVia = Literal["both", "headers", "body"]
 #: How --canary probes send their controls (probes/canary.py).
@@ -24,6 +30,10 @@ class CanarySettings:
 
     on: bool = False
     controls: ControlsVia = "both"
+
+    def __post_init__(self) -> None:
+        if self.controls not in VIA_CHOICES:
+            raise UsageError(f"--canary-controls must be one of {', '.join(VIA_CHOICES)}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,9 +49,23 @@ class DNSCacheSettings:
     recheck_s: float = 3.0
     authoritative: str | None = None  # ADDR[:PORT] of the zone's authoritative server
 
+    def __post_init__(self) -> None:
+        if self.recheck_s < self.MIN_RECHECK_S:
+            raise UsageError(
+                f"--dns-recheck must be at least {self.MIN_RECHECK_S:g} s: two whole-second"
+                " TTLs closer together may be equal"
+            )
+        if self.authoritative is not None:
+            from promptpath.net.dnsmsg import parse_server  # only when one is given
+
+            try:
+                parse_server(self.authoritative)
+            except UsageError as exc:
+                raise UsageError(f"--authoritative: {exc.message}", kind="bad_option") from exc
+
     def recheck(self) -> float:
-        """The pause the probe waits, held within [0, MAX_RECHECK_S]."""
-        return min(max(self.recheck_s, 0.0), self.MAX_RECHECK_S)
+        """The pause the probe waits, at most MAX_RECHECK_S."""
+        return min(self.recheck_s, self.MAX_RECHECK_S)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +73,10 @@ class IdleTimeoutSettings:
     """--idle-max (the idle-timeout probe): the longest idle wait, seconds."""
 
     max_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if not self.max_s > 0:
+            raise UsageError("--idle-max must be positive")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

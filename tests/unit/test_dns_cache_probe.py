@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from promptpath.core.errors import UsageError
 from promptpath.core.findings import Verdict
 from promptpath.core.timeline import ConnectAttempt, ErrorInfo, Timeline
 from promptpath.net.dns import DNSAnswer
@@ -44,9 +45,11 @@ def test_probe_is_registered_under_its_name() -> None:
 
 def test_recheck_defaults_reads_and_clamps_the_probe_setting() -> None:
     assert recheck_seconds(ProbeSettings()) == DEFAULT_RECHECK_S
-    assert recheck_seconds(recheck(1.5)) == 1.5
-    assert recheck_seconds(recheck(-4)) == 0.0
+    assert recheck_seconds(recheck(2.5)) == 2.5
     assert recheck_seconds(recheck(1e9)) == 60.0
+    for too_short in (1.5, -4.0):
+        with pytest.raises(UsageError, match="--dns-recheck must be at least 2 s"):
+            recheck(too_short)
 
 
 def test_the_shortest_useful_recheck_is_published_for_the_command_line() -> None:

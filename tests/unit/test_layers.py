@@ -33,7 +33,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
     # The option table is read by every --help: typer and the probes' plain settings only.
     "promptpath.flags": ("promptpath.probes.settings",),
-    "promptpath.probes.settings": (),
+    # (net.dnsmsg parses --authoritative, imported only when one is given)
+    "promptpath.probes.settings": ("promptpath.net.dnsmsg",),
 }
 _ABOVE_PLAN = (
     "promptpath.modes",
