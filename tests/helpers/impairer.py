@@ -19,7 +19,7 @@ from a seeded RNG (the same packet sequence loses the same packets), and a rate 
 (a bottleneck that serialises packets at ``rate_kbit``, tail-dropping above a queue of
 ``QUEUE_PACKETS``). The pump is one thread sleeping in select() until the next packet
 is due, with the kernel's timer slack set to 1 µs; its own precision is measured in
-tests/lab/test_impaired_path.py and the README ("Path impairer lab").
+tests/lab/test_impaired_path.py and CONTRIBUTING.md ("Path impairer lab").
 
 Cleanup: the context manager deletes both namespaces (the TUN devices vanish with the
 descriptors), atexit does the same if the interpreter exits another way, and every

@@ -374,7 +374,7 @@ async def test_each_silent_address_counts_only_its_own_datagrams(
         second.close()
     attempts = recorder.timeline.attempts
     assert [a.ip for a in attempts] == ["127.0.0.1", "127.0.0.2"]
-    # The per-address cap, not the 5 s deadline, bounded each address (README: HTTP/3).
+    # The per-address cap, not the 5 s deadline, bounded each address (docs/http3.md).
     assert failed.value.detail["timeout_s"] == 0.6
     assert "timed out after 0.6 s" in (attempts[0].error or "")
     found = [re.search(r"\((\d+) sent\)", a.error or "") for a in attempts]
