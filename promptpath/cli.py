@@ -225,6 +225,20 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
         env = Environment.from_process()
     if argv is not None:
         env = dataclasses.replace(env, argv=tuple(argv))
+    from promptpath.core.errors import UsageError
+    from promptpath.options import check_argv_utf8
+
+    try:
+        # Before click sees them: an argument from bytes that are not UTF-8 carries lone
+        # surrogates (surrogateescape) that would otherwise reach the server.
+        check_argv_utf8(env.argv)
+    except UsageError as exc:
+        print(f"promptpath: {exc.message}", file=env.stderr)
+        if "--json" in env.argv:
+            from promptpath.commands import usage_json
+
+            print(usage_json(exc), file=env.stdout)
+        return int(exc.exit_code)
     try:
         # Not standalone: click would print usage errors without JSON and turn Ctrl-C into
         # "Aborted!" with exit 1. The Environment rides on the click context (ctx.obj).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from dataclasses import dataclass, field, replace
 from typing import Literal
@@ -199,9 +200,15 @@ def parse_target(url: str) -> Target:
             kind="bad_target",
         )
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port
     except ValueError as exc:
         raise UsageError(f"target URL has a bad port: {url!r}", kind="bad_target") from exc
+    if port == 0:  # urlsplit allows it; it used to become the default port silently
+        raise UsageError(
+            f"target URL has port 0, which no server listens on: {url!r}", kind="bad_target"
+        )
+    if port is None:  # none given, or "host:" (RFC 3986: the scheme's default)
+        port = 443 if parts.scheme == "https" else 80
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
@@ -218,14 +225,28 @@ def detect_provider(path: str) -> Provider | None:
 
 
 def parse_resolve(spec: str) -> tuple[str, int, str]:
-    """curl-style HOST:PORT:ADDR (ADDR may be a bracketed IPv6 literal)."""
+    """curl-style HOST:PORT:ADDR (ADDR may be a bracketed IPv6 literal, brackets balanced)."""
     host, sep, rest = spec.partition(":")
     port_s, sep2, addr = rest.partition(":")
     if not (sep and sep2 and host and addr and port_s.isdigit()):
         raise UsageError(f"--resolve wants HOST:PORT:ADDR, got {spec!r}", kind="bad_option")
-    addr = addr.strip("[]")
+    if not 1 <= int(port_s) <= 65535:
+        raise UsageError(
+            f"--resolve: {port_s!r} is not a port (1-65535) in {spec!r}", kind="bad_option"
+        )
+    if addr.startswith("[") != addr.endswith("]") or addr.count("[") > 1 or addr.count("]") > 1:
+        raise UsageError(
+            f"--resolve: unbalanced brackets in the address {addr!r}", kind="bad_option"
+        )
+    bracketed = addr.startswith("[")
+    addr = addr[1:-1] if bracketed else addr
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    if bracketed and family != socket.AF_INET6:
+        raise UsageError(
+            f"--resolve: brackets hold an IPv6 literal, not {addr!r}", kind="bad_option"
+        )
     try:
-        socket.inet_pton(socket.AF_INET6 if ":" in addr else socket.AF_INET, addr)
+        socket.inet_pton(family, addr)
     except OSError as exc:
         raise UsageError(
             f"--resolve address is not an IP literal: {addr!r}", kind="bad_option"
@@ -264,6 +285,11 @@ def parse_connect_to(spec: str) -> ConnectTo:
         else:
             raise UsageError(
                 f"--connect-to: {raw!r} is not a port (1-65535) in {spec!r}", kind="bad_option"
+            )
+    for raw in (fields[0], fields[2]):
+        if raw.startswith("[") != raw.endswith("]") or raw.count("[") + raw.count("]") > 2:
+            raise UsageError(
+                f"--connect-to: unbalanced brackets in {raw!r} in {spec!r}", kind="bad_option"
             )
     host, to_host = (f.removeprefix("[").removesuffix("]") or None for f in (fields[0], fields[2]))
     return ConnectTo(host=host, port=ports[0], to_host=to_host, to_port=ports[1], spec=spec)
@@ -331,9 +357,38 @@ def check_client_cert(cert: str | None, key: str | None) -> None:
 #: RFC 9110 token characters, the only ones a header name may contain.
 _TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
+#: -H names promptpath refuses, and why. Every request carries a body whose length
+#: promptpath knows, so it frames it itself, the same way on HTTP/1.1, /2 and /3:
+#: curl 7.88.1 (checked on loopback) sends a -H Content-Length that does not match the
+#: body as given, switches HTTP/1.1 to chunked for -H Transfer-Encoding but drops it on
+#: HTTP/2, and drops Connection on HTTP/2 while keeping it on HTTP/1.1: requests that
+#: differ by version, or a framing a hop can read two ways (RFC 9112 section 6.3).
+_REFUSED_HEADERS = {
+    "content-length": "promptpath frames the body itself (Content-Length from the bytes it"
+    " sends); another value would make a malformed request",
+    "transfer-encoding": "promptpath sends the body with its length (Content-Length);"
+    " Transfer-Encoding beside it is a request-smuggling shape, and HTTP/2 and HTTP/3"
+    " forbid it",
+    "connection": "connection-specific headers are forbidden in HTTP/2 and HTTP/3"
+    " (RFC 9113 section 8.2.2), so the request would differ by version",
+    "keep-alive": "connection-specific headers are forbidden in HTTP/2 and HTTP/3"
+    " (RFC 9113 section 8.2.2), so the request would differ by version",
+    "proxy-connection": "connection-specific headers are forbidden in HTTP/2 and HTTP/3"
+    " (RFC 9113 section 8.2.2), so the request would differ by version",
+    "upgrade": "connection-specific headers are forbidden in HTTP/2 and HTTP/3"
+    " (RFC 9113 section 8.2.2); --http chooses the version",
+}
+
+#: A Host value: reg-name or IPv4 (RFC 3986 unreserved, sub-delims, pct-encoded) or a
+#: bracketed IPv6 literal, then an optional port.
+_HOST_VALUE = re.compile(r"(?:[A-Za-z0-9._~!$&'()*+,;=%-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+
 
 def parse_header(spec: str) -> tuple[str, str]:
-    """'Name: value', checked before anything is sent (RFC 9110 names, no CR/LF/NUL)."""
+    """'Name: value', checked before anything is sent (RFC 9110 names, no CR/LF/NUL).
+
+    Host is applied on every version (HTTP/1.1 Host, :authority on HTTP/2 and HTTP/3, as
+    curl does); the framing and connection-specific headers are refused (_REFUSED_HEADERS)."""
     name, sep, value = spec.partition(":")
     name, value = name.strip(), value.strip()
     if not sep or not name:
@@ -344,7 +399,59 @@ def parse_header(spec: str) -> tuple[str, str]:
         raise UsageError(f"-H: the value of {name!r} contains CR, LF or NUL", kind="bad_option")
     if not value.isascii():
         raise UsageError(f"-H: the value of {name!r} is not ASCII", kind="bad_option")
+    lowered = name.lower()
+    reason = _REFUSED_HEADERS.get(lowered)
+    if lowered == "te" and value.lower() != "trailers":
+        reason = "TE other than 'trailers' is forbidden in HTTP/2 and HTTP/3 (RFC 9113 8.2.2)"
+    if reason is not None:
+        raise UsageError(f"-H {name}: refused: {reason}", kind="bad_option")
+    if lowered == "host":
+        port = value.rpartition(":")[2] if not value.endswith("]") else ""
+        if not _HOST_VALUE.fullmatch(value) or (port.isdigit() and not 0 < int(port) < 65536):
+            raise UsageError(
+                f"-H Host: {value!r} is not a host[:port] (RFC 9110 section 7.2)",
+                kind="bad_option",
+            )
     return name, value
+
+
+def parse_headers(specs: list[str] | tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Every -H checked (``parse_header``), and at most one Host: a request names one."""
+    headers = tuple(parse_header(spec) for spec in specs)
+    if sum(1 for name, _ in headers if name.lower() == "host") > 1:
+        raise UsageError(
+            "-H Host given more than once: a request names one host", kind="bad_option"
+        )
+    return headers
+
+
+def check_utf8(value: str, flag: str) -> str:
+    """``value`` unchanged, or a UsageError when it came from bytes that are not UTF-8.
+
+    Python decodes argv with surrogateescape: each undecodable byte becomes a lone
+    surrogate (U+DC80-U+DCFF) that would otherwise reach the server as ``\\udcc3``."""
+    bad = next((c for c in value if "\udc80" <= c <= "\udcff"), None)
+    if bad is not None:
+        byte = ord(bad) - 0xDC00
+        raise UsageError(
+            f"{flag} is not valid UTF-8 (byte 0x{byte:02x}): give it as UTF-8 text",
+            kind="bad_option",
+        )
+    return value
+
+
+def check_argv_utf8(argv: list[str] | tuple[str, ...]) -> None:
+    """Every argument valid UTF-8 (``check_utf8``), the error naming its option."""
+    previous = ""
+    for arg in argv:
+        if arg.startswith("--") and "=" in arg:
+            flag, _, value = arg.partition("=")
+            check_utf8(value, check_utf8(flag, "an option name"))
+        elif previous.startswith("-") and previous != "--" and not arg.startswith("-"):
+            check_utf8(arg, f"the value of {previous}")
+        else:
+            check_utf8(arg, "an argument")
+        previous = arg
 
 
 #: Query parameters whose values are credentials (e.g. Google's ?key=).

@@ -35,7 +35,7 @@ from promptpath.options import (
     check_client_cert,
     detect_provider,
     parse_connect_to,
-    parse_header,
+    parse_headers,
     parse_resolve,
     parse_target,
 )
@@ -276,7 +276,7 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
         model=values.text("model") or DEFAULT_MODEL[provider],
         prompt=prompt if prompt is not None else DEFAULT_PROMPT,
         max_tokens=max_tokens,
-        headers=tuple(parse_header(h) for h in values.texts("header")),
+        headers=parse_headers(values.texts("header")),
         api_key=api_key or None,
         api_key_env=key_env,
         client=client,

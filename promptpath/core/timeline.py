@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 EventKind = Literal["content", "meta", "end", "error", "comment"]
 Family = Literal["ipv4", "ipv6"]
 #: How the peer ended a connection, as the socket layer saw it.
-CloseKind = Literal["fin", "rst", "tls_close_notify", "quic_close", "stream_reset"]
+#: How the peer ended a connection or a request stream: TCP FIN or RST, TLS close_notify,
+#: QUIC CONNECTION_CLOSE, a stream reset (HTTP/3 RESET_STREAM, HTTP/2 RST_STREAM) and
+#: HTTP/2 GOAWAY.
+CloseKind = Literal["fin", "rst", "tls_close_notify", "quic_close", "stream_reset", "goaway"]
 ContentType = Literal["text", "reasoning", "tool"]
 
 #: Milestone names, in the order a healthy trace reaches them.

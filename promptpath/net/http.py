@@ -20,9 +20,9 @@ import anyio
 import anyio.abc
 import httpcore
 
-from promptpath.core.timeline import Timeline
+from promptpath.core.timeline import CloseRecord, Timeline
 from promptpath.net.backend import TracedNetworkStream, connect_tcp
-from promptpath.net.http2 import StampedHTTP2Connection
+from promptpath.net.http2 import PeerEnded, StampedHTTP2Connection
 from promptpath.net.proxy import open_tunnel
 from promptpath.net.transport import (
     Body,
@@ -116,6 +116,7 @@ class TCPConnection:
         selected = alpn.selected_alpn_protocol() if alpn is not None else None
         # A proxy in absolute form speaks HTTP/1.1: no h2c through it.
         self.http2 = selected == "h2" or (spec.scheme == "http" and h2c and spec.proxy is None)
+        self.last_stream_id = 0  # HTTP/2: the stream of the last request sent
         self._conn: httpcore.AsyncHTTP11Connection | httpcore.AsyncHTTP2Connection
         if self.http2:
             self._conn = StampedHTTP2Connection(origin, stream, recorder)
@@ -173,10 +174,11 @@ class TCPConnection:
         core_request = httpcore.Request(
             request.method,
             url,
+            # Host first: httpcore's HTTP/2 takes the first one for :authority.
             headers=[
-                ("host", spec.authority),
+                ("host", request.authority(spec)),
                 ("content-length", str(len(request.body))),
-                *request.headers,
+                *request.end_to_end_headers(),
                 *extra,
             ],
             content=request.body,
@@ -185,7 +187,8 @@ class TCPConnection:
         try:
             response = await self._conn.handle_async_request(core_request)
         except _FAILURES as err:
-            raise _translate(err) from err
+            raise _translate(err, tl) from err
+        self.last_stream_id = stream_id
         version = response.extensions.get("http_version", b"HTTP/1.1")
         head = ResponseHead(
             status=response.status,
@@ -193,11 +196,22 @@ class TCPConnection:
             http_version=version.decode() if isinstance(version, bytes) else str(version),
             t_ns=tl.milestones.get("ttfb") or time.perf_counter_ns(),
         )
-        return head, _Body(response, recorder, h2conn, stream_id)
+        return head, _Body(response, recorder, tl, h2conn, stream_id)
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
             await self._conn.aclose()
+
+    async def cancel_stream(self) -> bool:
+        """Leave the last request by RST_STREAM CANCEL and keep the connection (HTTP/2
+        only; False on HTTP/1.1, where leaving a request means closing the connection, and
+        when the stream had ended already)."""
+        if not isinstance(self._conn, StampedHTTP2Connection) or not self.last_stream_id:
+            return False
+        try:
+            return await self._conn.reset(self.last_stream_id)
+        except _FAILURES as err:
+            raise _translate(err, self._recorder.timeline) from err
 
     async def abort(self) -> None:
         """Close with a TCP RST instead of a FIN (a zero linger time): how a killed
@@ -215,12 +229,14 @@ class _Body:
         self,
         response: httpcore.Response,
         recorder: Recorder,
+        timeline: Timeline,
         h2conn: StampedHTTP2Connection | None = None,
         stream_id: int = 0,
     ) -> None:
         self._response = response
         self._chunks = response.aiter_stream().__aiter__()
         self._recorder = recorder
+        self._timeline = timeline  # this stream's: a reset ends this request, not another
         self._stamps = None if h2conn is None else h2conn.stamps
         self._stream_id = stream_id
         self._done = False
@@ -248,7 +264,7 @@ class _Body:
             t_ns, index = self._stamp()
             return BodyPiece(data=b"", t_ns=t_ns, read_index=index, end=True)
         except _FAILURES as err:
-            raise _translate(err) from err
+            raise _translate(err, self._timeline) from err
         # The stamp of the socket read that brought these bytes, not of this moment.
         t_ns, index = self._stamp()
         return BodyPiece(data=data, t_ns=t_ns, read_index=index)
@@ -260,7 +276,13 @@ class _Body:
             self._stamps.pop(self._stream_id, None)
 
 
-def _translate(err: BaseException) -> TransportError:
+def _translate(err: BaseException, timeline: Timeline) -> TransportError:
+    if isinstance(err, PeerEnded):
+        # An HTTP/2 ending of the stream's own: how it closed goes on its timeline (the
+        # connection's FIN, if one follows, is not what ended this request).
+        if timeline.close is None:
+            timeline.close = CloseRecord(kind=err.kind, t_ns=err.t_ns, code=err.code)
+        return TransportError(str(err))
     return TransportError(network_reason(err), protocol=isinstance(err, httpcore.ProtocolError))
 
 

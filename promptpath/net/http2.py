@@ -20,15 +20,61 @@ import asyncio
 import time
 
 import anyio
+import h2.errors
 import h2.events
+import h2.exceptions
 import httpcore
 
+from promptpath.core.timeline import CloseKind
 from promptpath.net.transport import Recorder
 
 #: The attribute an h2 event carries its socket read's stamp in: (t_ns, read index).
 _STAMP = "_promptpath_stamp"
 
 _StreamEvent = h2.events.ResponseReceived | h2.events.DataReceived | h2.events.StreamEnded
+
+
+def error_code_name(code: int) -> str:
+    """An HTTP/2 error code as RFC 9113 section 7 names it, with its number: "CANCEL (8)"."""
+    try:
+        return f"{h2.errors.ErrorCodes(code).name} ({code})"
+    except ValueError:  # codes outside the registry are allowed, and mean INTERNAL_ERROR
+        return f"unknown code 0x{code:x} ({code})"
+
+
+class PeerEnded(httpcore.RemoteProtocolError):
+    """The server ended a stream by RST_STREAM, or the connection by GOAWAY, in words.
+
+    httpcore raises these with the h2 event as the argument, whose repr reached users;
+    this one carries the close as the timeline records it (kind, stamp, code)."""
+
+    def __init__(self, kind: CloseKind, message: str, code: int, t_ns: int) -> None:
+        super().__init__(message)
+        self.kind: CloseKind = kind
+        self.code = code
+        self.t_ns = t_ns
+
+    @classmethod
+    def reset(cls, event: h2.events.StreamReset) -> PeerEnded:
+        code = int(event.error_code or 0)
+        stamp = getattr(event, _STAMP, (time.perf_counter_ns(), -1))[0]
+        return cls(
+            "stream_reset",
+            f"the server sent RST_STREAM {error_code_name(code)}",
+            code,
+            stamp,
+        )
+
+    @classmethod
+    def goaway(cls, event: h2.events.ConnectionTerminated) -> PeerEnded:
+        code = int(event.error_code or 0)
+        stamp = getattr(event, _STAMP, (time.perf_counter_ns(), -1))[0]
+        detail = f"GOAWAY {error_code_name(code)}, last stream {event.last_stream_id}"
+        if event.additional_data:
+            # Debug data from the peer: untrusted, shown escaped and short.
+            text = event.additional_data[:80].decode("ascii", "backslashreplace")
+            detail += f", debug data {text!r}"
+        return cls("goaway", f"the server sent {detail}", code, stamp)
 
 
 class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
@@ -74,7 +120,7 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
         event = queued.pop(0)
         self.stamps[stream_id] = getattr(event, _STAMP)
         if isinstance(event, h2.events.StreamReset):
-            raise httpcore.RemoteProtocolError(event)
+            raise PeerEnded.reset(event)
         return event
 
     async def _read_all(self, request: httpcore.Request) -> None:
@@ -90,7 +136,14 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
                 touched.clear()
         except BaseException as exc:  # the streams still waiting raise it
             closed = not isinstance(exc, Exception)  # cancelled: aclose() ended the reading
-            self._reader_error = httpcore.ReadError("connection closed") if closed else exc
+            goaway = self._connection_terminated
+            if closed:
+                self._reader_error = httpcore.ReadError("connection closed")
+            elif goaway is not None and isinstance(exc, httpcore.RemoteProtocolError):
+                # httpcore stops reading at a GOAWAY and raises it as a bare event: say it.
+                self._reader_error = PeerEnded.goaway(goaway)
+            else:
+                self._reader_error = exc
             for waiter in waiting.values():
                 waiter.set()
             if closed:
@@ -105,6 +158,19 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
             return
         await super()._write_outgoing_data(request)
 
+    async def reset(self, stream_id: int, code: int = h2.errors.ErrorCodes.CANCEL) -> bool:
+        """Leave one stream by RST_STREAM, the connection kept open: how a browser's fetch
+        abort leaves (RFC 9113 section 8.1). httpcore sends nothing when a response is
+        closed early (its ``_response_closed`` only forgets the stream), so the frame is
+        written here, under httpcore's write lock. False when the stream had ended."""
+        async with self._write_lock:
+            try:
+                self._h2_state.reset_stream(stream_id, error_code=code)
+            except h2.exceptions.StreamClosedError:
+                return False  # it ended already: nothing left to leave
+            await self._network_stream.write(self._h2_state.data_to_send())
+        return True
+
     async def aclose(self) -> None:
         reader, self._reader = self._reader, None
         if reader is not None and not reader.done():
@@ -114,4 +180,4 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
         await super().aclose()
 
 
-__all__ = ["StampedHTTP2Connection"]
+__all__ = ["PeerEnded", "StampedHTTP2Connection", "error_code_name"]

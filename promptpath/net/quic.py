@@ -38,6 +38,24 @@ _FORBIDDEN = frozenset(
 )
 
 
+def h3_headers(request: WireRequest, spec: ConnectSpec) -> list[tuple[bytes, bytes]]:
+    """The HEADERS block of ``request`` on HTTP/3: pseudo-headers first, the authority
+    from -H Host when given (as on HTTP/1.1 and HTTP/2), one content-length of the body's
+    own, and no connection-specific field (RFC 9114 section 4.2)."""
+    headers = [
+        (b":method", request.method.encode()),
+        (b":scheme", b"https"),
+        (b":authority", request.authority(spec).encode()),
+        (b":path", request.path.encode()),
+    ]
+    for name, value in request.end_to_end_headers():
+        lname = name.lower()
+        if lname not in _FORBIDDEN:
+            headers.append((lname.encode(), value.encode()))
+    headers.append((b"content-length", str(len(request.body)).encode()))
+    return headers
+
+
 class QuicTransport:
     """Opens QUIC connections and speaks HTTP/3 on them.
 
@@ -90,25 +108,13 @@ class QuicConnection:
     def reusable(self) -> bool:
         return self._session.protocol.terminated is None
 
-    def _headers(self, request: WireRequest) -> list[tuple[bytes, bytes]]:
-        headers = [
-            (b":method", request.method.encode()),
-            (b":scheme", b"https"),
-            (b":authority", self._spec.authority.encode()),
-            (b":path", request.path.encode()),
-        ]
-        for name, value in request.headers:
-            lname = name.lower()
-            if lname not in _FORBIDDEN:
-                headers.append((lname.encode(), value.encode()))
-        headers.append((b"content-length", str(len(request.body)).encode()))
-        return headers
-
     async def request(
         self, request: WireRequest, timeline: Timeline | None = None
     ) -> tuple[ResponseHead, Body]:
         tl = self._session.recorder.timeline if timeline is None else timeline
-        queue = self._session.protocol.send_request(self._headers(request), request.body, tl)
+        queue = self._session.protocol.send_request(
+            h3_headers(request, self._spec), request.body, tl
+        )
         while True:  # skip informational (1xx) responses
             head = await queue.get()
             if head.broken is not None:
@@ -150,4 +156,4 @@ async def _body(queue: asyncio.Queue[Arrival], first: Arrival) -> AsyncGenerator
     yield BodyPiece(data=b"", t_ns=arrival.t_ns, read_index=arrival.read_index, end=True)
 
 
-__all__ = ["QuicConnection", "QuicTransport"]
+__all__ = ["QuicConnection", "QuicTransport", "h3_headers"]

@@ -30,6 +30,18 @@ def version_name(version: int | None) -> str | None:
     return QUIC_VERSIONS.get(version, f"0x{version:08x}")
 
 
+def h3_error_name(code: int) -> str:
+    """An HTTP/3 error code as RFC 9114 section 8.1 names it: "H3_REQUEST_CANCELLED (0x10c)".
+
+    The same words as HTTP/2's (net/http2.error_code_name), so a reset reads alike."""
+    from aioquic.h3.connection import ErrorCode
+
+    try:
+        return f"{ErrorCode(code).name} (0x{code:x})"
+    except ValueError:  # unknown codes are allowed (and reserved ones are greased)
+        return f"unknown code 0x{code:x}"
+
+
 # -- what one datagram brought --------------------------------------------------------------
 
 
@@ -195,7 +207,7 @@ class QuicTracer(asyncio.DatagramProtocol):
                     Arrival(
                         t_ns=t_ns,
                         read_index=read_index,
-                        broken=f"the server reset the stream (error 0x{event.error_code:x})",
+                        broken=f"the server sent RESET_STREAM {h3_error_name(event.error_code)}",
                     )
                 )
             if self.h3 is not None:

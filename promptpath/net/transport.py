@@ -93,6 +93,21 @@ class WireRequest:
     headers: tuple[tuple[str, str], ...]
     body: bytes
 
+    def authority(self, spec: ConnectSpec) -> str:
+        """The Host / :authority this request names: a Host among its headers (-H Host,
+        as curl applies it on every version), else the connection's own."""
+        return next((v for n, v in self.headers if n.lower() == "host"), spec.authority)
+
+    def end_to_end_headers(self) -> list[tuple[str, str]]:
+        """Its headers without the ones each transport writes itself: Host (``authority``)
+        and the body's framing, which only the transport may state (one Content-Length,
+        never beside a Transfer-Encoding)."""
+        return [(n, v) for n, v in self.headers if n.lower() not in _TRANSPORT_OWNED]
+
+
+#: Request headers a transport writes from the request itself, never copied from it.
+_TRANSPORT_OWNED = frozenset({"host", "content-length", "transfer-encoding"})
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResponseHead:

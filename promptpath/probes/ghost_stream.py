@@ -3,7 +3,16 @@
 Canary mode only. A traced HTTP/1.1 request asks the reference endpoint for a paced
 answer tagged with a probe id, reads ``READ_TOKENS`` tokens and leaves — once with a TCP
 reset (a closed tab, a killed process), once with a clean close (FIN: a client that
-aborts its request). Then it asks the endpoint (through the path, or at
+aborts its request). A third request, over HTTP/2, leaves by RST_STREAM CANCEL and keeps
+its connection open, as a browser aborts a fetch on a multiplexed connection (RFC 9113
+section 8.1: a client that no longer wants a response resets its stream): a hop may pass
+a closed connection upstream and still miss a reset stream. (httpcore, under the httpx
+the Python SDKs use, sends no RST_STREAM when a response is closed early: it forgets the
+stream and leaves it open until the connection ends. Measured with httpx 0.28.1,
+httpcore 1.0.9, h2 4.4.1, ``http2=True``, against the canary over TLS: 5 of 40 tokens
+read, the response closed, the client kept 3 s: all 40 generated, no disconnect seen.)
+It needs HTTP/2 on the path (ALPN h2 for https://, ``--http 2`` for h2c on http://);
+without it that style is reported as not tried. Then it asks the endpoint (through the path, or at
 ``--canary-admin URL``) what happened to the tagged request: whether and when it saw the
 client leave, and how many tokens it produced that nobody read. Blind mode cannot see
 the upstream and says so.
@@ -32,7 +41,7 @@ from promptpath.tracer.orchestrator import Tracer, new_timeline, ssl_context_for
 PLANNED_TOKENS = 40
 RATE = 20.0
 READ_TOKENS = 5
-STYLES: tuple[Style, ...] = ("abrupt", "clean")
+STYLES: tuple[Style, ...] = ("abrupt", "clean", "h2_cancel")
 #: After the client left: how long the upstream may take to finish what it would.
 SETTLE_S = 3.0
 REQUEST_TIMEOUT_S = 15.0
@@ -83,8 +92,8 @@ class GhostStreamProbe(Probe):
             ctx.progress(f"ghost-stream: reading {READ_TOKENS} tokens, then leaving ({style})")
             run = await leave_early(options, style, ctx.settings)
             runs.append(run)
-            if run.record is None:
-                break  # the second style would meet the same wall
+            if run.record is None and run.unavailable is None:
+                break  # the next style would meet the same wall
         return judge(runs)
 
 
@@ -97,9 +106,18 @@ async def leave_early(
     # so a gateway that strips x-promptpath-* headers still delivers it.
     controls = (*canary_controls(tokens=PLANNED_TOKENS, rate=RATE), ("probe-id", probe_id))
     settings = settings or ProbeSettings()
+    h2 = style == "h2_cancel"
+    run = GhostRun(style=style, read=0, left_unix_ns=0, planned=PLANNED_TOKENS, rate=RATE)
+    if h2 and options.target.scheme == "http" and options.http != "2":
+        # No ALPN on cleartext, and h2c by prior knowledge to a hop that does not speak it
+        # is a 400 or a closed connection, not a finding: only when asked for.
+        return dataclasses.replace(
+            run, unavailable="plain http:// without --http 2 (h2c): no HTTP/2 stream to reset"
+        )
     opts = with_controls(
         options.derive(
-            http="1.1",  # leaving = closing the connection; HTTP/2 would reset one stream
+            # Leaving HTTP/1.1 means closing the connection; on HTTP/2, resetting one stream.
+            http="2" if h2 else "1.1",
             prompt=PROMPT,
             max_tokens=PLANNED_TOKENS,
             timeout=REQUEST_TIMEOUT_S,
@@ -107,8 +125,8 @@ async def leave_early(
         controls,
         settings.canary.controls,
     )
-    run = GhostRun(style=style, read=0, left_unix_ns=0, planned=PLANNED_TOKENS, rate=RATE)
-    tracer = Tracer(opts, TCPTransport(), stop_after_tokens=READ_TOKENS)
+    transport = TCPTransport(h2c=h2 and options.target.scheme == "http")
+    tracer = Tracer(opts, transport, stop_after_tokens=READ_TOKENS)
     timeline = new_timeline()
     try:
         exc = await tracer.request(timeline)
@@ -117,15 +135,25 @@ async def leave_early(
         if tracer.stopped_ns is None or not isinstance(conn, TCPConnection):
             why = exc.message if exc is not None else f"the stream ended after {read} tokens"
             return dataclasses.replace(run, read=read, problem=f"the canary request: {why}")
+        if h2 and not conn.http2:
+            return dataclasses.replace(
+                run, read=read, unavailable="the server chose HTTP/1.1 (no h2 in ALPN)"
+            )
         left_unix_ns = time.time_ns()
         if style == "abrupt":
             await conn.abort()
-        else:
+        elif style == "clean":
             await tracer.aclose()
+        elif not await conn.cancel_stream():
+            return dataclasses.replace(
+                run, read=read, problem="the stream had ended before it could be reset"
+            )
+        run = dataclasses.replace(run, read=read, left_unix_ns=left_unix_ns)
+        # The HTTP/2 connection stays open while the canary is asked: a hop must act on
+        # the reset stream alone, not on a closed connection.
+        record, problem = await ask_canary(opts, probe_id, settings.ghost_stream.admin)
     finally:
         await tracer.aclose()
-    run = dataclasses.replace(run, read=read, left_unix_ns=left_unix_ns)
-    record, problem = await ask_canary(opts, probe_id, settings.ghost_stream.admin)
     return dataclasses.replace(run, record=record, problem=problem)
 
 

@@ -22,11 +22,17 @@ PROBE = "ghost-stream"
 #: Tokens the upstream may still produce after the client left for a ``pass``.
 PASS_MAX_TOKENS = 5
 
-Style = Literal["abrupt", "clean"]
-STYLE_NAMES: dict[Style, str] = {"abrupt": "reset", "clean": "clean close"}
+Style = Literal["abrupt", "clean", "h2_cancel"]
+STYLE_NAMES: dict[Style, str] = {
+    "abrupt": "reset",
+    "clean": "clean close",
+    "h2_cancel": "HTTP/2 stream reset",
+}
 STYLE_WORDS: dict[Style, str] = {
     "abrupt": "after a TCP reset, as from a closed tab or a killed client",
     "clean": "after a clean close, as from a client that aborts its request",
+    "h2_cancel": "after an HTTP/2 RST_STREAM (CANCEL) on a connection kept open, as a browser"
+    " aborts a fetch",
 }
 
 
@@ -41,6 +47,7 @@ class GhostRun:
     rate: float  # their cadence, tokens per second
     record: dict[str, object] | None = None  # the canary's record; None: not found
     problem: str | None = None  # why there is no record (unreachable admin, no tag)
+    unavailable: str | None = None  # why this way of leaving could not be tried (no HTTP/2)
 
     @property
     def generated(self) -> int:
@@ -59,6 +66,8 @@ class GhostRun:
         return None if not isinstance(value, int) else (value - self.left_unix_ns) / 1e6
 
     def evidence(self) -> dict[str, object]:
+        if self.unavailable is not None:
+            return {"style": self.style, "read": self.read, "problem": self.unavailable}
         if self.record is None:
             return {"style": self.style, "read": self.read, "problem": self.problem}
         return {
@@ -90,12 +99,20 @@ class GhostRun:
         return self.wasted > PASS_MAX_TOKENS
 
 
-def judge(runs: list[GhostRun]) -> Finding:
-    """One finding over both disconnect styles: the worse one decides."""
+def judge(all_runs: list[GhostRun]) -> Finding:
+    """One finding over the disconnect styles tried: the worse one decides. A style the
+    path could not offer (no HTTP/2 to reset a stream on) is in the evidence, and named
+    in the summary, but judges nothing."""
     evidence: dict[str, object] = {
         "pass_max_tokens": PASS_MAX_TOKENS,
-        "runs": [run.evidence() for run in runs],
+        "runs": [run.evidence() for run in all_runs],
     }
+    runs = [run for run in all_runs if run.unavailable is None]
+    untried = "".join(
+        f"; {STYLE_NAMES[run.style]} not tried: {run.unavailable}"
+        for run in all_runs
+        if run.unavailable is not None
+    )
     missing = [run for run in runs if run.record is None]
     if missing:
         return Finding(
@@ -134,6 +151,7 @@ def judge(runs: list[GhostRun]) -> Finding:
             f"the upstream kept generating after the client left ({STYLE_WORDS[worst.style]}):"
             f" {worst.wasted} of {worst.planned} tokens that nobody read{went_on}"
             + ("" if seen else "; it never saw the client leave")
+            + untried
         )
         return Finding(
             probe=PROBE,
@@ -167,7 +185,7 @@ def judge(runs: list[GhostRun]) -> Finding:
         verdict=Verdict.PASS,
         summary=(
             f"the upstream stopped when the client left ({styles}): {tokens} generated"
-            f" that nobody read{noticed}"
+            f" that nobody read{noticed}{untried}"
         ),
         evidence=evidence,
     )

@@ -40,16 +40,22 @@ def thresholds(settings: ProbeSettings) -> tuple[int, int]:
 
 
 def trusted_subjects(cacert: str | None) -> frozenset[str]:
-    """RFC 4514 subjects of the CAs the trace trusted (--cacert, else the system store)."""
+    """RFC 4514 subjects of the roots the trace trusted (--cacert, else the system store).
+
+    Roots only (self-issued): an intermediate that happens to be in the file (a
+    fullchain bundle given as --cacert) would complete a chain the server sent short, and
+    the clients that meet that server do not hold the file. The chain is judged as sent."""
     from cryptography import x509
 
     context = ssl.create_default_context(cafile=cacert)
     subjects = set()
     for der in context.get_ca_certs(binary_form=True):
         try:
-            subjects.add(x509.load_der_x509_certificate(der).subject.rfc4514_string())
+            cert = x509.load_der_x509_certificate(der)
         except ValueError:
             continue
+        if cert.subject == cert.issuer:
+            subjects.add(cert.subject.rfc4514_string())
     return frozenset(subjects)
 
 

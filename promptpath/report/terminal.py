@@ -409,16 +409,25 @@ def render(console: Console, result: TraceResult) -> None:
     )
     if result.warm is not None:
         console.print()
+        reused = result.warm.timeline.reused_connection
         warm_metrics = render_timeline(
             console,
             result.warm.timeline,
-            "warm (same connection, same axis)",
+            "warm (same connection, same axis)"
+            if reused
+            else "warm (a new connection: the first one was not reusable; same axis)",
             total,
             with_waterfall=not side_by_side,
         )
         cold_ttft = metrics.milestones_ms.get("ttft")
         warm_ttft = warm_metrics.milestones_ms.get("ttft")
-        if cold_ttft is not None and warm_ttft is not None:
+        if not reused:
+            # Both requests paid the setup: a difference is no setup tax, only spread.
+            console.print(
+                "no setup tax measured: the server closed the first connection (or asked"
+                " to), so the warm request opened a new one"
+            )
+        elif cold_ttft is not None and warm_ttft is not None:
             console.print(
                 f"setup tax: cold TTFT {cold_ttft:.1f} ms vs warm {warm_ttft:.1f} ms"
                 f" (Δ {cold_ttft - warm_ttft:.1f} ms)"

@@ -120,8 +120,11 @@ def _running(
 # -- nginx -----------------------------------------------------------------------------
 
 
-def nginx_conf(directory: Path, port: int, upstream_port: int, location: str, http: str) -> str:
-    """A minimal nginx.conf whose every writable path is inside ``directory``."""
+def nginx_conf(
+    directory: Path, port: int, upstream_port: int, location: str, http: str, listen: str = ""
+) -> str:
+    """A minimal nginx.conf whose every writable path is inside ``directory``; ``listen``
+    adds parameters to the listen directive (``http2``: h2c by prior knowledge)."""
     d = directory
     user = "user root;\n" if os.geteuid() == 0 else ""  # workers must reach the temp dir
     return f"""{user}worker_processes 1;
@@ -137,7 +140,7 @@ http {{
     scgi_temp_path {d}/scgi_temp;
     {http}
     server {{
-        listen {LOOPBACK}:{port};
+        listen {LOOPBACK}:{port}{" " + listen if listen else ""};
         location / {{
             proxy_pass http://{LOOPBACK}:{upstream_port};
             {location}
@@ -149,7 +152,7 @@ http {{
 
 @contextlib.contextmanager
 def nginx(
-    upstream_port: int, tmp_path: Path, *, location: str = "", http: str = ""
+    upstream_port: int, tmp_path: Path, *, location: str = "", http: str = "", listen: str = ""
 ) -> Iterator[Proxy]:
     """nginx reverse-proxying to 127.0.0.1:upstream_port; ``location``/``http`` add directives."""
     binary = require_binary("nginx")
@@ -157,7 +160,7 @@ def nginx(
     directory.mkdir(parents=True)
     port = free_port()
     conf = directory / "nginx.conf"
-    conf.write_text(nginx_conf(directory, port, upstream_port, location, http))
+    conf.write_text(nginx_conf(directory, port, upstream_port, location, http, listen))
     args = [binary, "-p", str(directory), "-c", str(conf), "-g", "daemon off;"]
     with _running("nginx", args, port, directory) as proxy:
         yield proxy
@@ -166,7 +169,7 @@ def nginx(
 # -- haproxy ---------------------------------------------------------------------------
 
 
-def haproxy_cfg(port: int, upstream_port: int, defaults: str) -> str:
+def haproxy_cfg(port: int, upstream_port: int, defaults: str, bind: str = "") -> str:
     return f"""global
     maxconn 256
 
@@ -178,7 +181,7 @@ defaults
     {defaults}
 
 frontend fe
-    bind {LOOPBACK}:{port}
+    bind {LOOPBACK}:{port}{" " + bind if bind else ""}
     default_backend be
 
 backend be
@@ -187,14 +190,17 @@ backend be
 
 
 @contextlib.contextmanager
-def haproxy(upstream_port: int, tmp_path: Path, *, defaults: str = "") -> Iterator[Proxy]:
-    """haproxy (HTTP mode) in front of 127.0.0.1:upstream_port; ``defaults`` adds lines."""
+def haproxy(
+    upstream_port: int, tmp_path: Path, *, defaults: str = "", bind: str = ""
+) -> Iterator[Proxy]:
+    """haproxy (HTTP mode) in front of 127.0.0.1:upstream_port; ``defaults`` adds lines,
+    ``bind`` parameters to the frontend's bind (``proto h2``: h2c by prior knowledge)."""
     binary = require_binary("haproxy")
     directory = tmp_path / f"haproxy-{time.monotonic_ns()}"
     directory.mkdir(parents=True)
     port = free_port()
     cfg = directory / "haproxy.cfg"
-    cfg.write_text(haproxy_cfg(port, upstream_port, defaults.replace("\n", "\n    ")))
+    cfg.write_text(haproxy_cfg(port, upstream_port, defaults.replace("\n", "\n    "), bind))
     with _running("haproxy", [binary, "-f", str(cfg), "-db"], port, directory) as proxy:
         yield proxy
 

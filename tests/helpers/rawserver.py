@@ -35,8 +35,12 @@ def _complete(data: bytes) -> bool:
 
 
 @contextlib.contextmanager
-def raw_server(response: bytes, *, ending: Ending) -> Iterator[int]:
-    """Serve ``response`` to each connection, then FIN, RST, or hold the socket open."""
+def raw_server(
+    response: bytes, *, ending: Ending, received: list[bytes] | None = None
+) -> Iterator[int]:
+    """Serve ``response`` to each connection, then FIN, RST, or hold the socket open.
+
+    ``received``: each connection's request bytes are appended to it, as they arrived."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -61,6 +65,8 @@ def raw_server(response: bytes, *, ending: Ending) -> Iterator[int]:
                     if not chunk:
                         break
                     data += chunk
+            if received is not None:
+                received.append(data)
             with contextlib.suppress(OSError):
                 conn.sendall(response)
             if ending == "rst":

@@ -41,19 +41,42 @@ def test_an_endpoint_that_stops_passes_for_both_ways_of_leaving(
     code, finding = ghost(server.url, "--cacert", str(server.ca))
     assert code == ExitCode.OK and finding["verdict"] == "pass", finding
     runs = finding["evidence"]["runs"]
-    assert [r["style"] for r in runs] == ["abrupt", "clean"]
+    # Over TLS ALPN selects h2: the third request leaves by RST_STREAM, connection kept.
+    assert [r["style"] for r in runs] == ["abrupt", "clean", "h2_cancel"]
     for r in runs:
         # The canary checks for the disconnect on every chunk: the token in hand at most.
+        # (The HTTP/2 connection is closed only after the canary's record says the
+        # generation ended: what it saw there was the reset stream.)
         assert r["read"] == 5 and r["wasted_tokens"] <= 1 and r["upstream_saw_disconnect"]
         assert 0 <= r["disconnect_seen_ms"] < 200
+    assert "HTTP/2 stream reset" in finding["summary"]
+
+
+def _tried(finding: dict) -> list[dict]:
+    return [r for r in finding["evidence"]["runs"] if "generated" in r]
+
+
+def test_h2c_leaves_by_stream_reset_when_asked_for_with_http_2(plain: RefServer) -> None:
+    code, finding = ghost(plain.url, "--http", "2")
+    assert code == ExitCode.OK and finding["verdict"] == "pass", finding
+    assert [r["style"] for r in _tried(finding)] == ["abrupt", "clean", "h2_cancel"]
+
+
+def test_plain_http_without_http_2_does_not_try_the_stream_reset(plain: RefServer) -> None:
+    code, finding = ghost(plain.url)
+    assert code == ExitCode.OK and finding["verdict"] == "pass", finding
+    h2_run = finding["evidence"]["runs"][-1]
+    assert h2_run["style"] == "h2_cancel" and "--http 2" in h2_run["problem"]
+    assert "HTTP/2 stream reset not tried" in finding["summary"]
 
 
 def test_an_endpoint_that_ignores_the_disconnect_fails_with_the_waste(
     start_refserver: StartRefServer,
 ) -> None:
     server = start_refserver(tls=False, extra_args=["--ignore-disconnect"])
-    code, finding = ghost(server.url)
+    code, finding = ghost(server.url, "--http", "2")
     assert code == ExitCode.FINDING and finding["verdict"] == "fail"
+    assert len(_tried(finding)) == 3  # the stream reset is ignored as well
     for r in finding["evidence"]["runs"]:
         assert r["generated"] == 40 and r["wasted_tokens"] == 35
         # 35 more tokens at 20/s: the last one ~1.75 s after the client left.
@@ -101,5 +124,5 @@ def test_a_gateway_that_keeps_pulling_is_caught(ghost_gateway: str, plain: RefSe
     code, finding = ghost(ghost_gateway, "--canary-admin", plain.url)
     assert code == ExitCode.FINDING and finding["verdict"] == "fail"
     assert "never saw the client leave" in finding["summary"]
-    for r in finding["evidence"]["runs"]:
+    for r in _tried(finding):
         assert r["generated"] == 40 and r["upstream_saw_disconnect"] is False

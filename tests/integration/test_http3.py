@@ -498,7 +498,8 @@ async def test_stream_reset_mid_response_is_truncation(resetting_server: tuple[i
     result = await trace(_options(port, ca=ca, host="localhost"))
     exc = result.exc
     assert isinstance(exc, StreamError), exc
-    assert exc.kind == "truncated" and "reset" in exc.message
+    assert exc.kind == "truncated" and "RESET_STREAM H3_REQUEST_CANCELLED (0x10c)" in exc.message
+    assert result.timeline.close is not None and result.timeline.close.kind == "stream_reset"
     tl = result.timeline
     assert tl.stream_end == "truncated"
     assert [e.text for e in tl.events if e.kind == "content"] == ["Hello", " world"]

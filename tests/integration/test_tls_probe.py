@@ -162,6 +162,23 @@ def test_a_server_that_omits_its_intermediate(
     assert evidence["missing_issuer"] == evidence["sent"][0]["issuer"]
 
 
+def test_an_intermediate_in_cacert_does_not_complete_the_chain_the_server_sent_short(
+    s_server: Callable[[Sequence[str]], int], chain: dict[str, str], tmp_path: Path
+) -> None:
+    # A fullchain bundle as --cacert: the trace verifies (OpenSSL builds the chain from
+    # the file), but a client without the file gets only the leaf from this server.
+    bundle = tmp_path / "bundle.pem"
+    bundle.write_text(Path(chain["inter"]).read_text() + Path(chain["root"]).read_text())
+    port = s_server(["-cert", chain["leaf"], "-key", chain["key"]])
+    url = f"https://localhost:{port}{PATH}"
+    _, body, found = tls_finding(
+        url, "--cacert", str(bundle), "--resolve", f"localhost:{port}:127.0.0.1"
+    )
+    assert body["tls"]["verified"] is True  # the trace itself trusted it
+    assert found["verdict"] == "fail", found
+    assert "incomplete chain: the server sent only its own certificate" in found["summary"]
+
+
 def test_the_same_server_with_its_chain_passes(
     s_server: Callable[[Sequence[str]], int], chain: dict[str, str]
 ) -> None:

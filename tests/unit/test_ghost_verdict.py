@@ -73,3 +73,33 @@ def test_an_answer_held_whole_by_a_hop_cannot_be_left_mid_stream() -> None:
     held = run(generated=40, read=40, disconnected=False, seen_ms=None, last_ms=-5, ended_ms=-4)
     finding = judge([held])
     assert finding.verdict is Verdict.SKIP and "could not leave mid-stream" in finding.summary
+
+
+def test_a_style_the_path_could_not_offer_is_named_but_judges_nothing() -> None:
+    untried = GhostRun(
+        style="h2_cancel",
+        read=0,
+        left_unix_ns=0,
+        planned=40,
+        rate=20.0,
+        unavailable="the server chose HTTP/1.1 (no h2 in ALPN)",
+    )
+    finding = judge([run(generated=5), run(generated=5, style="clean"), untried])
+    assert finding.verdict is Verdict.PASS
+    assert "(reset and clean close)" in finding.summary
+    assert "HTTP/2 stream reset not tried: the server chose HTTP/1.1" in finding.summary
+    assert finding.evidence["runs"][2] == {  # type: ignore[index]
+        "style": "h2_cancel",
+        "read": 0,
+        "problem": "the server chose HTTP/1.1 (no h2 in ALPN)",
+    }
+
+
+def test_a_hop_that_ignores_only_the_stream_reset_fails_naming_it() -> None:
+    h2_ghost = run(
+        generated=40, disconnected=False, seen_ms=None, last_ms=1750, ended_ms=1751,
+        style="h2_cancel",
+    )  # fmt: skip
+    finding = judge([run(generated=5), run(generated=5, style="clean"), h2_ghost])
+    assert finding.verdict is Verdict.FAIL
+    assert "RST_STREAM (CANCEL) on a connection kept open" in finding.summary

@@ -24,7 +24,9 @@ def test_target_defaults_port_by_scheme() -> None:
     assert (t.host, t.port, t.path) == ("::1", 8443, "/v1/chat/completions?x=1")
 
 
-@pytest.mark.parametrize("url", ["ftp://x/y", "https:///nohost", "not a url", "https://h:99999/"])
+@pytest.mark.parametrize(
+    "url", ["ftp://x/y", "https:///nohost", "not a url", "https://h:99999/", "https://h:0/v1"]
+)
 def test_bad_targets_are_usage_errors(url: str) -> None:
     with pytest.raises(UsageError):
         parse_target(url)
@@ -190,3 +192,83 @@ def test_an_sslkeylogfile_that_cannot_be_written_is_named_not_blamed_on_cacert(
     environ = {"SSLKEYLOGFILE": str(tmp_path / "no" / "such" / "dir" / "keys.log")}
     with pytest.raises(UsageError, match="SSLKEYLOGFILE cannot be appended to"):
         build_options(RunArgs(target="https://h/v1/messages"), environ=environ)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "h:70000:127.0.0.1",  # no such port
+        "h:0:127.0.0.1",
+        "h:443:[::1",  # unbalanced brackets
+        "h:443:::1]",
+        "h:443:[[::1]]",
+        "h:443:[127.0.0.1]",  # brackets hold IPv6 only
+    ],
+)
+def test_resolve_spec_refuses_bad_ports_and_unbalanced_brackets(spec: str) -> None:
+    with pytest.raises(UsageError):
+        parse_resolve(spec)
+
+
+@pytest.mark.parametrize("spec", ["[::1:443::80", "h:443:[::1:80", "::1]:443::80"])
+def test_connect_to_refuses_unbalanced_brackets(spec: str) -> None:
+    with pytest.raises(UsageError):
+        parse_connect_to(spec)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "Content-Length: 3",
+        "transfer-encoding: chunked",
+        "Connection: close",
+        "Keep-Alive: 5",
+        "Proxy-Connection: keep-alive",
+        "Upgrade: h2c",
+        "TE: gzip",
+    ],
+)
+def test_framing_and_connection_specific_headers_are_refused_with_a_reason(spec: str) -> None:
+    with pytest.raises(UsageError, match=r"refused: .{20,}"):
+        parse_header(spec)
+
+
+def test_host_and_te_trailers_are_accepted_as_given() -> None:
+    assert parse_header("Host: vhost.example:8443") == ("Host", "vhost.example:8443")
+    assert parse_header("host: [::1]") == ("host", "[::1]")
+    assert parse_header("TE: trailers") == ("TE", "trailers")
+
+
+@pytest.mark.parametrize("value", ["a b", "a/b", "a@b", "h:99999", "[::1", "h:0"])
+def test_a_host_value_that_is_not_host_port_is_refused(value: str) -> None:
+    with pytest.raises(UsageError, match="Host"):
+        parse_header(f"Host: {value}")
+
+
+def test_at_most_one_host_header() -> None:
+    from promptpath.options import parse_headers
+
+    assert parse_headers(["X-A: 1", "X-A: 2", "Host: h"]) == (
+        ("X-A", "1"),
+        ("X-A", "2"),
+        ("Host", "h"),
+    )
+    with pytest.raises(UsageError, match="more than once"):
+        parse_headers(["Host: a", "host: b"])
+
+
+def test_check_utf8_names_the_flag_and_the_byte_and_passes_real_text() -> None:
+    import os
+
+    from promptpath.options import check_argv_utf8, check_utf8
+
+    assert check_utf8("naïve – 日本", "-p") == "naïve – 日本"
+    with pytest.raises(UsageError, match=r"-m is not valid UTF-8 \(byte 0xc3\)"):
+        check_utf8(os.fsdecode(b"\xc3("), "-m")
+    with pytest.raises(UsageError, match="the value of -m"):
+        check_argv_utf8(["run", "URL", "-m", os.fsdecode(b"\xc3(")])
+    with pytest.raises(UsageError, match="--model is"):
+        check_argv_utf8(["run", "--model=" + os.fsdecode(b"\xff")])
+    with pytest.raises(UsageError, match="an argument"):
+        check_argv_utf8(["run", os.fsdecode(b"http://h/\xff")])
+    check_argv_utf8(["run", "https://h/v1/messages", "-p", "ça va"])

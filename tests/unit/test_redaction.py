@@ -205,7 +205,9 @@ def test_a_key_that_spells_one_of_our_own_words_leaves_them_whole() -> None:
     assert redactor.text("the key identity leaked") == f"the key {MARKER} leaked"
 
 
-@pytest.mark.parametrize("kind", ["fin", "rst", "tls_close_notify", "quic_close", "stream_reset"])
+@pytest.mark.parametrize(
+    "kind", ["fin", "rst", "tls_close_notify", "quic_close", "stream_reset", "goaway"]
+)
 def test_every_close_kind_the_socket_layer_records_is_valid_json(kind: CloseKind) -> None:
     target = parse_target("https://h/v1/chat/completions")
     options = RunOptions(target=target, provider="openai", model="m")
