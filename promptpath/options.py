@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -109,7 +109,6 @@ class RunOptions:
     timeout: float = DEFAULT_TIMEOUT_S
     warm: bool = False
     resolver: str | None = None  # ADDR[:PORT] to use instead of the system resolver
-    authoritative: str | None = None  # ADDR[:PORT] of the zone's authoritative server
     # The library default is today's plain request; the CLI defaults to the provider's SDK.
     client: ClientName = "identity"
     proxy: ProxyChoice | None = None  # the forward proxy this run goes through
@@ -119,10 +118,38 @@ class RunOptions:
     # SSLKEYLOGFILE from the environment the CLI was given: aioquic's secrets go there
     # (over TCP the ssl module reads the variable itself).
     keylog_file: str | None = None
-    probe_options: dict[str, object] = field(default_factory=dict)
     # Reference-endpoint controls sent in the body's "promptpath" object (canary probes):
     # they reach it through gateways that strip x-promptpath-* headers.
     body_controls: tuple[tuple[str, str], ...] = ()
+
+    def derive(
+        self,
+        *,
+        prompt: str | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+        http: HTTPChoice | None = None,
+        headers: tuple[tuple[str, str], ...] | None = None,
+        body_controls: tuple[tuple[str, str], ...] | None = None,
+        keyless: bool = False,
+    ) -> RunOptions:
+        """The same path and client with another request: what a probe may change (its
+        prompt, token cap, deadline, HTTP version, headers, canary controls; ``keyless``
+        drops the key). A derived request is never a --warm pair."""
+        changes: dict[str, object] = {"warm": False}
+        for name, value in (
+            ("prompt", prompt),
+            ("max_tokens", max_tokens),
+            ("timeout", timeout),
+            ("http", http),
+            ("headers", headers),
+            ("body_controls", body_controls),
+        ):
+            if value is not None:
+                changes[name] = value
+        if keyless:
+            changes["api_key"] = None
+        return replace(self, **changes)  # type: ignore[arg-type]
 
     def resolve_override(self, host: str, port: int) -> str | None:
         for r_host, r_port, r_addr in self.resolve:
@@ -282,11 +309,7 @@ def check_client_cert(cert: str | None, key: str | None) -> None:
     Messages name the option, never a path: a key file's name is the user's business."""
     import ssl
 
-    if cert is None:
-        if key is not None:
-            raise UsageError(
-                "--key needs --cert (the certificate it belongs to)", kind="bad_option"
-            )
+    if cert is None:  # --key without --cert: resolve.py refuses the pair
         return
     texts: dict[str, bytes] = {}
     for flag, path in (("--cert", cert), ("--key", key)):

@@ -47,13 +47,11 @@ async def watch_idle(
     Bounded by ``cap_s + 2 * request_timeout``: connecting and the priming exchange share
     one deadline, the re-use request (only when nothing closed) has another.
     """
-    priming = dataclasses.replace(
-        options,
+    priming = options.derive(
         http="1.1",
         prompt=PRIMING_PROMPT,
         max_tokens=max_tokens,
         timeout=request_timeout,
-        warm=False,
     )
     tls = options.target.scheme == "https"
     tracer = Tracer(priming, TCPTransport())

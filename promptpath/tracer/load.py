@@ -67,13 +67,15 @@ async def run_concurrent(
     concurrency: int,
     connections: int,
     on_run: Callable[[int, TraceResult], None],
+    on_start: Callable[[int, TraceResult], None] | None = None,
 ) -> list[TraceResult]:
     """Trace ``count`` prompts, ``concurrency`` in flight at once; results in start order.
 
     ``connections``: for HTTP/2 and HTTP/3 how many connections carry the streams (round
     robin); for HTTP/1.1 the most connections open at once. 0 or less: the protocol's
     default (1 for HTTP/2 and HTTP/3, ``concurrency`` for HTTP/1.1). ``on_run(index,
-    result)`` is called as each stream finishes."""
+    result)`` is called as each stream finishes, ``on_start(index, result)`` as each begins
+    (so a caller cancelled mid-run still holds the streams in flight)."""
     if count < 1 or concurrency < 1:
         raise UsageError("load mode needs count ≥ 1 and concurrency ≥ 1", kind="bad_option")
     if options.http == "3" and (options.target.scheme != "https" or options.proxy is not None):
@@ -94,13 +96,16 @@ async def run_concurrent(
         load_dnspython()
     transport = transport_for(options)
     pool = _Pool(options, transport, concurrency=concurrency, connections=connections)
-    results: list[TraceResult | None] = [None] * count
+    # By index as they start: nothing here grows with ``count`` before a stream begins.
+    results: dict[int, TraceResult] = {}
     next_index = iter(range(count))
 
     async def worker() -> None:
         for index in next_index:  # shared: each index is taken by exactly one worker
             result = TraceResult(options=options, timeline=new_timeline())
             results[index] = result
+            if on_start is not None:
+                on_start(index, result)
             await pool.run(index, result.timeline)
             on_run(index, result)
 
@@ -116,7 +121,7 @@ async def run_concurrent(
         await pool.aclose()
         if was_enabled:
             gc.enable()
-    done = [r for r in results if r is not None]
+    done = [results[i] for i in sorted(results)]
     _finish_tls(done, options)
     return done
 

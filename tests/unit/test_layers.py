@@ -31,13 +31,32 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.har": ("promptpath.report.runs",),
     "promptpath.report.junit": ("promptpath.report.runs",),
     "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
+    # The option table is read by every --help: typer and the probes' plain settings only.
+    "promptpath.flags": ("promptpath.probes.settings",),
+    # (net.dnsmsg parses --authoritative, imported only when one is given)
+    "promptpath.probes.settings": ("promptpath.net.dnsmsg",),
 }
+_ABOVE_PLAN = (
+    "promptpath.modes",
+    "promptpath.runner",
+    "promptpath.reporting",
+    "promptpath.report",
+    "promptpath.commands",
+    "promptpath.cli",
+)
 #: layer prefix -> prefixes it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "promptpath.tracer": ("promptpath.probes", "promptpath.report", "promptpath.commands"),
     "promptpath.report": ("promptpath.net", "promptpath.probes", "promptpath.commands"),
     "promptpath.probes": ("promptpath.report", "promptpath.commands", "promptpath.cli"),
     "promptpath.server": ("promptpath.tracer", "promptpath.probes", "promptpath.report"),
+    # The top floor, bottom up: options -> plan -> modes -> the command. Each storey reads
+    # the ones below it only.
+    "promptpath.plan": _ABOVE_PLAN,
+    "promptpath.resolve": _ABOVE_PLAN,
+    "promptpath.modes": ("promptpath.commands", "promptpath.cli", "promptpath.resolve"),
+    "promptpath.runner": ("promptpath.commands", "promptpath.cli", "promptpath.modes"),
+    "promptpath.reporting": ("promptpath.commands", "promptpath.cli", "promptpath.modes"),
     # Writes and pushes what the report holds: it neither traces nor parses the command line.
     "promptpath.export": (
         "promptpath.net",
