@@ -6,8 +6,9 @@ reporters turn them into milliseconds from ``t0_ns``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 if TYPE_CHECKING:
     from promptpath.core.errors import ErrorKind, ErrorStage, HTTPStatusKind, PromptpathError
@@ -17,6 +18,23 @@ Family = Literal["ipv4", "ipv6"]
 #: How the peer ended a connection, as the socket layer saw it.
 CloseKind = Literal["fin", "rst", "tls_close_notify", "quic_close", "stream_reset"]
 ContentType = Literal["text", "reasoning", "tool"]
+#: The stages a timeline records with a start and an end, in the order a trace opens
+#: them: a load-mode stream's wait for a connection, the forward proxy's hop, then the
+#: connection's own set-up. (request, wait, first_token and stream are spans between
+#: milestones, not recorded stages; core/errors.ErrorStage names both.)
+StageName = Literal[
+    "queue",
+    "proxy_dns",
+    "proxy_connect",
+    "proxy_tls",
+    "tunnel",
+    "dns",
+    "connect",
+    "tls",
+    "quic_handshake",
+]
+#: Every StageName: all of them are open before the request goes out.
+CONNECT_STAGES: tuple[StageName, ...] = get_args(StageName)
 
 #: Milestone names, in the order a healthy trace reaches them.
 MILESTONES = (
@@ -34,9 +52,9 @@ MILESTONES = (
 
 @dataclass(slots=True, kw_only=True)
 class Stage:
-    """One timed step (dns, connect, tls, quic_handshake, request, ...)."""
+    """One timed step (dns, connect, tls, quic_handshake, ...)."""
 
-    name: str
+    name: StageName
     start_ns: int
     end_ns: int | None = None
     ok: bool = True
@@ -106,6 +124,16 @@ class StreamEvent:
     seq: int | None = None  # reference endpoint's event sequence number
     read_index: int = -1  # index into Timeline.reads of the read that completed it
     controls: ServerControls | None = None  # reference endpoint's report (first event)
+
+
+def content_events(events: Iterable[StreamEvent]) -> list[StreamEvent]:
+    """The events that carried content (text, reasoning or a tool-call delta): the tokens."""
+    return [e for e in events if e.kind == "content"]
+
+
+def count_content(events: Iterable[StreamEvent]) -> int:
+    """How many events carried content."""
+    return sum(1 for e in events if e.kind == "content")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -314,12 +342,12 @@ class Timeline:
     invalid_utf8: InvalidUTF8 = InvalidUTF8()  # replaced sequences inside events
 
     # -- appending facts -------------------------------------------------------------
-    def begin(self, name: str, t_ns: int, **detail: object) -> Stage:
+    def begin(self, name: StageName, t_ns: int, **detail: object) -> Stage:
         stage = Stage(name=name, start_ns=t_ns, detail=dict(detail))
         self.stages.append(stage)
         return stage
 
-    def end(self, name: str, t_ns: int, *, ok: bool = True) -> Stage | None:
+    def end(self, name: StageName, t_ns: int, *, ok: bool = True) -> Stage | None:
         for stage in reversed(self.stages):
             if stage.name == name and stage.end_ns is None:
                 stage.end_ns = t_ns

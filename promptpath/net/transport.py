@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from promptpath.core.timeline import CloseKind, CloseRecord, Family, Read, Timeline
-from promptpath.net.addr import fmt_addr
 from promptpath.net.dns import is_ip_literal
 
 
@@ -217,5 +216,4 @@ __all__ = [
     "Transport",
     "TransportError",
     "WireRequest",
-    "fmt_addr",
 ]

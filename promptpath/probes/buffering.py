@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from promptpath.core.findings import Finding, Verdict
+from promptpath.core.timeline import count_content
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.buffering_compression import wants_identity_check, with_identity_check
@@ -103,7 +104,7 @@ class BufferingProbe(Probe):
 
         result = await trace(opts)
         tl = result.timeline
-        content = sum(1 for e in tl.events if e.kind == "content")
+        content = count_content(tl.events)
         context: dict[str, object] = {
             "request": {
                 "max_tokens": opts.max_tokens,

@@ -19,6 +19,7 @@ import anyio
 import httpx
 
 from promptpath.core.findings import Finding, Verdict
+from promptpath.core.timeline import count_content
 from promptpath.net.http import TCPConnection, TCPTransport
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
@@ -110,7 +111,7 @@ async def leave_early(options: RunOptions, style: Style) -> GhostRun:
     timeline = new_timeline()
     try:
         exc = await tracer.request(timeline)
-        read = sum(1 for event in timeline.events if event.kind == "content")
+        read = count_content(timeline.events)
         conn = tracer.connection
         if tracer.stopped_ns is None or not isinstance(conn, TCPConnection):
             why = exc.message if exc is not None else f"the stream ended after {read} tokens"

@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from promptpath.core.addr import fmt_addr
 from promptpath.core.analysis import Metrics, compute, open_stage_at_error
 from promptpath.core.servertime import server_account
 from promptpath.core.stats import Summary
@@ -122,8 +123,7 @@ def _proxy(timeline: Timeline) -> dict[str, Any] | None:
     }
     address = None
     if proxy.address is not None:
-        ip, port = proxy.address
-        address = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+        address = fmt_addr(*proxy.address)
     return {
         "url": proxy.url,
         "source": proxy.source,

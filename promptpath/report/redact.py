@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlsplit
 
+from promptpath.core.headers import is_secret_header
 from promptpath.options import RunOptions, is_secret_query
-from promptpath.tracer.request import is_secret_header
 
 MARKER = "[redacted]"
 

@@ -28,7 +28,14 @@ from promptpath.core.errors import (
     UsageError,
 )
 from promptpath.core.findings import Finding
-from promptpath.core.timeline import DNSAnswer, ErrorInfo, Family, ProxyInfo, Timeline
+from promptpath.core.timeline import (
+    DNSAnswer,
+    ErrorInfo,
+    Family,
+    ProxyInfo,
+    Timeline,
+    count_content,
+)
 from promptpath.net import dns
 from promptpath.net.tlsinfo import client_cert_refused, finish_tls, pem_cert_info
 from promptpath.net.transport import (
@@ -410,7 +417,7 @@ async def consume(
             if piece.end:
                 break
             ingest.feed(piece.data, piece.t_ns, piece.read_index)
-            if stop_after is not None and _content_tokens(timeline) >= stop_after:
+            if stop_after is not None and count_content(timeline.events) >= stop_after:
                 return True
     except TransportError as err:
         # A reset after the terminal marker cuts nothing; before it, the stream is truncated.
@@ -421,10 +428,6 @@ async def consume(
         return False
     ingest.finish(last_ns)
     return False
-
-
-def _content_tokens(timeline: Timeline) -> int:
-    return sum(1 for event in timeline.events if event.kind == "content")
 
 
 #: nginx (``ssl_verify_client on``) completes the handshake without or with a refused

@@ -7,9 +7,10 @@ import dataclasses
 import pytest
 
 from promptpath.commands import RunArgs, build_options
+from promptpath.core.addr import is_loopback
 from promptpath.core.errors import UsageError
 from promptpath.options import RunOptions
-from promptpath.tracer.cleartext import check_cleartext, cleartext_note, is_loopback
+from promptpath.tracer.cleartext import check_cleartext, cleartext_note
 
 pytestmark = pytest.mark.unit
 

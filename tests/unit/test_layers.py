@@ -17,8 +17,17 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "promptpath"
 
-#: Modules every layer may use: plain data and the error tree.
-SHARED = ("promptpath.core.timeline", "promptpath.core.errors", "promptpath.core.exitcodes")
+#: Modules every layer may use: plain data, the error tree, and the pure helpers that
+#: would otherwise be written again in each layer (addresses, credential headers, stream
+#: media types). These import nothing of promptpath beyond each other.
+SHARED = (
+    "promptpath.core.timeline",
+    "promptpath.core.errors",
+    "promptpath.core.exitcodes",
+    "promptpath.core.addr",
+    "promptpath.core.headers",
+    "promptpath.core.media",
+)
 
 #: layer prefix -> prefixes it may import (besides itself and SHARED)
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -156,3 +165,14 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     # The check above must be able to fail.
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_shared_helpers_import_nothing_but_each_other() -> None:
+    # Every layer may import SHARED, so SHARED must not lead back up into a layer.
+    wrong = sorted(
+        f"{module} imports {dep}"
+        for module in SHARED
+        for dep in GRAPH[module]
+        if not any(_within(dep, ok) for ok in SHARED)
+    )
+    assert not wrong, "\n".join(wrong)
