@@ -305,6 +305,27 @@ class ErrorInfo:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SentRequest:
+    """The request as it went on the wire, recorded by the tracer once so that reporters
+    and exports show it without preparing it again. Credential values are redacted here
+    (the name stays: that a key was sent is part of the story)."""
+
+    method: str
+    path: str  # path plus query, as sent (query secrets are the redactor's, as in the URL)
+    headers: tuple[tuple[str, str], ...]  # in the order sent, credential values redacted
+    body_bytes: int  # the encoded body's length
+    key_sent: bool  # a key went with it (from the environment or from -H)
+    client: str  # the client shape copied (--as)
+    not_offered: tuple[str, ...] = ()  # encodings that client offers that we left out
+    http_preference: str = "auto"  # the HTTP version that client speaks unless told
+
+    def header(self, name: str) -> str | None:
+        """The (redacted) value sent for ``name``, or None without one."""
+        name = name.lower()
+        return next((v for k, v in self.headers if k.lower() == name), None)
+
+
 @dataclass(slots=True, kw_only=True)
 class Timeline:
     """Everything one traced request learned, in stamped facts."""
@@ -340,6 +361,7 @@ class Timeline:
     compressed: str | None = None  # Content-Encoding of the event stream, when not identity
     proxy: ProxyInfo | None = None  # set when the run went through a forward proxy
     invalid_utf8: InvalidUTF8 = InvalidUTF8()  # replaced sequences inside events
+    request: SentRequest | None = None  # what the tracer sent (or was about to send)
 
     # -- appending facts -------------------------------------------------------------
     def begin(self, name: StageName, t_ns: int, **detail: object) -> Stage:
@@ -361,7 +383,7 @@ class Timeline:
 
     # -- reading facts ---------------------------------------------------------------
     @property
-    def current_stage(self) -> str | None:
+    def current_stage(self) -> StageName | None:
         """The innermost stage still open (where a failure or timeout happened)."""
         for stage in reversed(self.stages):
             if stage.end_ns is None:

@@ -47,8 +47,6 @@ class QuicTransport:
     ``keylog``: the SSLKEYLOGFILE path, appended to in the NSS key log format.
     """
 
-    kind = "quic"
-
     def __init__(
         self,
         host: str,
@@ -90,6 +88,10 @@ class QuicConnection:
     def reusable(self) -> bool:
         return self._session.protocol.terminated is None
 
+    @property
+    def multiplexed(self) -> bool:
+        return True  # every request is a stream of its own on the one connection
+
     def _headers(self, request: WireRequest) -> list[tuple[bytes, bytes]]:
         headers = [
             (b":method", request.method.encode()),
@@ -130,6 +132,12 @@ class QuicConnection:
             t_ns=head.t_ns,
         )
         return response, _body(queue, head)
+
+    async def abort(self) -> None:
+        """Leave without a CONNECTION_CLOSE (the UDP socket just goes)."""
+        self._session.protocol.drop()
+        if self._session.keylog is not None:
+            self._session.keylog.drain()
 
     async def aclose(self) -> None:
         self._session.protocol.close()

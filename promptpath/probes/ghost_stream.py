@@ -20,7 +20,7 @@ import httpx
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import count_content
-from promptpath.net.http import TCPConnection, TCPTransport
+from promptpath.net.http import TCPTransport
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.canary import canary_controls, is_canary, with_controls
@@ -113,7 +113,7 @@ async def leave_early(options: RunOptions, style: Style) -> GhostRun:
         exc = await tracer.request(timeline)
         read = count_content(timeline.events)
         conn = tracer.connection
-        if tracer.stopped_ns is None or not isinstance(conn, TCPConnection):
+        if tracer.stopped_ns is None or conn is None:
             why = exc.message if exc is not None else f"the stream ended after {read} tokens"
             return dataclasses.replace(run, read=read, problem=f"the canary request: {why}")
         left_unix_ns = time.time_ns()

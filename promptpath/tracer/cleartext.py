@@ -38,16 +38,4 @@ def check_cleartext(options: RunOptions, addresses: Sequence[str]) -> None:
         )
 
 
-def cleartext_note(options: RunOptions, address: str | None) -> str | None:
-    """The note for a run of ``options`` that went to ``address`` (see core/cleartext.py)."""
-    proxy = options.proxy
-    return cleartext.cleartext_note(
-        scheme=options.target.scheme,
-        key_sent=key_sent(options),
-        address=address,
-        target_host=options.target.host,
-        proxy_scheme=None if proxy is None else proxy.scheme,
-    )
-
-
-__all__ = ["check_cleartext", "cleartext_note"]
+__all__ = ["check_cleartext"]

@@ -13,6 +13,7 @@ from promptpath.core.headers import (
     is_secret_header,
     redact_headers,
 )
+from promptpath.core.timeline import SentRequest
 from promptpath.options import ClientName, HTTPChoice, Provider, RunOptions
 from promptpath.tracer.ingest import DECODABLE
 
@@ -203,6 +204,21 @@ def prepare(options: RunOptions) -> PreparedRequest:
     )
 
 
+def sent_request(options: RunOptions, prepared: PreparedRequest) -> SentRequest:
+    """What ``prepared`` puts on the wire, as the timeline records it (credentials redacted)."""
+    shape = SHAPES[options.client]
+    return SentRequest(
+        method=prepared.method,
+        path=options.target.path,
+        headers=tuple(redact_headers(prepared.headers)),
+        body_bytes=len(prepared.body),
+        key_sent=carries_key(prepared.headers),
+        client=options.client,
+        not_offered=shape.not_offered,
+        http_preference=shape.http,
+    )
+
+
 def key_sent(options: RunOptions) -> bool:
     """Whether the request carries a key at all (from the environment or from -H)."""
     return carries_key(request_headers(options))
@@ -251,4 +267,5 @@ __all__ = [
     "redact_headers",
     "request_headers",
     "sent_header",
+    "sent_request",
 ]

@@ -35,6 +35,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.net": (),  # the socket layer: no options, tracer, probes or reporters
     "promptpath.streams": (),
     "promptpath.tracer.ingest": ("promptpath.streams",),
+    # What a run hands reporters: its options and what the run found, nothing that traces.
+    "promptpath.result": ("promptpath.core.findings", "promptpath.options"),
+    # How requests find connections: the transport seam and nothing of the tracer above it.
+    "promptpath.tracer.strategy": ("promptpath.net.transport",),
     # The export renderers read the JSON report (a dict), never a TraceResult or a socket.
     "promptpath.report.runs": (),
     "promptpath.report.har": ("promptpath.report.runs",),
@@ -44,7 +48,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
 #: layer prefix -> prefixes it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "promptpath.tracer": ("promptpath.probes", "promptpath.report", "promptpath.commands"),
-    "promptpath.report": ("promptpath.net", "promptpath.probes", "promptpath.commands"),
+    # Reporters read a TraceResult (promptpath.result) and what its timeline recorded,
+    # including the request as sent: they never prepare, trace or touch a socket.
+    "promptpath.report": (
+        "promptpath.net",
+        "promptpath.tracer",
+        "promptpath.probes",
+        "promptpath.commands",
+    ),
     "promptpath.probes": ("promptpath.report", "promptpath.commands", "promptpath.cli"),
     "promptpath.server": ("promptpath.tracer", "promptpath.probes", "promptpath.report"),
     # Writes and pushes what the report holds: it neither traces nor parses the command line.
