@@ -3,7 +3,7 @@ without --reuse, and load mode all set up, hold and finish their runs here.
 
     refusal(options)               what cannot run at all (HTTP/3 where QUIC cannot go)
     Session(options)               preloads and the transport: before any t0
-      .new_result(tracer)          a TraceResult whose timeline records the request
+      .new_result(tracer.sent)     a TraceResult whose timeline records the request
       with gc_held(): ...          no full collection inside a stream
       .finish(results)             TLS details parsed once per connection, mTLS included
 
