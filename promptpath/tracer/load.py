@@ -71,6 +71,7 @@ async def run_concurrent(
     concurrency: int,
     connections: int,
     on_run: Callable[[int, TraceResult], None],
+    on_start: Callable[[int, TraceResult], None] | None = None,
     transport_factory: TransportFactory | None = None,
 ) -> list[TraceResult]:
     """Trace ``count`` prompts, ``concurrency`` in flight at once; results in start order.
@@ -78,24 +79,28 @@ async def run_concurrent(
     ``connections``: for HTTP/2 and HTTP/3 how many connections carry the streams (round
     robin); for HTTP/1.1 the most connections open at once. 0 or less: the protocol's
     default (1 for HTTP/2 and HTTP/3, ``concurrency`` for HTTP/1.1). ``on_run(index,
-    result)`` is called as each stream finishes."""
+    result)`` is called as each stream finishes, ``on_start(index, result)`` as each begins
+    (so a caller cancelled mid-run still holds the streams in flight)."""
     if count < 1 or concurrency < 1:
         raise UsageError("load mode needs count ≥ 1 and concurrency ≥ 1", kind="bad_option")
     refused = refusal(options)
     if refused is not None:  # each run's result says why, as trace() would
-        results = [refused_result(options, refused) for _ in range(count)]
-        for index, result in enumerate(results):
+        refused_runs = [refused_result(options, refused) for _ in range(count)]
+        for index, result in enumerate(refused_runs):
             on_run(index, result)
-        return results
+        return refused_runs
     session = Session(options, transport_factory=transport_factory)
     pool = _Pool(options, session.transport, concurrency=concurrency, connections=connections)
     tracer = Tracer(options, session.transport, strategy=pool)
-    slots: list[TraceResult | None] = [None] * count
+    # By index as they start: nothing here grows with ``count`` before a stream begins.
+    results: dict[int, TraceResult] = {}
     next_index = iter(range(count))
 
     async def worker() -> None:
         for index in next_index:  # shared: each index is taken by exactly one worker
-            result = slots[index] = session.new_result(tracer.sent)
+            result = results[index] = session.new_result(tracer.sent)
+            if on_start is not None:
+                on_start(index, result)
             await tracer.request(result.timeline, index=index)
             on_run(index, result)
 
@@ -107,7 +112,7 @@ async def run_concurrent(
                     tg.start_soon(worker)
         finally:
             await tracer.aclose()
-    done = [r for r in slots if r is not None]
+    done = [results[i] for i in sorted(results)]
     session.finish(done)
     return done
 

@@ -264,6 +264,7 @@ def test_load_spreads_streams_over_the_pool(http: str, connections: int, opened:
     # h2c by prior knowledge multiplexes (round robin over 2); HTTP/1.1 opens one per
     # stream in flight (concurrency 3) and reuses them.
     factory = Scripted(Script(body=TOKENS, multiplexed=http == "2"))
+    started: list[int] = []
     done: list[int] = []
     results = anyio.run(
         lambda: run_concurrent(
@@ -272,9 +273,11 @@ def test_load_spreads_streams_over_the_pool(http: str, connections: int, opened:
             concurrency=3,
             connections=connections,
             on_run=lambda i, _: done.append(i),
+            on_start=lambda i, r: started.append(i),
             transport_factory=factory,
         )
     )
+    assert started == list(range(9))  # each stream handed over as it begins, in order
     assert sorted(done) == list(range(9)) and all(r.ok for r in results)
     assert factory.transport.connects == opened
     assert sum(not r.timeline.reused_connection for r in results) == opened
