@@ -6,9 +6,10 @@ import re
 import socket
 from dataclasses import dataclass, field, replace
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from promptpath.core.errors import UsageError
+from promptpath.core.headers import is_secret_header
 from promptpath.proxies import ProxyChoice
 from promptpath.streams.dialects import Provider as Provider  # re-exported: a RunOptions field type
 
@@ -475,3 +476,23 @@ def display_url(url: str) -> str:
         for k, v in parse_qsl(parts.query, keep_blank_values=True)
     ]
     return urlunsplit(parts._replace(query=urlencode(query, safe="[]")))
+
+
+def secret_values(options: RunOptions) -> list[str]:
+    """The key, credential headers and query values, and the proxy's credentials (its
+    ``Proxy-Authorization`` value, its Basic token, ``user:password`` and the password)."""
+    values = [options.api_key] if options.api_key else []
+    for name, value in options.headers:
+        if is_secret_header(name) and value:
+            values.append(value)
+            values.append(value.split(" ", 1)[-1])  # "Bearer sk-..." → also the bare token
+    query = urlsplit(options.target.url).query
+    values.extend(v for k, v in parse_qsl(query, keep_blank_values=True) if is_secret_query(k))
+    proxy = options.proxy
+    if proxy is not None and proxy.authorization is not None:
+        values.append(proxy.authorization)
+        values.append(proxy.authorization.split(" ", 1)[-1])  # the Basic token
+        if proxy.password:
+            values.append(proxy.password)
+            values.append(f"{proxy.username}:{proxy.password}")
+    return [v for v in values if v]

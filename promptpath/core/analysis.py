@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from promptpath.core.coalescing import coalescing
 from promptpath.core.stats import Summary, intervals_ms, summarize
-from promptpath.core.timeline import MILESTONES, StreamEvent, Timeline
+from promptpath.core.timeline import MILESTONES, Timeline, content_events
 
 #: Waterfall stages derived from milestones: (name, from, to). "ready" is the moment the
 #: connection could carry the request: TLS done, else TCP connected, else the end of a
@@ -139,10 +139,6 @@ class Metrics:
     mostly_coalesced: bool
 
 
-def content_events(timeline: Timeline) -> list[StreamEvent]:
-    return [e for e in timeline.events if e.kind == "content"]
-
-
 def _usage(timeline: Timeline) -> tuple[int | None, int]:
     """The server's own output-token count, and how many of those were reasoning tokens."""
     usages = [e.usage for e in timeline.events if e.usage and e.usage.output_tokens]
@@ -153,7 +149,7 @@ def _usage(timeline: Timeline) -> tuple[int | None, int]:
 
 
 def token_metrics(timeline: Timeline) -> TokenMetrics:
-    content = content_events(timeline)
+    content = content_events(timeline.events)
     gaps = intervals_ms([e.t_ns for e in content])
     together = coalescing(timeline)
     types: dict[str, int] = {}

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from promptpath.core.addr import fmt_addr
 from promptpath.core.errors import UsageError
 from promptpath.core.timeline import Family
-from promptpath.net.addr import fmt_addr
 
 if TYPE_CHECKING:
     import dns.message

@@ -11,6 +11,7 @@ tells whether the compression is what holds it (``buffering_compression``).
 from __future__ import annotations
 
 from promptpath.core.findings import Finding, Verdict
+from promptpath.core.timeline import count_content
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.buffering_compression import wants_identity_check, with_identity_check
@@ -95,7 +96,7 @@ class BufferingProbe(Probe):
 
         result = await trace(opts)
         tl = result.timeline
-        content = sum(1 for e in tl.events if e.kind == "content")
+        content = count_content(tl.events)
         context: dict[str, object] = {
             "request": {
                 "max_tokens": opts.max_tokens,

@@ -49,10 +49,10 @@ async def send_preflight(options: RunOptions) -> Preflight:
     transport = transport_for(opts)
     tracer = Tracer(opts, transport)
     timeline = new_timeline()
-    tracer.recorder = transport.recorder(timeline)
+    recorder = transport.recorder(timeline)
     try:
         with anyio.fail_after(opts.timeout):
-            conn = await tracer.connect(timeline, time.monotonic() + opts.timeout)
+            conn = await tracer.connect(timeline, time.monotonic() + opts.timeout, recorder)
             try:
                 wire = WireRequest(
                     method="OPTIONS", path=opts.target.path, headers=tuple(headers), body=b""

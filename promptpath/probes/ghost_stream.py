@@ -28,7 +28,8 @@ import anyio
 import httpx
 
 from promptpath.core.findings import Finding, Verdict
-from promptpath.net.http import TCPConnection, TCPTransport
+from promptpath.core.timeline import count_content
+from promptpath.net.http import TCPTransport
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.canary import canary_controls, is_canary, with_controls
@@ -130,9 +131,9 @@ async def leave_early(
     timeline = new_timeline()
     try:
         exc = await tracer.request(timeline)
-        read = sum(1 for event in timeline.events if event.kind == "content")
+        read = count_content(timeline.events)
         conn = tracer.connection
-        if tracer.stopped_ns is None or not isinstance(conn, TCPConnection):
+        if tracer.stopped_ns is None or conn is None:
             why = exc.message if exc is not None else f"the stream ended after {read} tokens"
             return dataclasses.replace(run, read=read, problem=f"the canary request: {why}")
         if h2 and not conn.http2:

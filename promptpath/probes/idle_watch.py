@@ -13,11 +13,11 @@ import dataclasses
 import time
 from collections.abc import Callable
 
+from promptpath.core.addr import fmt_addr
 from promptpath.core.errors import PromptpathError, TraceTimeout
 from promptpath.core.timeline import Timeline
 from promptpath.net.http import TCPConnection, TCPTransport
 from promptpath.net.idle import IdleEnd, watch_closed
-from promptpath.net.transport import fmt_addr
 from promptpath.options import RunOptions
 from promptpath.probes.idle_measure import CloseKind, IdleWatch, ReuseOutcome
 from promptpath.tracer.orchestrator import Tracer, new_timeline

@@ -25,7 +25,7 @@ from promptpath.core.compare import (
 )
 from promptpath.core.timeline import ErrorInfo, Timeline
 from promptpath.report.terminal import STAGE_STYLE, bar, stage_spans
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 COMPARE_SCHEMA = "promptpath.compare/1"
 

@@ -6,23 +6,30 @@ import json
 from dataclasses import asdict
 from typing import Any, cast
 
+from promptpath.core.addr import fmt_addr
 from promptpath.core.analysis import (
     Metrics,
     compute,
-    content_events,
     headline,
     open_stage_at_error,
     stage_spans,
 )
 from promptpath.core.coalescing import coalescing
+from promptpath.core.headers import SECRET_HEADERS
 from promptpath.core.servertime import server_account
 from promptpath.core.stats import Summary
 from promptpath.core.textsafe import valid_unicode_tree
-from promptpath.core.timeline import DNSAnswer, Interception, Timeline, TLSInfo
+from promptpath.core.timeline import (
+    DNSAnswer,
+    Interception,
+    SentRequest,
+    Timeline,
+    TLSInfo,
+    content_events,
+)
 from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
 from promptpath.report.redact import Redactor, headers_json
-from promptpath.tracer.orchestrator import TraceResult
-from promptpath.tracer.request import SECRET_HEADERS, SHAPES, sent_header
+from promptpath.result import TraceResult
 
 SCHEMA_VERSION = "promptpath.run/1"
 
@@ -53,7 +60,7 @@ ARRIVALS_KEPT = 5000
 def arrivals_json(timeline: Timeline) -> dict[str, Any]:
     """Each content event's arrival (ms from t0), which ones the path delivered coalesced
     (their index), and with the reference endpoint's stamps its send time on our clock."""
-    content = content_events(timeline)
+    content = content_events(timeline.events)
     kept = content[:ARRIVALS_KEPT]
     flags = coalescing(timeline).path_flags
     sent: list[float] | None = None
@@ -154,8 +161,7 @@ def _proxy(timeline: Timeline) -> dict[str, Any] | None:
     }
     address = None
     if proxy.address is not None:
-        ip, port = proxy.address
-        address = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+        address = fmt_addr(*proxy.address)
     return {
         "url": proxy.url,
         "source": proxy.source,
@@ -209,6 +215,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         "http_version": timeline.http_version,
         "status": timeline.status,
         "reused_connection": timeline.reused_connection,
+        "request": request_json(timeline.request),
         "started_at": _utc_iso(timeline.t0_unix_ns),
         "stages_ms": metrics.stages_ms,
         "spans_ms": [
@@ -288,17 +295,30 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
     }
 
 
-def client_json(options: RunOptions) -> dict[str, Any]:
-    """The client shape the request copied, and what it carried once -H had its say."""
-    shape = SHAPES[options.client]
+def request_json(sent: SentRequest | None) -> dict[str, Any] | None:
+    """The ``request`` object: what went on the wire, credential values redacted."""
+    if sent is None:
+        return None
+    return {
+        "method": sent.method,
+        "path": sent.path,
+        "headers": [{"name": n, "value": v} for n, v in sent.headers],
+        "body_bytes": sent.body_bytes,
+        "key_sent": sent.key_sent,
+    }
+
+
+def client_json(options: RunOptions, sent: SentRequest | None) -> dict[str, Any]:
+    """The client shape the request copied, and what it carried once -H had its say (as
+    the tracer recorded it; a run that never got as far as a request carries none)."""
     return {
         "as": options.client,
         "default_for_provider": options.client == DEFAULT_CLIENT[options.provider],
-        "user_agent": sent_header(options, "user-agent"),
-        "accept": sent_header(options, "accept"),
-        "accept_encoding": sent_header(options, "accept-encoding"),
-        "not_offered": list(shape.not_offered),
-        "http_preference": shape.http,
+        "user_agent": None if sent is None else sent.header("user-agent"),
+        "accept": None if sent is None else sent.header("accept"),
+        "accept_encoding": None if sent is None else sent.header("accept-encoding"),
+        "not_offered": [] if sent is None else list(sent.not_offered),
+        "http_preference": "auto" if sent is None else sent.http_preference,
     }
 
 
@@ -317,7 +337,7 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
             "connect_to": _connect_to(result),
         },
     }
-    body["client"] = client_json(opts)
+    body["client"] = client_json(opts, result.timeline.request)
     body.update(timeline_json(result.timeline))
     body["proxy_note"] = opts.proxy_note
     body["warm"] = None if result.warm is None else timeline_json(result.warm.timeline)

@@ -18,9 +18,8 @@ from typing import Any, Self
 
 from promptpath.core import redaction
 from promptpath.core.redaction import MARKER, MIN_SEARCHED, PIECE
-from promptpath.options import RunOptions
-from promptpath.tracer.request import is_secret_header
-from promptpath.tracer.secrets import secret_values
+from promptpath.core.headers import is_secret_header
+from promptpath.options import RunOptions, secret_values
 
 
 class Redactor(redaction.Redactor):

@@ -23,7 +23,7 @@ from promptpath.core.slo import SLOResult
 from promptpath.core.stats import sparkline
 from promptpath.options import display_url
 from promptpath.report.json import result_json
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 SCHEMA_VERSION = "promptpath.series/1"
 

@@ -13,15 +13,17 @@ from promptpath.core.analysis import (
     open_stage_at_error,
 )
 from promptpath.core.analysis import stage_spans as core_stage_spans
+from promptpath.core.cleartext import cleartext_note
 from promptpath.core.findings import Verdict
+from promptpath.core.h3 import describe_h3
+from promptpath.core.headers import redact_headers
 from promptpath.core.servertime import server_account, split_words
 from promptpath.core.stats import sparkline
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.options import display_url
 from promptpath.report.labels import STAGE_LABELS
 from promptpath.report.pathtable import path_table
-from promptpath.tracer.cleartext import cleartext_note
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 STAGE_STYLE = {
     "proxy_dns": "cyan",
@@ -308,10 +310,8 @@ def render_timeline(
 
 def render_headers(console: Console, result: TraceResult) -> None:
     """--verbose: what we sent and what came back; credentials always redacted."""
-    from promptpath.tracer.request import prepare, redact_headers
-
-    sent = prepare(result.options)
-    for name, value in redact_headers(sent.headers):
+    sent = result.timeline.request  # recorded by the tracer, credentials already redacted
+    for name, value in () if sent is None else sent.headers:
         console.print(Text(f"> {name}: {value}", style="dim"))
     for name, value in redact_headers(result.timeline.response_headers):
         console.print(Text(f"< {name}: {value}", style="dim"))
@@ -368,7 +368,13 @@ def _render(console: Console, result: TraceResult) -> None:
     )
     if opts.proxy_note:
         console.print(Text(f"PROXY  {opts.proxy_note}", style="dim"))
-    note = cleartext_note(opts, tl.address[0] if tl.address else None)
+    note = cleartext_note(
+        scheme=opts.target.scheme,
+        key_sent=tl.request is not None and tl.request.key_sent,
+        address=tl.address[0] if tl.address else None,
+        target_host=opts.target.host,
+        proxy_scheme=None if opts.proxy is None else opts.proxy.scheme,
+    )
     if note:
         console.print(Text(f"KEY    {note}", style="yellow"))
     if opts.verbose:
@@ -418,8 +424,6 @@ def _render(console: Console, result: TraceResult) -> None:
                 f" (Δ {cold_ttft - warm_ttft:.1f} ms)"
             )
     if result.h3 is not None:
-        from promptpath.tracer.h3discovery import describe_h3
-
         console.print(Text("h3     " + describe_h3(result.h3)))
     for f in result.findings:
         style = _VERDICT_STYLE.get(f.verdict, "white")

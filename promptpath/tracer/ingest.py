@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from promptpath.core.errors import HTTPStatusError, StreamError, http_status_kind
-from promptpath.core.timeline import BodyChunk, StreamEvent, Timeline
+from promptpath.core.media import STREAM_TYPES, media_type
+from promptpath.core.timeline import BodyChunk, StreamEvent, Timeline, count_content
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.streams.dialects import Provider
 from promptpath.streams.sniff import provider_hint
@@ -23,14 +24,6 @@ DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
 
 #: Bytes of an error or non-stream body we read to explain it (never more).
 SNIFF_LIMIT = 64 * 1024
-
-STREAM_TYPES = {
-    "text/event-stream": "sse",
-    "application/x-ndjson": "ndjson",
-    "application/ndjson": "ndjson",
-    "application/jsonl": "ndjson",
-    "application/json-lines": "ndjson",
-}
 
 STATUS_HINTS = {
     401: "check the API key ({env})",
@@ -122,7 +115,7 @@ def status_error(
 
 
 def content_type(timeline: Timeline) -> str:
-    return (timeline.header("content-type") or "").split(";")[0].strip().lower()
+    return media_type(timeline.header("content-type"))
 
 
 def is_event_stream(timeline: Timeline) -> bool:
@@ -142,10 +135,6 @@ def not_a_stream_error(
         kind="not_event_stream",
         content_type=ctype,
     )
-
-
-def count_content(events: list[StreamEvent]) -> int:
-    return sum(1 for e in events if e.kind == "content")
 
 
 def with_hint(err: StreamError, hint: str) -> StreamError:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from promptpath.core.errors import HTTPStatusError, http_status_kind
 from promptpath.core.findings import Finding, Verdict
+from promptpath.core.headers import is_secret_header
 from promptpath.core.timeline import (
     CertInfo,
     CloseKind,
@@ -29,7 +30,6 @@ from promptpath.options import RunOptions, parse_target
 from promptpath.report.json import dumps, result_json
 from promptpath.report.redact import MARKER, Redactor, vocabulary
 from promptpath.tracer.orchestrator import TraceResult
-from promptpath.tracer.request import is_secret_header
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
 #: Built once: jsonschema.validate would check the schema itself on every example.
