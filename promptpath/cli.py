@@ -45,12 +45,9 @@ class _Argument(TyperArgument):
     """Typer shows an argument as ``{TARGET}`` and ``TARGET <str>``: the metavar alone reads
     better, and its help line says what it is."""
 
-    def display_type_rich(self, ctx: Any) -> str | None:
-        return None
-
-    def _usage_display_name(self) -> str:
+    def make_metavar(self, ctx: Any, *, usage: bool = False) -> str:
         # An optional argument spells its brackets in its metavar ("[NAME]...").
-        return self.display_name_raw
+        return self.metavar or super().make_metavar(ctx, usage=usage)
 
 
 class _Command(_HelpToEnvironment, TyperCommand):
