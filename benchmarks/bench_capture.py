@@ -19,6 +19,11 @@ offsets, the clocks differ):
 curl's durations: connect = time_connect - time_namelookup, tls = time_appconnect -
 time_connect, wait = time_starttransfer - time_pretransfer.
 
+    .venv/bin/python benchmarks/bench_capture.py --dns [--runs 30]
+
+measures the `dns` stage instead (system resolver and --resolver, beside curl) against a
+loopback dnsmasq's captured queries: see dns_capture.py.
+
     .venv/bin/python benchmarks/bench_capture.py --rtt-ms 40
 
 runs the same over a real round trip: the impairer lab (tests/helpers/impairer.py, as a
@@ -163,10 +168,12 @@ def reference_server(
 
 
 @contextlib.contextmanager
-def capture(path: Path, ports: list[int], interface: str = "lo") -> Iterator[None]:
-    """dumpcap on ``interface``, filtered on the servers' ports, from before the first
-    request (in this thread's network namespace, which dumpcap inherits)."""
-    bpf = " or ".join(f"tcp port {p}" for p in ports)
+def capture(
+    path: Path, ports: list[int], interface: str = "lo", bpf: str | None = None
+) -> Iterator[None]:
+    """dumpcap on ``interface``, filtered on the servers' ports (or ``bpf``), from before
+    the first request (in this thread's network namespace, which dumpcap inherits)."""
+    bpf = bpf or " or ".join(f"tcp port {p}" for p in ports)
     proc = subprocess.Popen(
         ["dumpcap", "-q", "-i", interface, "-f", bpf, "-w", str(path)],
         stdout=subprocess.DEVNULL,
@@ -366,7 +373,16 @@ def main() -> None:
         default=0.0,
         help="measure across the impairer lab with this round trip (root; 0 = loopback)",
     )
+    parser.add_argument(
+        "--dns",
+        action="store_true",
+        help="the dns stage instead: system resolver and --resolver against a loopback"
+        " dnsmasq's captured queries, beside curl (root: unshare -m, port 53)",
+    )
     ns = parser.parse_args()
+    if ns.dns:
+        measure_dns(ns.runs)
+        return
     with contextlib.ExitStack() as stack:
         site = LOOPBACK
         if ns.rtt_ms > 0:
@@ -415,6 +431,18 @@ def measure(ns: argparse.Namespace, site: Site) -> None:
                 for path in (pcap, keylog):
                     shutil.copy(path, ns.keep / path.name)
     report(measured, flows)
+
+
+def measure_dns(runs: int) -> None:
+    import dns_capture
+
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        os.chmod(tmp, 0o755)  # dumpcap may drop to another user to write the file
+        pcap = tmp / "dns.pcapng"
+        with reference_server(tmp / "plain", tls=False) as plain:
+            bpf = f"udp port 53 and host {dns_capture.RESOLVER}"
+            dns_capture.measure(runs, tmp, plain.port, capture(pcap, [], bpf=bpf))
 
 
 if __name__ == "__main__":

@@ -333,10 +333,7 @@ async def trace(
         exc = UsageError(problem, kind="bad_option")
         record_error(timeline, exc)
         return TraceResult(options=options, timeline=timeline)
-    if options.resolver is not None:
-        from promptpath.net.dnsquery import load_dnspython
-
-        load_dnspython()  # dnspython loads lazily inside the first query: not DNS time
+    await dns.prepare(options.resolver)  # first-call costs of the resolver: not DNS time
     if options.target.scheme == "https":
         import cryptography.x509  # noqa: F401  the certificate is parsed with it
     transport = transport_for(options)  # imports, CA store: before t0, not the network
