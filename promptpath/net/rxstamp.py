@@ -30,6 +30,35 @@ _SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
 _TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: tv_sec, tv_nsec
 
 
+def enable_rx_stamps(sock: socket.socket) -> int:
+    """Ask the kernel to stamp what ``sock`` receives; the ancillary buffer size recvmsg
+    needs for the stamp (0 where the option is missing: no stamps)."""
+    if _SO_TIMESTAMPNS is None or struct.calcsize("@l") != 8:
+        return 0
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    except OSError:
+        return 0
+    return socket.CMSG_SPACE(_TIMESPEC.size)
+
+
+def rx_stamp(ancillary: list[tuple[int, int, bytes]]) -> int | None:
+    """The kernel's receive stamp (wall-clock ns) in recvmsg's ancillary data, if any."""
+    for level, kind, payload in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+            sec, nsec = _TIMESPEC.unpack_from(payload)
+            return int(sec * 1_000_000_000 + nsec)
+    return None
+
+
+def perf_ns_of(unix_ns: int | None, now_ns: int) -> int:
+    """A wall-clock stamp mapped onto perf_counter_ns (``now_ns`` read just now), never
+    after ``now_ns``; ``now_ns`` itself without a stamp."""
+    if unix_ns is None:
+        return now_ns
+    return min(now_ns, now_ns - (time.time_ns() - unix_ns))
+
+
 class RxStampedStream(anyio.abc.SocketStream):
     """A connected TCP socket, read with ``recvmsg`` and its kernel receive stamp."""
 
@@ -115,4 +144,4 @@ class RxStampedStream(anyio.abc.SocketStream):
         await anyio.lowlevel.checkpoint()
 
 
-__all__ = ["RxStampedStream"]
+__all__ = ["RxStampedStream", "enable_rx_stamps", "perf_ns_of", "rx_stamp"]
