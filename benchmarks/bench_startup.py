@@ -13,6 +13,8 @@ so every tool sees the same noise:
 - `httptap` (when installed; `--httptap PATH`, else found on PATH): wall, and wall - its
   own `timing.total_ms`.
 
+`--phases` also runs `run` under startup_phases.py and prints where its wall time goes
+(interpreter, imports, set-up, before t0, the trace, after end, exit).
 `--importtime` also prints the modules `promptpath run` imports, by cumulative time
 (`python -X importtime`), the largest first. The load average is printed with the figures:
 on a shared 2-core machine, read the figures beside it.
@@ -126,12 +128,58 @@ def importtime(argv: list[str], env: dict[str, str], top: int = 25) -> None:
         print(f"  {cum / 1e3:8.1f} ms  {name}")
 
 
+#: (label, from, to): consecutive spans of one run, from bench_startup's spawn to reap.
+PHASES = (
+    ("interpreter start", "spawn", "interpreter_up"),
+    ("import cli, commands, orchestrator", "interpreter_up", "cli_imported"),
+    ("options, set-up → trace()", "cli_imported", "trace.in"),
+    ("trace() before t0", "trace.in", "t0"),
+    ("t0 → end (measured)", "t0", "end"),
+    ("end → body closed", "end", "closed"),
+    ("closed → trace() returns", "closed", "trace.out"),
+    ("  of it: finish_tls (cert parse)", "finish_tls.in", "finish_tls.out"),
+    ("trace() → HTTP/3 discovery done", "trace.out", "discover_h3.out"),
+    ("→ anyio.run returns (loop close)", "discover_h3.out", "anyio_run.out"),
+    ("→ emit() called", "anyio_run.out", "emit.in"),
+    ("emit (terminal + JSON)", "emit.in", "emit.out"),
+    ("emit → main returns", "emit.out", "main_returned"),
+    ("main → atexit", "main_returned", "atexit"),
+    ("atexit → reaped (finalization)", "atexit", "reaped"),
+)
+
+
+def phases(run_argv: list[str], env: dict[str, str], runs: int) -> None:
+    """Where a run's wall time goes (startup_phases.py stamps the run path)."""
+    wrapper = [sys.executable, str(ROOT / "benchmarks" / "startup_phases.py")]
+    spans: dict[str, list[float]] = {}
+    for _ in range(runs):
+        spawn = time.perf_counter_ns()
+        out = subprocess.run(
+            [*wrapper, *run_argv[1:]], capture_output=True, text=True, env=env, check=False
+        )
+        reaped = time.perf_counter_ns()
+        line_ = next(x for x in out.stderr.splitlines() if x.startswith("PHASES "))
+        stamps = {**json.loads(line_.removeprefix("PHASES ")), "spawn": spawn, "reaped": reaped}
+        if "discover_h3.out" not in stamps:
+            stamps["discover_h3.out"] = stamps["trace.out"]
+        for label, start, end in PHASES:
+            if start in stamps and end in stamps:
+                spans.setdefault(label, []).append((stamps[end] - stamps[start]) / 1e6)
+        spans.setdefault("wall", []).append((reaped - spawn) / 1e6)
+    print(f"\nwhere `promptpath run` spends its wall time ({runs} runs, load {loadavg()})")
+    for label, values in spans.items():
+        print(
+            f"  {label:<36} median {statistics.median(values):8.2f} ms   max {max(values):8.2f} ms"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--http", default="2", choices=("1.1", "2"))
     parser.add_argument("--httptap", default=shutil.which("httptap"), help="httptap to compare")
     parser.add_argument("--importtime", action="store_true")
+    parser.add_argument("--phases", action="store_true", help="where a run's wall time goes")
     ns = parser.parse_args()
 
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
@@ -206,6 +254,8 @@ def main() -> None:
             load_after = loadavg()
             if ns.importtime:
                 importtime(run_argv, env)
+            if ns.phases:
+                phases(run_argv, env, ns.runs)
         finally:
             proc.terminate()
             proc.wait(5)

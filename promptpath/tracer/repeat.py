@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import anyio
 
+from promptpath.net import dns
 from promptpath.net.tlsinfo import finish_tls
 from promptpath.options import RunOptions
 from promptpath.tracer.orchestrator import Tracer, TraceResult, new_timeline, trace, transport_for
@@ -56,10 +57,7 @@ async def _reused(
     on_run: OnRun | None,
 ) -> list[TraceResult]:
     # What trace() loads before t0, so the first run does not time it.
-    if options.resolver is not None:
-        from promptpath.net.dnsquery import load_dnspython
-
-        load_dnspython()
+    await dns.prepare(options.resolver)
     if options.target.scheme == "https":
         import cryptography.x509  # noqa: F401
     # The Tracer reuses its connection while the peer keeps it open, and opens a new one
