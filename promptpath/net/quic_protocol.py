@@ -98,6 +98,10 @@ class QuicTracer(asyncio.DatagramProtocol):
         # Finished, after it processed the server's flight (not that flight's arrival).
         self.handshake_ns: int | None = None
         self._finished_unsent = False  # HandshakeCompleted seen, its Finished not yet out
+        #: Client CPU on the datagrams that arrived before the handshake completed: from
+        #: each one's arrival to the end of its processing and of what it sent (the
+        #: Finished's send, for the last one), summed.
+        self.flight_ns = 0
         self.terminated: Any = None  # aioquic ConnectionTerminated
         self.socket_error: OSError | None = None
         self.server_versions: tuple[int, ...] | None = None  # from a Version Negotiation
@@ -118,12 +122,15 @@ class QuicTracer(asyncio.DatagramProtocol):
                 self.server_versions = _vn_versions(data)
             else:
                 rec.stats.version = version_name(version)
+        in_handshake = self.handshake_ns is None
         try:
             self._quic.receive_datagram(data, addr, now=self._loop.time())
             self._process(t_ns, read_index)
             self.transmit()
         except Exception as exc:  # a bug below us must end the trace, not hang it
             self._fail(f"internal QUIC error: {exc!r}")
+        if in_handshake:
+            self.flight_ns += (self.handshake_ns or time.perf_counter_ns()) - t_ns
 
     def error_received(self, exc: Exception) -> None:
         # An ICMP error on the connected socket (port unreachable: nothing listens on UDP).
