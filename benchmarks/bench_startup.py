@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -86,11 +87,19 @@ def promptpath_exe() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "promptpath"]
 
 
+#: CPU time (user + system, ms) of the last process timed(): on a loaded machine the
+#: steadier figure, since waiting for a core is not in it.
+LAST_CPU_MS = [0.0]
+
+
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
     """Wall time (ms) of one process, and its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter_ns()
     out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     wall = (time.perf_counter_ns() - start) / 1e6
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_CPU_MS[0] = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1e3
     if out.returncode != 0:
         raise SystemExit(f"{argv[0]} exited {out.returncode}: {out.stderr.strip()[:400]}")
     return wall, out.stdout
@@ -212,6 +221,7 @@ def main() -> None:
 
             def pp_version() -> None:
                 add("promptpath --version: wall", timed([*exe, "--version"], env)[0])
+                add("promptpath --version: CPU", LAST_CPU_MS[0])
 
             def pp_help() -> None:
                 add("promptpath --help: wall", timed([*exe, "--help"], env)[0])
@@ -221,17 +231,20 @@ def main() -> None:
                 end = json.loads(out)["milestones_ms"]["end"]
                 add("promptpath run --json: wall", wall)
                 add("promptpath run --json: wall - end", wall - end)
+                add("promptpath run --json: CPU", LAST_CPU_MS[0])
 
             def curl_run() -> None:
                 wall, out = timed(curl_argv, env)
                 add("curl: wall", wall)
                 add("curl: wall - time_total", wall - float(out) * 1e3)
+                add("curl: CPU", LAST_CPU_MS[0])
 
             def tap_run() -> None:
                 wall, _ = timed(tap_argv, env)
                 total = json.loads(Path(tap_json).read_text())["steps"][-1]["timing"]["total_ms"]
                 add("httptap: wall", wall)
                 add("httptap: wall - total_ms", wall - total)
+                add("httptap: CPU", LAST_CPU_MS[0])
 
             def interpreter() -> None:
                 add(
