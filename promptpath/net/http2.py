@@ -77,6 +77,29 @@ class PeerEnded(httpcore.RemoteProtocolError):
         return cls("goaway", f"the server sent {detail}", code, stamp)
 
 
+_warm = False
+
+
+def warm_up() -> None:
+    """Run h2 once, with no socket, before a trace's t0: a process's first connection
+    state and header block cost ~0.5 ms more than later ones (HPACK's and the state
+    machine's first calls; measured 0.9 ms against 0.35), which the request stage would
+    otherwise carry."""
+    global _warm
+    if _warm:
+        return
+    _warm = True
+    import h2.config
+    import h2.connection
+
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(validate_inbound_headers=False))
+    conn.initiate_connection()
+    headers = [(b":method", b"POST"), (b":authority", b"warm.invalid"), (b":scheme", b"https")]
+    conn.send_headers(1, [*headers, (b":path", b"/"), (b"content-type", b"application/json")])
+    conn.send_data(1, b"{}", end_stream=True)
+    conn.data_to_send()
+
+
 class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
     """httpcore's HTTP/2 connection, read by one task, each event stamped with its read."""
 
@@ -217,4 +240,4 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
         await super().aclose()
 
 
-__all__ = ["PeerEnded", "StampedHTTP2Connection", "error_code_name"]
+__all__ = ["PeerEnded", "StampedHTTP2Connection", "error_code_name", "warm_up"]

@@ -141,7 +141,9 @@ def transport_for(options: RunOptions) -> Transport:
     from promptpath.net.http import TCPTransport
 
     if options.http in ("2", "auto"):
-        import h2.connection  # noqa: F401  httpcore imports it on the first HTTP/2 connection
+        from promptpath.net.http2 import warm_up
+
+        warm_up()  # h2's imports and first-call costs: before t0, not the request stage
     return TCPTransport(h2c=options.http == "2" and options.target.scheme == "http")
 
 
