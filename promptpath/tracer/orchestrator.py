@@ -340,10 +340,12 @@ async def trace(
         import cryptography.x509  # noqa: F401  the certificate is parsed with it
     transport = transport_for(options)  # imports, CA store: before t0, not the network
     # A full collection in the middle of a stream stalls the read loop for ~20 ms
-    # (measured), which would show as a late token: hold the collector off until the
-    # trace is done; reference counting still frees what it can. No collection first:
-    # it cost the user 15-30 ms of wall time before t0 (measured after the CLI's imports)
-    # and protected nothing the disabled collector does not.
+    # (measured), which would show as a late token. Collect now, then hold the collector
+    # off until the trace is done; reference counting still frees what it can. The
+    # collection costs 15-30 ms of wall time before t0, but without it (or with
+    # gc.freeze() in its place) the wait stage read 0.3-0.5 ms long against a capture
+    # (bench_capture.py, A/B in the same hour; why is not known): it stays.
+    gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
