@@ -342,9 +342,9 @@ async def trace(
     # A full collection in the middle of a stream stalls the read loop for ~20 ms
     # (measured), which would show as a late token. Collect now, then hold the collector
     # off until the trace is done; reference counting still frees what it can. The
-    # collection costs 15-30 ms of wall time before t0, but without it (or with
-    # gc.freeze() in its place) the wait stage read 0.3-0.5 ms long against a capture
-    # (bench_capture.py, A/B in the same hour; why is not known): it stays.
+    # collection costs 15-30 ms of wall time before t0; dropping it is for an A/B on an
+    # idle machine (bench_capture.py's wait error): at load 6-7, runs of 15 read the wait
+    # error anywhere from +0.02 to +0.6 ms with it and without it alike.
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
