@@ -49,6 +49,14 @@ class _Argument(TyperArgument):
         # An optional argument spells its brackets in its metavar ("[NAME]...").
         return self.metavar or super().make_metavar(ctx, usage=usage)
 
+    # typer 0.29's hooks for the same two displays: pyproject pins typer below 0.29, but a
+    # venv made before the pin still has it.
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+    def _usage_display_name(self) -> str:
+        return str(getattr(self, "display_name_raw", None) or self.metavar or self.name)
+
 
 class _Command(_HelpToEnvironment, TyperCommand):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
