@@ -54,6 +54,7 @@ class Measured:
     client_port: int
     handshake_ms: float
     client_hello_ms: float
+    server_flight_ms: float | None  # None before the figure existed (a "before" checkout)
 
 
 @dataclass(slots=True)
@@ -63,6 +64,7 @@ class Flow:
     first_initial: float | None = None
     server_finished: float | None = None
     client_finished: float | None = None
+    request: float | None = None  # the first datagram carrying the request
 
 
 @contextlib.contextmanager
@@ -122,7 +124,13 @@ def run_promptpath(port: int, ca: str, keylog: Path) -> Measured:
     assert stage is not None and stage.duration_ns is not None
     local_port = tl.attempts[-1].local_port
     assert local_port is not None and tl.client_hello_ns is not None
-    return Measured(local_port, stage.duration_ns / 1e6, tl.client_hello_ns / 1e6)
+    flight = getattr(tl, "server_flight_ns", None)
+    return Measured(
+        local_port,
+        stage.duration_ns / 1e6,
+        tl.client_hello_ns / 1e6,
+        None if flight is None else flight / 1e6,
+    )
 
 
 def read_flows(pcap: Path, keylog: Path, server_port: int) -> dict[int, Flow]:
@@ -132,6 +140,7 @@ def read_flows(pcap: Path, keylog: Path, server_port: int) -> dict[int, Flow]:
         "udp.dstport",
         "quic.long.packet_type",
         "tls.handshake.type",
+        "quic.stream.stream_id",
     ]
     cmd = ["tshark", "-r", str(pcap), "-o", f"tls.keylog_file:{keylog}", "-T", "fields"]
     cmd += ["-E", "separator=\t"]
@@ -140,7 +149,7 @@ def read_flows(pcap: Path, keylog: Path, server_port: int) -> dict[int, Flow]:
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     flows: dict[int, Flow] = {}
     for line in out.splitlines():
-        t_s, src, dst, packet_types, hs_types = line.split("\t")
+        t_s, src, dst, packet_types, hs_types, stream_ids = line.split("\t")
         t = float(t_s)
         from_client = int(dst) == server_port
         flow = flows.setdefault(int(src) if from_client else int(dst), Flow())
@@ -150,6 +159,10 @@ def read_flows(pcap: Path, keylog: Path, server_port: int) -> dict[int, Flow]:
                 flow.first_initial = t
             if FINISHED in hs and flow.client_finished is None:
                 flow.client_finished = t
+            # The request: the first client datagram with a frame on stream 0 (HTTP/3's
+            # first request stream; the control and QPACK streams are unidirectional).
+            if "0" in stream_ids.split(",") and flow.request is None:
+                flow.request = t
         elif FINISHED in hs and flow.server_finished is None:
             flow.server_finished = t
     return flows
@@ -193,6 +206,16 @@ def main() -> None:
     print(stats("capture: first Initial -> client Finished", wire))
     print(stats("capture: server Finished -> client Finished", client_side))
     print(stats("client_hello_ms (outside the stage)", [m.client_hello_ms for m in measured]))
+    flights = [m.server_flight_ms for m in measured if m.server_flight_ms is not None]
+    if flights:
+        print(stats("server_flight_ms (client CPU, in the stage)", flights))
+    to_request = [
+        (f.request - f.server_finished) * 1e3
+        for f in (flows.get(m.client_port) for m in measured)
+        if f is not None and f.request is not None and f.server_finished is not None
+    ]
+    if to_request:
+        print(stats("capture: server Finished -> request datagram", to_request))
     ok = abs(statistics.median(errors)) <= TARGET_MEDIAN_MS
     verdict = "target met" if ok else "TARGET MISSED"
     print(stats("quic_handshake error", errors) + f"   {verdict}")

@@ -45,12 +45,17 @@ class _Argument(TyperArgument):
     """Typer shows an argument as ``{TARGET}`` and ``TARGET <str>``: the metavar alone reads
     better, and its help line says what it is."""
 
+    def make_metavar(self, ctx: Any, *, usage: bool = False) -> str:
+        # An optional argument spells its brackets in its metavar ("[NAME]...").
+        return self.metavar or super().make_metavar(ctx, usage=usage)
+
+    # typer 0.29's hooks for the same two displays: pyproject pins typer below 0.29, but a
+    # venv made before the pin still has it.
     def display_type_rich(self, ctx: Any) -> str | None:
         return None
 
     def _usage_display_name(self) -> str:
-        # An optional argument spells its brackets in its metavar ("[NAME]...").
-        return self.display_name_raw
+        return str(getattr(self, "display_name_raw", None) or self.metavar or self.name)
 
 
 class _Command(_HelpToEnvironment, TyperCommand):

@@ -359,6 +359,10 @@ class Timeline:
     #: ClientHello's send; QUIC: the connection and its first Initial): outside the tls
     #: and quic_handshake stages, so both protocols' setup spans cover the same wire span.
     client_hello_ns: int | None = None
+    #: HTTP/3: client CPU on the server's handshake flight, inside quic_handshake: each
+    #: datagram that arrived before the handshake completed, from its arrival to the end
+    #: of processing it and sending what it triggered (the Finished included), summed.
+    server_flight_ns: int | None = None
     close: CloseRecord | None = None  # set once, by the transport, when the peer closed
     close_after_end: str | None = None  # the connection outlived the terminal marker: how
     compressed: str | None = None  # Content-Encoding of the event stream, when not identity

@@ -30,7 +30,7 @@ from promptpath.core.errors import ConnectError, ErrorKind, TLSError
 from promptpath.core.timeline import ConnectAttempt, Stage, Timeline, TLSInfo
 from promptpath.net import dns
 from promptpath.net.clientauth import ClientAuth, HandshakeTap
-from promptpath.net.rxstamp import RxStampedStream
+from promptpath.net.rxstamp import RxStampedStream, perf_ns_of
 from promptpath.net.tcp import connect_address
 from promptpath.net.tlsinfo import (
     cert_info,
@@ -87,7 +87,7 @@ class StampingStream(anyio.abc.ByteStream):
         rx = inner.rx_unix_ns if isinstance(inner, RxStampedStream) else None
         if rx is None:
             return now
-        stamp = min(now, now - (time.time_ns() - rx))
+        stamp = perf_ns_of(rx, now)
         last = self._recorder.last_read_ns
         return stamp if last is None or stamp >= last else last
 

@@ -8,9 +8,17 @@ import time
 
 from promptpath.core.errors import DNSError, PromptpathError
 from promptpath.core.timeline import DNSAnswer, DNSFailure, Family, StageName, Timeline
-from promptpath.net.getaddrinfo import resolve_system
+from promptpath.net.getaddrinfo import resolve_system, warm_system_resolver
 
-__all__ = ["DNSAnswer", "Family", "family_of", "is_ip_literal", "resolve", "resolve_stage"]
+__all__ = [
+    "DNSAnswer",
+    "Family",
+    "family_of",
+    "is_ip_literal",
+    "prepare",
+    "resolve",
+    "resolve_stage",
+]
 
 
 def family_of(ip: str) -> Family:
@@ -30,6 +38,18 @@ _FAMILY_WORD: dict[Family, str] = {"ipv4": "an IPv4 address", "ipv6": "an IPv6 a
 
 def _wanted(fam: Family, family: int) -> bool:
     return family == 0 or (family == socket.AF_INET) == (fam == "ipv4")
+
+
+async def prepare(resolver: str | None) -> None:
+    """Before a trace's t0: pay the process's first-call costs of the resolver it will use
+    (dnspython's lazy imports for ``--resolver``; the executor thread, idna codec and
+    glibc's configuration for the system's), so that the ``dns`` stage is the lookup's."""
+    if resolver is not None:
+        from promptpath.net.dnsquery import load_dnspython
+
+        load_dnspython()
+    else:
+        await warm_system_resolver()
 
 
 async def resolve(

@@ -33,6 +33,7 @@ from promptpath.net.dnsmsg import (
     rdtypes_for,
     read_reply,
 )
+from promptpath.net.dnsudp import exchange_udp
 from promptpath.net.getaddrinfo import resolve_system
 
 if TYPE_CHECKING:
@@ -142,6 +143,8 @@ class Querier:
 
         load_dnspython()  # a no-op after the first query: the stamps below exclude imports
         start = time.perf_counter_ns()
+        # On the wire: the first datagram sent, the answer's arrival (net/dnsudp.py).
+        wire: list[int] = []
 
         def done(
             message: dns.message.Message | None,
@@ -159,8 +162,10 @@ class Querier:
                 tcp=tcp,
                 error=error,
                 detail=detail,
-                start_ns=start,
-                end_ns=time.perf_counter_ns(),
+                start_ns=wire[0] if wire else start,
+                end_ns=wire[-1]
+                if message is not None and len(wire) > 1
+                else time.perf_counter_ns(),
             )
 
         query = dns.message.make_query(qname, rdtype, use_edns=0, payload=EDNS_PAYLOAD)
@@ -168,13 +173,13 @@ class Querier:
             query.flags &= ~flag("RD")
         where = f"{format_server(server)}"
         try:
-            response, tcp = await self._send(query, server)
+            response, tcp = await self._send(query, server, wire)
             if response is None:
                 return done(None, error="budget", detail="DNS query budget spent")
             if response.rcode() == dns.rcode.FORMERR and response.edns < 0:
                 # FORMERR without an OPT record: a server that predates EDNS. Ask plainly.
                 query.use_edns(False)
-                retry, tcp = await self._send(query, server)
+                retry, tcp = await self._send(query, server, wire)
                 response = retry or response
             return done(response, tcp=tcp)
         except (dns.exception.Timeout, TimeoutError):
@@ -187,8 +192,10 @@ class Querier:
             return done(None, error="malformed", detail=f"bad reply from {where}: {exc}")
 
     async def _send(
-        self, query: dns.message.Message, server: Server
+        self, query: dns.message.Message, server: Server, wire: list[int]
     ) -> tuple[dns.message.Message | None, bool]:
+        """The answer, and whether TCP gave it; ``wire`` gets the first send's stamp and
+        then each answer's arrival (the last one is the answer used)."""
         import dns.asyncquery
         import dns.exception
 
@@ -203,7 +210,10 @@ class Querier:
             if attempt and (try_s <= 0.05 or self._take() is None):
                 raise dns.exception.Timeout
             try:
-                response = await dns.asyncquery.udp(query, host, timeout=try_s, port=port)
+                response, sent_ns, received_ns = await exchange_udp(
+                    query, host, port, timeout=try_s
+                )
+                wire[:] = [wire[0] if wire else sent_ns, received_ns]
                 break
             except dns.exception.Timeout:
                 if time.perf_counter() >= end - 0.05:
@@ -216,7 +226,11 @@ class Querier:
         limit = self._take()
         if limit is None:
             return response, False
-        return await dns.asyncquery.tcp(query, host, timeout=limit, port=port), True
+        # dnspython's own TCP exchange, stamped around (connect included): a rare path.
+        sent_ns = time.perf_counter_ns()
+        answer = await dns.asyncquery.tcp(query, host, timeout=limit, port=port)
+        wire[:] = [wire[0] if wire else sent_ns, time.perf_counter_ns()]
+        return answer, True
 
 
 async def lookup(

@@ -43,6 +43,44 @@ _FAILURES = (
 )
 
 
+class OneWriteHTTP11Connection(httpcore.AsyncHTTP11Connection):
+    """httpcore's HTTP/1.1 connection, writing a request's head and body in one go.
+
+    httpcore writes the head, each body chunk and the end of the message (an empty write
+    with a content-length) apart: three TLS records and sends, each waking the server,
+    where curl sends one. Held here up to ``HELD_MAX`` bytes; a larger body goes on in
+    writes of its own once that much is out. This overrides httpcore's private
+    ``_send_event`` and the two methods around it (httpcore's minor is pinned)."""
+
+    HELD_MAX = 65536
+    _held: bytearray | None = None
+
+    async def _send_request_headers(self, request: httpcore.Request) -> None:
+        self._held = bytearray()
+        await super()._send_request_headers(request)
+
+    async def _send_request_body(self, request: httpcore.Request) -> None:
+        try:
+            await super()._send_request_body(request)
+        finally:
+            await self._flush(request.extensions.get("timeout", {}).get("write"))
+
+    async def _send_event(self, event: Any, timeout: float | None = None) -> None:
+        held = self._held
+        if held is None:
+            await super()._send_event(event, timeout=timeout)
+            return
+        held += self._h11_state.send(event) or b""
+        if len(held) >= self.HELD_MAX:
+            await self._flush(timeout)
+            self._held = bytearray()
+
+    async def _flush(self, timeout: float | None) -> None:
+        held, self._held = self._held, None
+        if held:
+            await self._network_stream.write(bytes(held), timeout=timeout)
+
+
 class TCPTransport:
     """Opens TCP (+TLS) connections and speaks HTTP/1.1 or HTTP/2 on them.
 
@@ -119,7 +157,7 @@ class TCPConnection:
         if self.http2:
             self._conn = StampedHTTP2Connection(origin, stream, recorder)
         else:
-            self._conn = httpcore.AsyncHTTP11Connection(origin=origin, stream=stream)
+            self._conn = OneWriteHTTP11Connection(origin=origin, stream=stream)
 
     @property
     def multiplexed(self) -> bool:

@@ -273,6 +273,7 @@ async def handshake(
     )
     timeline.address = (ip, port)
     timeline.family = fam
+    timeline.server_flight_ns = protocol.flight_ns
     timeline.tls = tls = _tls_info(quic, event, spec, verified=verifier is not None)
     # aioquic answers a CertificateRequest with the certificate it was given (or an empty
     # one); whether one came is only in its TLS state (aioquic_internals).

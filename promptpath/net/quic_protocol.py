@@ -1,6 +1,7 @@
 """The asyncio side of an HTTP/3 trace: one UDP socket pumped into a sans-IO QuicConnection.
 
-``QuicTracer`` stamps every datagram with ``perf_counter_ns`` the moment it arrives,
+``QuicTracer`` stamps every datagram with the moment it arrived (the kernel's receive
+stamp on the ``perf_counter_ns`` clock, rxstamp.py; else when it is read),
 counts what goes in and out, runs HTTP/3 on top once the handshake completes (never
 before: no early data) and hands each request stream what its datagrams brought as
 ``Arrival`` records. It decides nothing about the response: quic.py and ingest.py do.
@@ -17,6 +18,7 @@ from typing import Any
 
 from promptpath.core.timeline import QuicStats, Timeline
 from promptpath.net import aioquic_internals
+from promptpath.net.rxstamp import enable_last_packet_stamp, last_packet_stamp, perf_ns_of
 from promptpath.net.transport import Recorder
 
 #: Wire version numbers we can name.
@@ -98,17 +100,31 @@ class QuicTracer(asyncio.DatagramProtocol):
         # Finished, after it processed the server's flight (not that flight's arrival).
         self.handshake_ns: int | None = None
         self._finished_unsent = False  # HandshakeCompleted seen, its Finished not yet out
+        #: Client CPU on the datagrams that arrived before the handshake completed: from
+        #: each one's callback to the end of its processing and of what it sent (the
+        #: Finished's send, for the last one), summed.
+        self.flight_ns = 0
         self.terminated: Any = None  # aioquic ConnectionTerminated
         self.socket_error: OSError | None = None
         self.server_versions: tuple[int, ...] | None = None  # from a Version Negotiation
+        self._fd: int | None = None  # the socket, when the kernel keeps receive stamps
 
     # -- asyncio side ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and enable_last_packet_stamp(sock.fileno()):
+            self._fd = sock.fileno()
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        t_ns = time.perf_counter_ns()  # first thing: the stamp is the arrival
+        # First thing: the arrival. The kernel's receive stamp of this datagram (asyncio
+        # reads one per callback) mapped onto perf_counter, else now: a busy loop (the
+        # previous datagram's processing, another process on the core) does not make it late.
+        now = time.perf_counter_ns()
         rec = self._rec
+        t_ns = now if self._fd is None else perf_ns_of(last_packet_stamp(self._fd), now)
+        if rec.last_read_ns is not None and t_ns < rec.last_read_ns:
+            t_ns = rec.last_read_ns  # never before the previous read's
         read_index = rec.read(t_ns, len(data))
         rec.stats.datagrams_in += 1
         rec.stats.bytes_in += len(data)
@@ -118,12 +134,17 @@ class QuicTracer(asyncio.DatagramProtocol):
                 self.server_versions = _vn_versions(data)
             else:
                 rec.stats.version = version_name(version)
+        in_handshake = self.handshake_ns is None
         try:
             self._quic.receive_datagram(data, addr, now=self._loop.time())
             self._process(t_ns, read_index)
             self.transmit()
         except Exception as exc:  # a bug below us must end the trace, not hang it
             self._fail(f"internal QUIC error: {exc!r}")
+        if in_handshake:
+            # From the callback, not the arrival: a datagram that waited in the socket
+            # while another process had the core cost the client nothing.
+            self.flight_ns += (self.handshake_ns or time.perf_counter_ns()) - now
 
     def error_received(self, exc: Exception) -> None:
         # An ICMP error on the connected socket (port unreachable: nothing listens on UDP).
@@ -154,7 +175,9 @@ class QuicTracer(asyncio.DatagramProtocol):
                 self._finished_unsent = False
                 self.handshake_ns = sent_ns
             transport.sendto(data)  # a connected socket: the address is implied
-            rec.wrote(time.perf_counter_ns(), len(data))
+            # The stamp before the hand-off, as over TCP (rxstamp.py): on loopback the
+            # answer can arrive, kernel-stamped, before sendto() returns to us.
+            rec.wrote(sent_ns, len(data))
             rec.stats.datagrams_out += 1
             rec.stats.bytes_out += len(data)
         for sid, tl in list(self._unsent.items()):

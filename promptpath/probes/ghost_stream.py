@@ -29,7 +29,7 @@ import httpx
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import count_content
-from promptpath.net.http import TCPTransport
+from promptpath.net.http import TCPConnection, TCPTransport
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.canary import canary_controls, is_canary, with_controls
@@ -136,7 +136,7 @@ async def leave_early(
         if tracer.stopped_ns is None or conn is None:
             why = exc.message if exc is not None else f"the stream ended after {read} tokens"
             return dataclasses.replace(run, read=read, problem=f"the canary request: {why}")
-        if h2 and not conn.http2:
+        if h2 and not conn.multiplexed:  # over TCP, multiplexed means HTTP/2
             return dataclasses.replace(
                 run, read=read, unavailable="the server chose HTTP/1.1 (no h2 in ALPN)"
             )
@@ -145,7 +145,7 @@ async def leave_early(
             await conn.abort()
         elif style == "clean":
             await tracer.aclose()
-        elif not await conn.cancel_stream():
+        elif not (isinstance(conn, TCPConnection) and await conn.cancel_stream()):
             return dataclasses.replace(
                 run, read=read, problem="the stream had ended before it could be reset"
             )

@@ -225,6 +225,9 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         "client_hello_ms": None
         if timeline.client_hello_ns is None
         else round(timeline.client_hello_ns / 1e6, 3),
+        "server_flight_ms": None
+        if timeline.server_flight_ns is None
+        else round(timeline.server_flight_ns / 1e6, 3),
         "milestones_ms": metrics.milestones_ms,
         "ttft_ms": {
             "from_start": metrics.milestones_ms.get("ttft"),

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Self
 
 from promptpath.core import redaction
-from promptpath.core.redaction import MARKER, MIN_SEARCHED, PIECE
 from promptpath.core.headers import is_secret_header
+from promptpath.core.redaction import MARKER, MIN_SEARCHED, PIECE
 from promptpath.options import RunOptions, secret_values
 
 

@@ -90,6 +90,7 @@ async def run_concurrent(
             on_run(index, result)
         return refused_runs
     session = Session(options, transport_factory=transport_factory)
+    await session.prepare()
     pool = _Pool(options, session.transport, concurrency=concurrency, connections=connections)
     tracer = Tracer(options, session.transport, strategy=pool)
     # By index as they start: nothing here grows with ``count`` before a stream begins.

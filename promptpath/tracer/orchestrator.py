@@ -270,6 +270,7 @@ async def trace(
         return refused_result(options, refused)
     # Imports, the transport, the CA store, the request: before t0, not the network.
     session = Session(options, transport_factory=transport_factory)
+    await session.prepare()
     tracer = Tracer(options, session.transport, strategy=OneConnection(reuse=options.warm))
     with gc_held():
         result = session.new_result(tracer.sent)

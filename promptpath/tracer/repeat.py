@@ -58,6 +58,7 @@ async def _reused(
     # The one connection is reused while the peer keeps it open, and a new one opened
     # (dns, connect, tls stages and all) when it did not: that run's timeline shows it.
     session = Session(options, transport_factory=transport_factory)
+    await session.prepare()
     tracer = Tracer(options, session.transport, strategy=OneConnection(reuse=True))
     results: list[TraceResult] = []
     try:

@@ -3,6 +3,7 @@ without --reuse, and load mode all set up, hold and finish their runs here.
 
     refusal(options)               what cannot run at all (HTTP/3 where QUIC cannot go)
     Session(options)               preloads and the transport: before any t0
+      await .prepare()             the resolver's first-call costs: before any t0 too
       .new_result(tracer.sent)     a TraceResult whose timeline records the request
       with gc_held(): ...          no full collection inside a stream
       .finish(results)             TLS details parsed once per connection, mTLS included
@@ -22,6 +23,7 @@ from contextlib import contextmanager
 
 from promptpath.core.errors import UsageError
 from promptpath.core.timeline import CertInfo, SentRequest, Timeline
+from promptpath.net import dns
 from promptpath.net.tlsinfo import finish_tls, pem_cert_info
 from promptpath.net.transport import Transport
 from promptpath.options import RunOptions
@@ -58,11 +60,8 @@ def refused_result(options: RunOptions, exc: UsageError) -> TraceResult:
 
 
 def preload(options: RunOptions) -> None:
-    """What a first run would otherwise load inside its timed stages."""
-    if options.resolver is not None:
-        from promptpath.net.dnsquery import load_dnspython
-
-        load_dnspython()  # dnspython loads lazily inside the first query: not DNS time
+    """What a first run would otherwise load inside its timed stages (the resolver's own
+    first-call costs are async: ``Session.prepare``)."""
     if options.target.scheme == "https":
         import cryptography.x509  # noqa: F401  the certificate is parsed with it
 
@@ -71,7 +70,10 @@ def preload(options: RunOptions) -> None:
 def gc_held() -> Iterator[None]:
     """A full collection in the middle of a stream stalls the read loop for ~20 ms
     (measured), which would show as a late token: collect now, then hold the collector
-    off until the block ends; reference counting still frees what it can."""
+    off until the block ends; reference counting still frees what it can. The collection
+    costs 15-30 ms of wall time before t0; dropping it is for an A/B on an idle machine
+    (bench_capture.py's wait error): at load 6-7 the wait error read +0.02 to +0.6 ms with
+    it and without it alike."""
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
@@ -96,6 +98,11 @@ class Session:
         self.transport = (transport_factory or transport_for)(options)
         self._finished: set[int] = set()
         self._client_cert: CertInfo | None = None
+
+    async def prepare(self) -> None:
+        """Before the first t0: the resolver's first-call costs (dnspython's lazy imports;
+        the executor thread, idna codec and glibc configuration of the system's)."""
+        await dns.prepare(self.options.resolver)
 
     def new_result(self, sent: SentRequest) -> TraceResult:
         """A result for the next run: t0 is now, and ``sent`` (what the tracer will send)
@@ -143,7 +150,9 @@ def transport_for(options: RunOptions) -> Transport:
     from promptpath.net.http import TCPTransport
 
     if options.http in ("2", "auto"):
-        import h2.connection  # noqa: F401  httpcore imports it on the first HTTP/2 connection
+        from promptpath.net.http2 import warm_up
+
+        warm_up()  # h2's imports and first-call costs: before t0, not the request stage
     return TCPTransport(h2c=options.http == "2" and options.target.scheme == "http")
 
 

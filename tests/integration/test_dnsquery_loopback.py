@@ -386,3 +386,44 @@ async def test_without_grace_lookup_waits_for_every_type(dns_server: MakeServer)
     found = await lookup(querier, srv.server, NAME, family=0, rd=False, source="authoritative")
     assert time.monotonic() - start >= 0.35
     assert found.status == "ok"
+
+
+async def test_the_answer_is_stamped_when_it_arrived_not_when_the_loop_read_it() -> None:
+    """A busy loop reads the answer late; the reply's end is the kernel's receive stamp.
+
+    The server is a thread with a blocking socket, so it answers while this loop sleeps."""
+    import threading
+
+    from promptpath.net.rxstamp import enable_rx_stamps
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        if not enable_rx_stamps(probe):
+            pytest.skip("no SO_TIMESTAMPNS on this platform")
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind(("127.0.0.1", 0))
+    server.settimeout(5)
+    answered = threading.Event()
+
+    def serve_one() -> None:
+        wire, addr = server.recvfrom(512)
+        server.sendto(answer(dns.message.from_wire(wire), "127.0.0.16").to_wire(), addr)
+        answered.set()
+
+    thread = threading.Thread(target=serve_one)
+    thread.start()
+    try:
+        querier = Querier(timeout=2.0, max_queries=2, budget_s=2.0)
+        started = time.perf_counter_ns()
+        task = asyncio.ensure_future(querier(server.getsockname(), NAME, "A", rd=True))
+        await asyncio.sleep(0)  # the task runs up to its wait: the query is sent
+        time.sleep(0.2)  # the loop is busy while the answer arrives
+        reply = await task
+        waited_ns = time.perf_counter_ns() - started
+    finally:
+        thread.join(5)
+        server.close()
+    assert answered.is_set() and reply.message is not None
+    assert waited_ns >= 200_000_000
+    # Loopback answers in well under a millisecond; 50 ms leaves room for a loaded machine
+    # and is a quarter of the time the loop made the answer wait.
+    assert reply.end_ns - reply.start_ns < 50_000_000

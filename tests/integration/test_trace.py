@@ -340,3 +340,33 @@ async def test_ipv6_only_asked_of_a_name_with_only_ipv4_says_so(ref: RefServer) 
     result = await trace(opts(ref, host="localhost", family=socket.AF_INET6))
     assert result.exc is not None and result.exc.kind == "no_address"
     assert "no IPv6 address for localhost" in str(result.exc)
+
+
+@pytest.mark.parametrize("http", ["1.1", "2"])
+async def test_a_request_leaves_in_one_write(
+    ref: RefServer, monkeypatch: pytest.MonkeyPatch, http: str
+) -> None:
+    # HTTP/2: the preface, SETTINGS, HEADERS and DATA of the first request, the HEADERS
+    # and DATA of a warm one (net/http2.py); HTTP/1.1: head, body and end of message
+    # (net/http.py). One write each, as curl does, not one per frame or event.
+    import time
+
+    from promptpath.net.backend import TracedNetworkStream
+
+    writes: list[tuple[int, int]] = []
+    real = TracedNetworkStream.write
+
+    async def counted(
+        self: TracedNetworkStream, buffer: bytes, timeout: float | None = None
+    ) -> None:
+        writes.append((time.perf_counter_ns(), len(buffer)))
+        await real(self, buffer, timeout)
+
+    monkeypatch.setattr(TracedNetworkStream, "write", counted)
+    result = await trace(opts(ref, http=http, warm=True))
+    assert result.ok and result.warm is not None
+    for tl in (result.timeline, result.warm.timeline):
+        assert tl.http_version == f"HTTP/{http}"
+        sent = tl.milestones["request_sent"]
+        begun = tl.milestones.get("tls_done", tl.t0_ns)
+        assert len([t for t, _ in writes if begun <= t <= sent]) == 1
