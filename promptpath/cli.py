@@ -93,9 +93,9 @@ def _root(
 # -- option declarations shared by `run` and `probe` --------------------------------------
 # The choices are spelled out here, not imported, so that `--help` stays fast; a unit test
 # holds them equal to the Literal types the commands check values against.
-_PROVIDER_CHOICES = "openai|responses|anthropic|ollama"
+_PROVIDER_CHOICES = "openai|responses|anthropic|ollama|gemini|vertex|azure"
 _HTTP_CHOICES = "1.1|2|3|auto"
-_CLIENT_CHOICES = "openai-python|anthropic-python|ollama-python|curl|browser|identity"
+_CLIENT_CHOICES = "openai-python|anthropic-python|ollama-python|google-genai|curl|browser|identity"
 
 Target = Annotated[
     str,

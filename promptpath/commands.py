@@ -25,7 +25,6 @@ from promptpath.interrupts import (
 )
 from promptpath.options import (
     DEFAULT_CLIENT,
-    DEFAULT_KEY_ENV,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
     DEFAULT_PROMPT,
@@ -36,6 +35,8 @@ from promptpath.options import (
     RunOptions,
     check_client_cert,
     detect_provider,
+    key_from_env,
+    model_from_path,
     parse_connect_to,
     parse_headers,
     parse_resolve,
@@ -46,7 +47,15 @@ from promptpath.series_command import SeriesArgs, run_series, series_inputs
 from promptpath.tracer.orchestrator import TraceResult
 from promptpath.tracer.request import SHAPES
 
-PROVIDERS: tuple[Provider, ...] = ("openai", "responses", "anthropic", "ollama")
+PROVIDERS: tuple[Provider, ...] = (
+    "openai",
+    "responses",
+    "anthropic",
+    "ollama",
+    "gemini",
+    "vertex",
+    "azure",
+)
 HTTP_CHOICES: tuple[HTTPChoice, ...] = ("1.1", "2", "3", "auto")
 
 
@@ -219,8 +228,8 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
                 f"--dns-recheck must be at least {MIN_RECHECK_S:g} s: two whole-second TTLs"
                 " closer together may be equal"
             )
-    key_env = args.api_key_env or DEFAULT_KEY_ENV[provider]
-    api_key = (env.get(key_env) if key_env else None) or profile_key
+    key_env, env_key = key_from_env(provider, args.api_key_env, env)
+    api_key = env_key or profile_key
     if args.proxy_user is not None and ":" not in args.proxy_user:
         raise UsageError("--proxy-user wants USER:PASS", kind="bad_option")
     proxy, proxy_note = select_proxy(
@@ -235,7 +244,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
     return RunOptions(
         target=target,
         provider=provider,
-        model=args.model or DEFAULT_MODEL[provider],
+        model=args.model or model_from_path(provider, target.path) or DEFAULT_MODEL[provider],
         prompt=args.prompt if args.prompt is not None else DEFAULT_PROMPT,
         max_tokens=max_tokens,
         headers=parse_headers(args.headers),
