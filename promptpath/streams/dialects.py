@@ -111,6 +111,7 @@ def _filter_name(obj: JSONObject) -> str | None:
     choices = [_obj(c) for c in _list(obj.get("choices"))]
     if choices and all(
         ("content_filter_results" in c or "content_filter_offsets" in c)
+        and not _obj(c.get("delta"))  # the role chunk carries an empty verdict too
         and not _str(c.get("finish_reason"))
         for c in choices
     ):
