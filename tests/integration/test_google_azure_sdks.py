@@ -169,3 +169,20 @@ def test_azure_openai_raises_on_the_in_band_error(keyed: RefServer) -> None:
                 model="prod-gpt", messages=[{"role": "user", "content": PROMPT}], stream=True
             ):
                 pass
+
+
+def test_google_genai_fails_on_an_sse_comment_line(keyed: RefServer) -> None:
+    # Observed by hand first: google-genai 3.6.1 reads only "data: " lines as events and
+    # hands any other line to a JSON brace matcher, so a keepalive comment (which the
+    # Gemini API never sends, but a hop may inject) ends the stream with
+    # UnknownApiResponseError. serve sends comments only when asked (keepalive-s).
+    client = gemini(
+        keyed,
+        **{
+            "x-promptpath-pause-after": "2",
+            "x-promptpath-pause-s": "1.2",
+            "x-promptpath-keepalive-s": "0.5",
+        },
+    )
+    with pytest.raises(genai_errors.UnknownApiResponseError, match="keepalive"):
+        list(client.models.generate_content_stream(model="gemini-2.5-flash", contents=PROMPT))

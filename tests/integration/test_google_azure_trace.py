@@ -145,3 +145,21 @@ def test_a_wrong_key_is_a_401_from_the_keyed_server(keyed: RefServer) -> None:
     )
     assert res.exit_code == ExitCode.HTTP_STATUS
     assert json.loads(res.stdout)["error"]["kind"] == "http_401"
+
+
+@pytest.mark.parametrize("dialect", ["gemini", "azure"])
+def test_serves_first_token_delay_and_pause_shape_the_trace(keyed: RefServer, dialect: str) -> None:
+    code, body, _ = run(
+        keyed,
+        dialect,
+        "2",
+        "x-promptpath-ttft-ms: 300",
+        "x-promptpath-tokens: 6",
+        "x-promptpath-pause-after: 3",
+        "x-promptpath-pause-s: 0.5",
+    )
+    assert code == ExitCode.OK
+    # Lower bounds only: the delays are the server's floor; a loaded machine adds to them.
+    assert body["ttft_ms"]["from_request"] >= 300
+    assert max(body["tokens"]["gaps"]) >= 500
+    assert body["tokens"]["count"] == 6
