@@ -163,3 +163,12 @@ def test_serves_first_token_delay_and_pause_shape_the_trace(keyed: RefServer, di
     assert body["ttft_ms"]["from_request"] >= 300
     assert max(body["tokens"]["gaps"]) >= 500
     assert body["tokens"]["count"] == 6
+
+
+def test_vertex_without_a_named_token_variable_says_how_to_name_one(keyed: RefServer) -> None:
+    path, _, _ = DIALECTS["vertex"]
+    res = run_cli(
+        "run", f"https://localhost:{keyed.port}{path}", "--cacert", str(keyed.ca), environ={}
+    )
+    assert res.exit_code == ExitCode.HTTP_STATUS
+    assert "no API key was sent: name its variable with --api-key-env" in res.stderr
