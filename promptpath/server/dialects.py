@@ -6,7 +6,7 @@ from promptpath.options import detect_provider, model_from_path
 from promptpath.server.anthropic_dialect import Messages
 from promptpath.server.azure_dialect import AzureChatCompletions
 from promptpath.server.dialect import Dialect
-from promptpath.server.google_dialect import GenerateContent
+from promptpath.server.google_dialect import GenerateContent, VertexGenerateContent
 from promptpath.server.ollama_dialect import OllamaChat
 from promptpath.server.openai_dialects import ChatCompletions, Responses
 
@@ -16,7 +16,7 @@ DIALECTS: dict[str, type[Dialect]] = {
     "anthropic": Messages,
     "ollama": OllamaChat,
     "gemini": GenerateContent,
-    "vertex": GenerateContent,
+    "vertex": VertexGenerateContent,
     "azure": AzureChatCompletions,
 }
 

@@ -110,3 +110,10 @@ class GenerateContent(Dialect):
     ) -> ErrorReply:
         headers = (("retry-after", "2"),) if status == 429 else ()
         return ErrorReply(body=google_error(status, message), headers=headers)
+
+
+class VertexGenerateContent(GenerateContent):
+    """Vertex AI's ``projects/P/locations/L/publishers/google/models/M`` paths: the same
+    format, its own name in /stats."""
+
+    name: ClassVar[str] = "vertex"

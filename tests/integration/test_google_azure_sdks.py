@@ -84,7 +84,9 @@ def test_google_genai_streams_the_text_and_usage_serve_meant(keyed: RefServer, m
     # Each client went to its own API's path (Vertex: v1beta1/projects/.../publishers/...).
     assert keyed.ca is not None
     stats = httpx.get(keyed.path("/stats"), verify=ssl.create_default_context(cafile=keyed.ca))
-    path = stats.json()["recent"][-1]["path"]
+    record = stats.json()["recent"][-1]
+    path = record["path"]
+    assert record["dialect"] == ("vertex" if make is vertex else "gemini")
     where = (
         "/projects/p1/locations/us-central1/publishers/google/models/"
         if make is vertex
