@@ -35,8 +35,9 @@ DEFAULT_TIMEOUT_S = 60.0
 PATH_PATTERNS: tuple[tuple[re.Pattern[str], Provider], ...] = (
     # Vertex AI: /v1/projects/P/locations/L/publishers/google/models/M:streamGenerateContent
     (re.compile(r"/projects/[^/]+/locations/[^/]+/publishers/google/models/[^/:]+:"), "vertex"),
-    # AI Studio: /v1beta/models/M:streamGenerateContent (google-genai 3.6 says /v1/)
-    (re.compile(r"/models/[^/:]+:streamGenerateContent$"), "gemini"),
+    # AI Studio: /v1beta/models/M:streamGenerateContent (google-genai 3.6 says /v1/), and
+    # a tuned model's /v1beta/tunedModels/M:streamGenerateContent
+    (re.compile(r"/(?:models|tunedModels)/[^/:]+:streamGenerateContent$"), "gemini"),
     # Azure OpenAI: /openai/deployments/D/chat/completions?api-version=..., /openai/v1/...
     (re.compile(r"^/openai/deployments/[^/]+/chat/completions$"), "azure"),
     (re.compile(r"^/openai/v1/chat/completions$"), "azure"),
@@ -102,7 +103,7 @@ DEFAULT_MODEL: dict[Provider, str] = {
     "azure": "gpt-4o-mini",
 }
 
-_MODEL_IN_PATH = re.compile(r"/(?:models|deployments)/([^/:?]+)")
+_MODEL_IN_PATH = re.compile(r"/(?:models|tunedModels|deployments)/([^/:?]+)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

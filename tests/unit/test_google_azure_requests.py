@@ -114,6 +114,7 @@ def test_azure_request_is_the_openai_chat_body_with_the_deployment_as_model() ->
 def test_model_given_with_m_wins_over_the_path() -> None:
     assert build_options(RunArgs(target=GEMINI, model="x"), environ={}).model == "x"
     assert model_from_path("openai", "/v1/models/x/chat/completions") is None
+    assert model_from_path("gemini", "/v1beta/tunedModels/t1:streamGenerateContent") == "t1"
 
 
 def test_google_and_azure_key_headers_are_redacted() -> None:

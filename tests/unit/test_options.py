@@ -41,6 +41,7 @@ def test_bad_targets_are_usage_errors(url: str) -> None:
         ("/gateway/openai/v1/chat/completions", "openai"),  # a proxy's prefix: plain OpenAI
         ("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "gemini"),
         ("/v1/models/gemini-2.5-flash:streamGenerateContent", "gemini"),
+        ("/v1beta/tunedModels/my-bgp-tune:streamGenerateContent?alt=sse", "gemini"),
         (
             "/v1/projects/p/locations/us-central1/publishers/google/models/"
             "gemini-2.5-pro:streamGenerateContent?alt=sse",
