@@ -37,9 +37,11 @@ SERIES: Final = "Series and load"
 OUTPUT: Final = "Output and exports"
 PANELS: Final = (TARGET, PATH, PROBES, SERIES, OUTPUT)
 
-PROVIDER_CHOICES: Final = "openai|responses|anthropic|ollama"
+PROVIDER_CHOICES: Final = "openai|responses|anthropic|ollama|gemini|vertex|azure"
 HTTP_CHOICES: Final = "1.1|2|3|auto"
-CLIENT_CHOICES: Final = "openai-python|anthropic-python|ollama-python|curl|browser|identity"
+CLIENT_CHOICES: Final = (
+    "openai-python|anthropic-python|ollama-python|google-genai|curl|browser|identity"
+)
 
 F = TypeVar("F", bound=Callable[..., None])
 

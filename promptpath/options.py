@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
@@ -17,12 +18,31 @@ HTTPChoice = Literal["1.1", "2", "3", "auto"]
 #: Client shapes for --as: whose headers and HTTP version the request copies (the table,
 #: with its sources, is SHAPES in tracer/request.py).
 ClientName = Literal[
-    "openai-python", "anthropic-python", "ollama-python", "curl", "browser", "identity"
+    "openai-python",
+    "anthropic-python",
+    "ollama-python",
+    "google-genai",
+    "curl",
+    "browser",
+    "identity",
 ]
 
 DEFAULT_PROMPT = "Why does my BGP session keep flapping?"
 DEFAULT_MAX_TOKENS = 64
 DEFAULT_TIMEOUT_S = 60.0
+
+#: Path pattern -> provider, tried before the suffixes: APIs whose path says more than its
+#: last segment (Azure's /chat/completions would otherwise read as plain OpenAI).
+PATH_PATTERNS: tuple[tuple[re.Pattern[str], Provider], ...] = (
+    # Vertex AI: /v1/projects/P/locations/L/publishers/google/models/M:streamGenerateContent
+    (re.compile(r"/projects/[^/]+/locations/[^/]+/publishers/google/models/[^/:]+:"), "vertex"),
+    # AI Studio: /v1beta/models/M:streamGenerateContent (google-genai 3.6 says /v1/), and
+    # a tuned model's /v1beta/tunedModels/M:streamGenerateContent
+    (re.compile(r"/(?:models|tunedModels)/[^/:]+:streamGenerateContent$"), "gemini"),
+    # Azure OpenAI: /openai/deployments/D/chat/completions?api-version=..., /openai/v1/...
+    (re.compile(r"^/openai/deployments/[^/]+/chat/completions$"), "azure"),
+    (re.compile(r"^/openai/v1/chat/completions$"), "azure"),
+)
 
 #: Path suffix -> provider, for auto-detection from the target URL.
 PATH_PROVIDERS: tuple[tuple[str, Provider], ...] = (
@@ -37,7 +57,26 @@ DEFAULT_KEY_ENV: dict[Provider, str | None] = {
     "responses": "OPENAI_API_KEY",
     "anthropic": "ANTHROPIC_API_KEY",
     "ollama": None,
+    # google-genai 3.6.1 _api_client.get_env_api_key: GOOGLE_API_KEY wins when both are
+    # set (it warns), GEMINI_API_KEY otherwise (KEY_ENV_FALLBACK).
+    "gemini": "GOOGLE_API_KEY",
+    # Vertex takes an OAuth access token (google-auth's ADC in the SDK): no variable of
+    # its own, the user names one with --api-key-env (e.g. from `gcloud auth print-access-token`).
+    "vertex": None,
+    "azure": "AZURE_OPENAI_API_KEY",
 }
+
+#: Variables read, in order, when the default one is unset (the SDKs' own order):
+#: openai's AzureOpenAI takes an Entra token from AZURE_OPENAI_AD_TOKEN when it has no
+#: key, sent as a bearer token (BEARER_KEY_ENVS).
+KEY_ENV_FALLBACK: dict[Provider, tuple[str, ...]] = {
+    "gemini": ("GEMINI_API_KEY",),
+    "azure": ("AZURE_OPENAI_AD_TOKEN",),
+}
+
+#: Key variables whose value is a bearer token for a provider whose API key has a header
+#: of its own (Azure: api-key for a key, Authorization: Bearer for an Entra token).
+BEARER_KEY_ENVS = frozenset({"AZURE_OPENAI_AD_TOKEN"})
 
 #: The shape of the client most people reach each provider with: its official Python
 #: SDK. Ollama's own library sends a known, fixed header set (ollama/_client.py), so it
@@ -47,6 +86,9 @@ DEFAULT_CLIENT: dict[Provider, ClientName] = {
     "responses": "openai-python",
     "anthropic": "anthropic-python",
     "ollama": "ollama-python",
+    "gemini": "google-genai",
+    "vertex": "google-genai",
+    "azure": "openai-python",
 }
 
 DEFAULT_MODEL: dict[Provider, str] = {
@@ -54,7 +96,15 @@ DEFAULT_MODEL: dict[Provider, str] = {
     "responses": "gpt-4o-mini",
     "anthropic": "claude-3-5-haiku-latest",
     "ollama": "llama3.2",
+    # Gemini and Vertex name the model in the URL (model_from_path); these are for a
+    # URL that does not.
+    "gemini": "gemini-2.5-flash",
+    "vertex": "gemini-2.5-flash",
+    # Azure: the deployment in the URL is what answers; the SDK sends it as "model" too.
+    "azure": "gpt-4o-mini",
 }
+
+_MODEL_IN_PATH = re.compile(r"/(?:models|tunedModels|deployments)/([^/:?]+)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,10 +269,36 @@ def parse_target(url: str) -> Target:
 
 def detect_provider(path: str) -> Provider | None:
     bare = path.split("?", 1)[0].rstrip("/")
+    for pattern, found in PATH_PATTERNS:
+        if pattern.search(bare):
+            return found
     for suffix, provider in PATH_PROVIDERS:
         if bare.endswith(suffix):
             return provider
     return None
+
+
+def model_from_path(provider: Provider, path: str) -> str | None:
+    """The model (Gemini, Vertex) or deployment (Azure) the URL names, if it names one."""
+    if provider not in ("gemini", "vertex", "azure"):
+        return None
+    found = _MODEL_IN_PATH.search(path.split("?", 1)[0])
+    return found.group(1) if found else None
+
+
+def key_from_env(
+    provider: Provider, named: str | None, env: Mapping[str, str]
+) -> tuple[str | None, str | None]:
+    """(variable, key): the variable the user named, else the provider's, else its
+    fallbacks in the SDK's order; the variable reported is the one the key came from
+    (the default one when none is set)."""
+    if named:
+        return named, env.get(named) or None
+    default = DEFAULT_KEY_ENV[provider]
+    for name in (default, *KEY_ENV_FALLBACK.get(provider, ())):
+        if name and env.get(name):
+            return name, env[name]
+    return default, None
 
 
 def parse_resolve(spec: str) -> tuple[str, int, str]:

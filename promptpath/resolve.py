@@ -23,7 +23,6 @@ from promptpath.core.errors import UsageError
 from promptpath.core.series import SeriesPlan
 from promptpath.options import (
     DEFAULT_CLIENT,
-    DEFAULT_KEY_ENV,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
     DEFAULT_PROMPT,
@@ -34,6 +33,8 @@ from promptpath.options import (
     RunOptions,
     check_client_cert,
     detect_provider,
+    key_from_env,
+    model_from_path,
     parse_connect_to,
     parse_headers,
     parse_resolve,
@@ -253,8 +254,8 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
         raise UsageError("--key needs --cert (the certificate it belongs to)", kind="bad_option")
     check_client_cert(cert, key)
     _dns_server("--resolver", values.text("resolver"))
-    key_env = values.text("api_key_env") or DEFAULT_KEY_ENV[provider]
-    api_key = (environ.get(key_env) if key_env else None) or given.api_key
+    key_env, env_key = key_from_env(provider, values.text("api_key_env"), environ)
+    api_key = env_key or given.api_key
     proxy_user = values.text("proxy_user")
     if proxy_user is not None and ":" not in proxy_user:
         raise UsageError("--proxy-user wants USER:PASS", kind="bad_option")
@@ -273,7 +274,7 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
     return RunOptions(
         target=target,
         provider=provider,
-        model=values.text("model") or DEFAULT_MODEL[provider],
+        model=values.text("model") or model_from_path(provider, target.path) or DEFAULT_MODEL[provider],
         prompt=prompt if prompt is not None else DEFAULT_PROMPT,
         max_tokens=max_tokens,
         headers=parse_headers(values.texts("header")),

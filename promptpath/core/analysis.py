@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from promptpath.core.coalescing import coalescing
 from promptpath.core.stats import Summary, intervals_ms, summarize
-from promptpath.core.timeline import MILESTONES, Timeline, content_events
+from promptpath.core.timeline import FILTER_EVENTS, MILESTONES, StreamEvent, Timeline, content_events
 
 #: Waterfall stages derived from milestones: (name, from, to). "ready" is the moment the
 #: connection could carry the request: TLS done, else TCP connected, else the end of a
@@ -127,6 +127,8 @@ class TokenMetrics:
     #: events that shared a read with the previous one only because they were sent back to
     #: back or our read loop caught them together: not the path's doing
     read_batched: int = 0
+    #: events of a content filter (core.timeline.FILTER_EVENTS): no token, no error
+    filter_events: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +182,7 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
         count_source=source,
         events=len(content),
         all_events=len(timeline.events),
+        filter_events=sum(1 for e in timeline.events if e.name in FILTER_EVENTS),
         coalesced=together.path,
         read_batched=together.read_loop,
         per_second=per_second,

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 REDACTED = "[redacted]"
 
 #: Headers that carry the API key, in any of the dialects' spellings.
-KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
+KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "x-goog-api-key"})
 
 #: Headers that carry credentials: never printed, logged or written to JSON.
 SECRET_HEADERS = frozenset(
@@ -20,6 +20,7 @@ SECRET_HEADERS = frozenset(
         "x-api-key",
         "api-key",
         "apikey",
+        "x-goog-api-key",
         "cookie",
         "set-cookie",
         "x-auth",

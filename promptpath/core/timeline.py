@@ -112,6 +112,12 @@ class ServerControls:
     request_id: str | None = None
 
 
+#: ``StreamEvent.name`` of the chunks a provider's content filter adds, with no token and
+#: no error in them (Azure OpenAI: the first chunk's ``prompt_filter_results``, chunks
+#: with only ``content_filter_results``): counted apart, never as tokens.
+FILTER_EVENTS = frozenset({"prompt_filter_results", "content_filter_results"})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamEvent:
     """One decoded stream event (an SSE message or an NDJSON line) in dialect terms."""

@@ -265,6 +265,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "closed_ms": metrics.closed_ms,
             "closed_by": None if timeline.close is None else timeline.close.kind,
             "close_after_end": timeline.close_after_end,
+            "filter_events": tok.filter_events,
             "compressed": timeline.compressed,
             "bytes": sum(c.nbytes for c in timeline.chunks),
             "socket_reads": len(timeline.reads),

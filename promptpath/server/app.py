@@ -13,7 +13,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, MutableMapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +28,7 @@ from promptpath.server.dialect import (
     json_body,
     stamped,
 )
-from promptpath.server.dialects import dialect_for_path
+from promptpath.server.dialects import dialect_for_path, path_model
 from promptpath.server.stats import RequestRecord, ServerStats
 from promptpath.server.streaming import Exchange, Plan, Receive, Send, write_stream
 from promptpath.server.tokens import answer_tokens
@@ -142,7 +142,7 @@ class ReferenceApp:
             key = name.lower()
             if key == b"authorization" and value[:7].lower() == b"bearer ":
                 candidate = value[7:].strip()
-            elif key == b"x-api-key":
+            elif key in (b"x-api-key", b"x-goog-api-key", b"api-key"):
                 candidate = value.strip()
             else:
                 continue
@@ -211,6 +211,8 @@ class ReferenceApp:
         try:
             body = json.loads(raw or b"{}")
             params = dialect_cls.parse_request(body)
+            if dialect_cls.model_in_path:
+                params = replace(params, model=path_model(path) or params.model)
         except json.JSONDecodeError as exc:
             await self._error(send, record, dialect_cls, 400, f"body is not JSON: {exc}")
             return

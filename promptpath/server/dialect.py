@@ -74,6 +74,8 @@ class Dialect(ABC):
     media_type: ClassVar[str] = "text/event-stream"
     stream_default: ClassVar[bool] = False
     max_tokens_fields: ClassVar[tuple[str, ...]] = ("max_tokens",)
+    #: The path names the model (Gemini, Vertex) or deployment (Azure): it wins over the body.
+    model_in_path: ClassVar[bool] = False
 
     def __init__(self, info: RequestInfo) -> None:
         self.info = info

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from promptpath.options import detect_provider
+from promptpath.options import detect_provider, model_from_path
 from promptpath.server.anthropic_dialect import Messages
+from promptpath.server.azure_dialect import AzureChatCompletions
 from promptpath.server.dialect import Dialect
+from promptpath.server.google_dialect import GenerateContent, VertexGenerateContent
 from promptpath.server.ollama_dialect import OllamaChat
 from promptpath.server.openai_dialects import ChatCompletions, Responses
 
@@ -13,10 +15,19 @@ DIALECTS: dict[str, type[Dialect]] = {
     "responses": Responses,
     "anthropic": Messages,
     "ollama": OllamaChat,
+    "gemini": GenerateContent,
+    "vertex": VertexGenerateContent,
+    "azure": AzureChatCompletions,
 }
 
 
 def dialect_for_path(path: str) -> type[Dialect] | None:
-    """By path suffix, so a proxy's prefix (``/openai/v1/chat/completions``) still works."""
+    """By the path, as the client detects it (a proxy's prefix before a suffix still works)."""
     provider = detect_provider(path)
     return None if provider is None else DIALECTS[provider]
+
+
+def path_model(path: str) -> str | None:
+    """The model (or Azure deployment) the path names, for dialects whose path does."""
+    provider = detect_provider(path)
+    return None if provider is None else model_from_path(provider, path)

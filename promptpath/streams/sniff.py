@@ -9,7 +9,7 @@ from typing import get_args
 
 from promptpath.core.errors import StreamError
 from promptpath.streams.decoder import StreamDecoder
-from promptpath.streams.dialects import Provider
+from promptpath.streams.dialects import Provider, decoder_for
 
 __all__ = ["other_dialect", "provider_hint"]
 
@@ -29,7 +29,10 @@ def other_dialect(data: bytes, provider: Provider) -> Provider | None:
     """The first dialect other than ``provider`` that parses ``data``, or None."""
     if not data:
         return None
-    return next((p for p in get_args(Provider) if p != provider and _parses_as(p, data)), None)
+    # Dialects on one wire format (openai and azure, gemini and vertex) parse alike.
+    wire = type(decoder_for(provider))
+    others = (p for p in get_args(Provider) if type(decoder_for(p)) is not wire)
+    return next((p for p in others if _parses_as(p, data)), None)
 
 
 def provider_hint(data: bytes, provider: Provider) -> str:

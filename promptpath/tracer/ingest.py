@@ -83,7 +83,7 @@ def status_error(
     retry_after = timeline.header("retry-after")
     hint = STATUS_HINTS.get(status, "")
     if status == 401 and not key_sent:
-        where = f"set {key_env}" if key_env else "set the provider's key variable"
+        where = f"set {key_env}" if key_env else "name its variable with --api-key-env"
         hint = f"no API key was sent: {where}, or pass -H 'Authorization: Bearer …'"
     elif status == 401:
         hint = hint.format(env=key_env or "the Authorization header")

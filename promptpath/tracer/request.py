@@ -14,7 +14,7 @@ from promptpath.core.headers import (
     redact_headers,
 )
 from promptpath.core.timeline import SentRequest
-from promptpath.options import ClientName, HTTPChoice, Provider, RunOptions
+from promptpath.options import BEARER_KEY_ENVS, ClientName, HTTPChoice, Provider, RunOptions
 from promptpath.tracer.ingest import DECODABLE
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -47,6 +47,16 @@ def build_body(provider: Provider, model: str, prompt: str, max_tokens: int) -> 
         return {"model": model, "input": prompt, "max_output_tokens": max_tokens, "stream": True}
     if provider == "anthropic":
         return {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
+    if provider in ("gemini", "vertex"):
+        # google-genai 3.6.1, observed on loopback: the model is in the path, the stream is
+        # asked for by the path (:streamGenerateContent?alt=sse), not by the body.
+        return {
+            "contents": [{"parts": [{"text": prompt}], "role": "user"}],
+            "generationConfig": {"maxOutputTokens": max_tokens},
+        }
+    if provider == "azure":
+        # openai's AzureOpenAI sends the chat body unchanged (the deployment as "model").
+        return build_body("openai", model, prompt, max_tokens)
     return {
         "model": model,
         "messages": messages,
@@ -55,11 +65,17 @@ def build_body(provider: Provider, model: str, prompt: str, max_tokens: int) -> 
     }
 
 
-def auth_headers(provider: Provider, api_key: str | None) -> list[tuple[str, str]]:
+def auth_headers(
+    provider: Provider, api_key: str | None, key_env: str | None = None
+) -> list[tuple[str, str]]:
     if not api_key:
         return []
     if provider == "anthropic":
         return [("x-api-key", api_key)]
+    if provider == "gemini":
+        return [("x-goog-api-key", api_key)]
+    if provider == "azure" and key_env not in BEARER_KEY_ENVS:
+        return [("api-key", api_key)]
     return [("authorization", f"Bearer {api_key}")]
 
 
@@ -125,6 +141,17 @@ SHAPES: dict[ClientName, ClientShape] = {
         encodings=("gzip", "deflate"),
         http="1.1",
     ),
+    # google-genai 3.6.1 (_api_client.py append_library_version_headers) on httpx2, observed
+    # on loopback: "user-agent" and "x-goog-api-client" both "google-genai-sdk/3.6.1
+    # gl-python/3.11.7" (the Python version is this machine's, as the SDK's would be),
+    # "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1.
+    "google-genai": ClientShape(
+        name="google-genai",
+        user_agent=f"google-genai-sdk/3.6.1 gl-python/{platform.python_version()}",
+        accept="*/*",
+        encodings=("gzip", "deflate"),
+        http="1.1",
+    ),
     # curl 7.88.1 (Debian 12), as `curl URL -d ...` runs it, observed on loopback: "Accept:
     # */*", no Accept-Encoding at all (only --compressed adds one), and h2 offered by
     # ALPN over TLS (the default since 7.62 when built with nghttp2); plain http:// stays
@@ -181,12 +208,14 @@ def request_headers(options: RunOptions) -> list[tuple[str, str]]:
     headers.append(("user-agent", user_agent(shape)))
     if options.provider == "anthropic":
         headers.append(("anthropic-version", ANTHROPIC_VERSION))
+    if options.client == "google-genai":
+        headers.append(("x-goog-api-client", shape.user_agent))
     user_names = {name.lower() for name, _ in options.headers}
     headers = [(n, v) for n, v in headers if n not in user_names]
     # Any credential header given with -H (Azure's api-key too) replaces the key from the
     # environment: two keys in one request would make a 401 ambiguous.
     if not user_names & KEY_HEADERS:
-        headers += auth_headers(options.provider, options.api_key)
+        headers += auth_headers(options.provider, options.api_key, options.api_key_env)
     headers += list(options.headers)
     return headers
 

@@ -33,6 +33,7 @@ OLLAMA_UA = (
     f"ollama-python/0.6.1 ({platform.machine()} {platform.system().lower()})"
     f" Python/{platform.python_version()} promptpath/0.1"
 )
+GENAI = f"google-genai-sdk/3.6.1 gl-python/{platform.python_version()}"
 CHROME_UA = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko)"
     " Chrome/142.0.0.0 Safari/537.36 promptpath/0.1"
@@ -74,6 +75,41 @@ CHROME_UA = (
                 ("accept-encoding", "gzip, deflate"),
                 ("user-agent", OLLAMA_UA),
                 ("authorization", "Bearer sk-1"),
+            ],
+        ),
+        (
+            "google-genai",
+            "gemini",
+            [
+                ("content-type", "application/json"),
+                ("accept", "*/*"),
+                ("accept-encoding", "gzip, deflate"),
+                ("user-agent", f"{GENAI} promptpath/0.1"),
+                ("x-goog-api-client", GENAI),
+                ("x-goog-api-key", "sk-1"),
+            ],
+        ),
+        (
+            "google-genai",
+            "vertex",
+            [
+                ("content-type", "application/json"),
+                ("accept", "*/*"),
+                ("accept-encoding", "gzip, deflate"),
+                ("user-agent", f"{GENAI} promptpath/0.1"),
+                ("x-goog-api-client", GENAI),
+                ("authorization", "Bearer sk-1"),
+            ],
+        ),
+        (
+            "openai-python",
+            "azure",
+            [
+                ("content-type", "application/json"),
+                ("accept", "application/json"),
+                ("accept-encoding", "gzip, deflate"),
+                ("user-agent", "OpenAI/Python 3.57.0 promptpath/0.1"),
+                ("api-key", "sk-1"),
             ],
         ),
         (
@@ -178,6 +214,13 @@ def test_offered_encodings_read_the_header_as_rfc_9110_does(
         ("/v1/responses", "openai-python", "1.1"),
         ("/v1/messages", "anthropic-python", "1.1"),
         ("/api/chat", "ollama-python", "1.1"),
+        ("/v1beta/models/m:streamGenerateContent?alt=sse", "google-genai", "1.1"),
+        (
+            "/v1/projects/p/locations/l/publishers/google/models/m:streamGenerateContent",
+            "google-genai",
+            "1.1",
+        ),
+        ("/openai/deployments/d/chat/completions?api-version=1", "openai-python", "1.1"),
     ],
 )
 def test_the_default_client_is_the_providers_sdk_with_its_http_version(

@@ -36,6 +36,11 @@ RECORDED: list[tuple[str, Provider]] = [
     ("ollama_chat.ndjson", "ollama"),
     ("ollama_thinking_tools.ndjson", "ollama"),
     ("ollama_error.ndjson", "ollama"),
+    ("gemini.sse", "gemini"),
+    ("gemini_tools.sse", "gemini"),
+    ("gemini_error.sse", "gemini"),
+    ("gemini_blocked.sse", "vertex"),
+    ("azure_chat.sse", "azure"),
 ]
 
 
@@ -213,6 +218,7 @@ def test_terminal_turns_true_with_the_read_that_decodes_the_end_marker_or_an_err
         ("responses_error.sse", "responses"),
         ("anthropic_overloaded.sse", "anthropic"),
         ("ollama_error.ndjson", "ollama"),
+        ("gemini_error.sse", "gemini"),
     ],
 )
 def test_an_error_event_is_terminal_while_the_body_is_still_open(

@@ -36,7 +36,18 @@ def test_bad_targets_are_usage_errors(url: str) -> None:
     ("path", "provider"),
     [
         ("/v1/chat/completions", "openai"),
-        ("/openai/deployments/x/chat/completions?api-version=1", "openai"),
+        ("/openai/deployments/x/chat/completions?api-version=1", "azure"),
+        ("/openai/v1/chat/completions", "azure"),
+        ("/gateway/openai/v1/chat/completions", "openai"),  # a proxy's prefix: plain OpenAI
+        ("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "gemini"),
+        ("/v1/models/gemini-2.5-flash:streamGenerateContent", "gemini"),
+        ("/v1beta/tunedModels/my-bgp-tune:streamGenerateContent?alt=sse", "gemini"),
+        (
+            "/v1/projects/p/locations/us-central1/publishers/google/models/"
+            "gemini-2.5-pro:streamGenerateContent?alt=sse",
+            "vertex",
+        ),
+        ("/v1beta/models/gemini-2.5-flash:generateContent", None),  # not a stream
         ("/v1/responses", "responses"),
         ("/v1/messages", "anthropic"),
         ("/api/chat", "ollama"),

@@ -126,7 +126,8 @@ def test_tokens_are_words_with_leading_spaces_repeated_as_needed() -> None:
     ("path", "name"),
     [
         ("/v1/chat/completions", "openai"),
-        ("/openai/v1/chat/completions", "openai"),
+        ("/openai/v1/chat/completions", "azure"),
+        ("/v1beta/models/m:streamGenerateContent", "gemini"),
         ("/v1/responses", "responses"),
         ("/v1/messages", "anthropic"),
         ("/api/chat", "ollama"),
@@ -142,7 +143,12 @@ def test_paths_select_dialects(path: str, name: str) -> None:
 def test_every_dialect_has_a_broken_event_and_json_everything_else(name: str) -> None:
     cls = DIALECTS[name]
     params = cls.parse_request(
-        {"model": "m", "messages": [{"role": "user", "content": "a b c"}], "input": "a b c"}
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "a b c"}],
+            "input": "a b c",
+            "contents": [{"role": "user", "parts": [{"text": "a b c"}]}],
+        }
     )
     dialect = cls(RequestInfo(id="abc", created_unix=1, created_iso="x", params=params))
     events = [*dialect.opening(), dialect.token(" hi"), *dialect.closing("stop", 1, 10)]

@@ -1,0 +1,114 @@
+"""Gemini (AI Studio) and Vertex AI ``:streamGenerateContent?alt=sse`` into ``StreamEvent``s.
+
+Both APIs speak one format (google-genai reads them with one code path): each SSE event
+is a whole ``GenerateContentResponse``::
+
+    data: {"candidates": [{"content": {"parts": [{"text": "Hel"}], "role": "model"}}],
+           "usageMetadata": {...}, "modelVersion": "...", "responseId": "..."}
+
+What surprises people:
+
+- There is no ``[DONE]``. The last event carries ``candidates[].finishReason`` and the
+  body then ends: a stream whose body ends without a finish reason was cut (truncated).
+  A prompt refused outright has no candidate at all, only ``promptFeedback.blockReason``:
+  that is the end too (the API's answer, not a broken stream).
+- Text is in ``candidates[].content.parts[].text``; a part with ``"thought": true`` is the
+  model's reasoning (thought summaries), a ``functionCall`` part is a tool call, a part
+  holding only a ``thoughtSignature`` carries nothing to show.
+- ``usageMetadata`` may ride on every event; the last one is complete.
+  ``candidatesTokenCount`` excludes the thinking tokens (``thoughtsTokenCount``): the
+  output count here is their sum, so it means what ``completion_tokens`` means for
+  OpenAI (reasoning included, ``reasoning_tokens`` the share of it).
+- An error mid-stream is an event whose object has an ``error`` member
+  (``{"error": {"code": 500, "message": ..., "status": "INTERNAL"}}``), the same shape
+  as the plain-JSON error bodies of a refused request; google-genai raises ``APIError``
+  on it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.streams.dialect_base import (
+    Framing,
+    JSONObject,
+    _Dialect,
+    _int,
+    _list,
+    _load,
+    _Maker,
+    _obj,
+    _str,
+    _usage,
+)
+
+__all__ = ["GeminiDecoder"]
+
+_NAME = "GenerateContentResponse"
+
+
+def google_error_text(value: object) -> str:
+    """``"INTERNAL (500): An internal error has occurred"`` from a google.rpc.Status."""
+    if isinstance(value, str):
+        return value
+    err = _obj(value)
+    status = _str(err.get("status"))
+    code = _int(err.get("code"))
+    message = _str(err.get("message"))
+    label = (
+        f"{status} ({code})"
+        if status and code is not None
+        else status or (str(code) if code is not None else "")
+    )
+    if label and message:
+        return f"{label}: {message}"
+    return message or label or json.dumps(value, default=str)[:200]
+
+
+class GeminiDecoder(_Dialect):
+    """``models/M:streamGenerateContent?alt=sse`` (AI Studio and Vertex alike)."""
+
+    framing: Framing = "sse"
+
+    def _decode(self, sse_event: str, data: str, mk: _Maker) -> list[StreamEvent]:
+        obj = _load(data)
+        mk.stamp_from(obj)
+        if obj.get("error") is not None:
+            return [mk("error", "error", error=google_error_text(obj.get("error")))]
+        events: list[StreamEvent] = []
+        finish: list[str] = []
+        for candidate in map(_obj, _list(obj.get("candidates"))):
+            for part in map(_obj, _list(_obj(candidate.get("content")).get("parts"))):
+                text = _str(part.get("text"))
+                if text:
+                    kind: ContentType = "reasoning" if part.get("thought") is True else "text"
+                    events.append(mk("content", _NAME, content_type=kind, text=text))
+                call = part.get("functionCall")
+                if isinstance(call, dict):
+                    args = json.dumps(call.get("args", {}), default=str)
+                    events.append(mk("content", _NAME, content_type="tool", text=args))
+            reason = _str(candidate.get("finishReason"))
+            if reason:
+                finish.append(reason)
+        u = _obj(obj.get("usageMetadata"))
+        usage = _usage(u.get("promptTokenCount"), _output_tokens(u), u.get("thoughtsTokenCount"))
+        blocked = _str(_obj(obj.get("promptFeedback")).get("blockReason"))
+        if finish or blocked:
+            text = f"finishReason={','.join(finish)}" if finish else f"blockReason={blocked}"
+            events.append(mk("end", "finishReason" if finish else "blockReason", text=text))
+        if not events:
+            return [mk("meta", _NAME, usage=usage)]
+        # The usage goes on the last event (the end, when this response finished).
+        if usage is not None:
+            events[-1] = replace(events[-1], usage=usage)
+        return events
+
+
+def _output_tokens(u: JSONObject) -> int | None:
+    candidates = _int(u.get("candidatesTokenCount"))
+    thoughts = _int(u.get("thoughtsTokenCount"))
+    if candidates is None and thoughts is None:
+        return None
+    return (candidates or 0) + (thoughts or 0)
