@@ -274,7 +274,9 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
     return RunOptions(
         target=target,
         provider=provider,
-        model=values.text("model") or model_from_path(provider, target.path) or DEFAULT_MODEL[provider],
+        model=values.text("model")
+        or model_from_path(provider, target.path)
+        or DEFAULT_MODEL[provider],
         prompt=prompt if prompt is not None else DEFAULT_PROMPT,
         max_tokens=max_tokens,
         headers=parse_headers(values.texts("header")),

@@ -9,7 +9,12 @@ from dataclasses import dataclass
 
 from promptpath.core.coalescing import coalescing
 from promptpath.core.stats import Summary, intervals_ms, summarize
-from promptpath.core.timeline import FILTER_EVENTS, MILESTONES, StreamEvent, Timeline, content_events
+from promptpath.core.timeline import (
+    FILTER_EVENTS,
+    MILESTONES,
+    Timeline,
+    content_events,
+)
 
 #: Waterfall stages derived from milestones: (name, from, to). "ready" is the moment the
 #: connection could carry the request: TLS done, else TCP connected, else the end of a
