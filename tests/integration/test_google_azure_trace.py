@@ -161,7 +161,10 @@ def test_serves_first_token_delay_and_pause_shape_the_trace(keyed: RefServer, di
     assert code == ExitCode.OK
     # Lower bounds only: the delays are the server's floor; a loaded machine adds to them.
     assert body["ttft_ms"]["from_request"] >= 300
-    assert max(body["tokens"]["gaps"]) >= 500
+    # The pause is the server's sleep after its write of token 3; that write can leave a
+    # moment after the sleep's clock started, so the gap on the wire may read a little
+    # under it (498.1 ms seen once at load 7 for a 0.5 s pause).
+    assert max(body["tokens"]["gaps"]) >= 490
     assert body["tokens"]["count"] == 6
 
 
