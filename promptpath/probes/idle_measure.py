@@ -14,17 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from promptpath.core.timeline import Timeline
+from promptpath.core.timeline import StreamEvent, Timeline
 
 CLOCK_SLACK_NS = 50_000_000  # lags below -50 ms: server and client clocks disagree
 SOCKET_RESOLUTION_S = 0.05  # stamps at the socket, timers in the hops: ±50 ms
+#: An event reaching us this long after the server stamped it was held on the way.
+DELIVERED_LATE_NS = int(SOCKET_RESOLUTION_S * 1e9)
 
 CloseKind = Literal["fin", "rst", "close_notify"]
 ReuseOutcome = Literal["ok", "reset", "closed", "timeout", "error"]
 Outcome = Literal[
     "survived", "gateway_status", "fin", "rst", "clean_end", "h2_reset", "h3_reset", "stalled"
 ]
-Method = Literal["server_send_time", "request_plan"]
+Method = Literal["server_send_time", "receive_time", "request_plan"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +84,35 @@ def _sent_on_our_clock(timeline: Timeline, sent_unix_ns: int) -> int:
     return sent_unix_ns - timeline.t0_unix_ns + timeline.t0_ns
 
 
+def _cut_at_the_socket(timeline: Timeline) -> int | None:
+    """When the connection ended: the close as the socket saw it (the FIN's kernel
+    stamp), not when the error had climbed up to the tracer, which is as late as the
+    event loop was busy (an idle-watch beside it, a collection, another process)."""
+    close = timeline.close
+    end = timeline.closed_ns
+    if close is not None and (end is None or close.t_ns <= end):
+        return close.t_ns
+    return end
+
+
+def _last_carried(timeline: Timeline, event: StreamEvent, cut_ns: int) -> tuple[int, Method]:
+    """When the path last carried this event, as far as the stamps tell.
+
+    The hop that cuts counts its silence from its own last read, which lies between the
+    server's send and our receive. The server's stamp is taken before its write, so a
+    late write (the endpoint's process off the CPU) or a hop upstream that delivers late
+    (observed: the LiteLLM proxy's first request after its start forwarded the first
+    events 0.2-0.3 s after the endpoint sent them) starts the hop's silence later than
+    that stamp. When our receive came well after the send and well before the cut, every
+    hop had the event by then: the silence is counted from the receive (at most the
+    hop's own, the safe side for advice). When it came with the cut, a buffering hop
+    released it: only the send stamp tells."""
+    sent = _sent_on_our_clock(timeline, event.server_sent_unix_ns or 0)
+    late = event.t_ns - sent > DELIVERED_LATE_NS
+    before_cut = cut_ns - event.t_ns > DELIVERED_LATE_NS
+    return (event.t_ns, "receive_time") if late and before_cut else (sent, "server_send_time")
+
+
 def measure_pause(
     timeline: Timeline,
     *,
@@ -96,7 +127,9 @@ def measure_pause(
 
     With comparable clocks (same machine, or NTP-close) the silence is measured from the
     server's own send stamp of the last event: a buffering hop that holds the last
-    tokens cannot then shift it. Otherwise it is estimated from when the request was sent
+    tokens cannot then shift it; an event that reached us late but before the cut is
+    counted from its receive instead (``_last_carried``). The cut is the close as the
+    socket stamped it. Otherwise it is estimated from when the request was sent
     and the pause plan (K tokens at ``rate``), which costs ±1/rate.
     """
     content = [e for e in timeline.events if e.kind == "content"]
@@ -117,7 +150,7 @@ def measure_pause(
     if outcome == "gateway_status":
         cut_ns = m.get("ttfb")
     elif outcome in ("fin", "rst", "clean_end", "h2_reset", "h3_reset"):
-        cut_ns = timeline.closed_ns
+        cut_ns = _cut_at_the_socket(timeline)
     if cut_ns is None:
         return base
     request_sent = m.get("request_sent", timeline.t0_ns)
@@ -125,19 +158,17 @@ def measure_pause(
     stamped = [e for e in timeline.events if e.server_sent_unix_ns is not None]
     lags = [e.t_ns - _sent_on_our_clock(timeline, e.server_sent_unix_ns or 0) for e in stamped]
     if stamped and min(lags) >= -CLOCK_SLACK_NS:
-        last_sent = max(_sent_on_our_clock(timeline, e.server_sent_unix_ns or 0) for e in stamped)
-        tokens_sent = [
-            _sent_on_our_clock(timeline, e.server_sent_unix_ns or 0)
-            for e in content
-            if e.server_sent_unix_ns is not None
-        ]
-        pause_start = max(tokens_sent) if tokens_sent else last_sent
+        anchors = [_last_carried(timeline, e, cut_ns) for e in stamped]
+        last_sent, last_by = max(anchors)
+        tokens = [a for a, e in zip(anchors, stamped, strict=True) if e.kind == "content"]
+        pause_start = max(tokens)[0] if tokens else last_sent
+        delayed = last_by == "receive_time" or (bool(tokens) and max(tokens)[1] == "receive_time")
         return replace(
             base,
             silence_s=round((cut_ns - last_sent) / 1e9, 3),
             since_pause_s=round((cut_ns - pause_start) / 1e9, 3),
             elapsed_s=round(elapsed, 3),
-            method="server_send_time",
+            method="receive_time" if delayed else "server_send_time",
             resolution_s=SOCKET_RESOLUTION_S,
         )
     # No usable stamps (a buffering hop dropped the held tokens, or clocks differ):
