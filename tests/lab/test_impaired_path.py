@@ -7,8 +7,9 @@ test see setup cost in round trips and loss turn into retransmission stalls.
 
 Tolerances are asymmetric: the impairer never releases a packet early, so no span that
 contains a round trip can be shorter than RTT_MS; above it, a loaded 2-core machine adds
-client CPU and scheduling (SLACK_MS). Each setup figure is the median of RUNS runs, so
-one run that loses the CPU to a neighbour does not decide the test.
+client CPU and scheduling (SLACK_MS). Each setup figure is taken over RUNS runs, so one
+run that loses the CPU to a neighbour does not decide the test; a handshake's own CPU is
+measured beside it with the delay off and taken out (``_assert_one_round_trip``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ SLACK_MS = 8.0
 #: RTT; since issue 14 it runs first Initial -> client Finished, ClientHello build apart
 #: (client_hello_ms), so no allowance beyond SLACK_MS.
 QUIC_CPU_MS = 0.0
+#: The handshakes' own CPU (both ends, Python) is as slow as the machine and its load:
+#: quic_handshake read a median 49.7 ms on a fresh CI machine at load < 1, 50-82 ms here
+#: at load 7-9. Each handshake is therefore also run with the impairer's delay off, on
+#: the same path at the same moment, and the round trip is the fastest delayed run minus
+#: the fastest direct one (interference only ever adds time: the fastest run is the least
+#: disturbed). Measured 10 times, 5 runs each, beside two CPU-bound loops (load 7.4-8.9
+#: with the other sessions): quic_handshake 32.7-46.1 ms, tls 37.2-47.4 ms. Two round
+#: trips would read ~80.
+WAIT_SLACK_MS = 10.0
 #: Medians of 5: with 3, one HTTP/3 run that lost the CPU to the rest of the machine (load
 #: ~4, other sessions' suites plus a busy loop) decided the --compare-http test (23.5 ms).
 RUNS = 5
@@ -143,6 +153,21 @@ def _median_stage(lab: Lab, stage: str, *args: str) -> float:
     return statistics.median(lab.run(*args)["stages_ms"][stage] for _ in range(RUNS))
 
 
+def _assert_one_round_trip(lab: Lab, stage: str, *args: str) -> None:
+    """``stage`` waits on the path exactly one round trip: the fastest of RUNS over the
+    delayed path is never under RTT_MS (the impairer never releases early), and beyond
+    the fastest of RUNS with the delay off, run alternately, it is within one RTT."""
+    delayed, direct = [], []
+    for _ in range(RUNS):
+        delayed.append(lab.run(*args)["stages_ms"][stage])
+        with lab.path.impaired(Impairment(), Impairment()):
+            direct.append(lab.run(*args)["stages_ms"][stage])
+    waited = min(delayed) - min(direct)
+    why = f"{stage}: delayed {sorted(delayed)}, delay off {sorted(direct)}"
+    assert min(delayed) >= RTT_MS, why
+    assert waited <= RTT_MS + WAIT_SLACK_MS, why
+
+
 def _connect_rtts_ms(lab: Lab, count: int) -> list[float]:
     """TCP connect times to the endpoint's port, measured in the client namespace."""
     script = (
@@ -178,15 +203,15 @@ def test_impairer_adds_its_delay_and_well_under_a_millisecond_more(rtt40: Lab) -
 
 
 def test_tcp_connect_and_tls13_each_take_one_round_trip(rtt40: Lab) -> None:
+    # connect is the kernel's SYN / SYN-ACK: no CPU of ours inside, its bound is absolute.
     runs = [rtt40.run("--http", "2")["stages_ms"] for _ in range(RUNS)]
-    for stage in ("connect", "tls"):
-        value = statistics.median(run[stage] for run in runs)
-        assert RTT_MS <= value <= RTT_MS + SLACK_MS, (stage, [run[stage] for run in runs])
+    connect = statistics.median(run["connect"] for run in runs)
+    assert RTT_MS <= connect <= RTT_MS + SLACK_MS, [run["connect"] for run in runs]
+    _assert_one_round_trip(rtt40, "tls", "--http", "2")
 
 
 def test_quic_handshake_takes_one_round_trip(rtt40: Lab) -> None:
-    value = _median_stage(rtt40, "quic_handshake", "--http", "3")
-    assert RTT_MS <= value <= RTT_MS + SLACK_MS + QUIC_CPU_MS, value
+    _assert_one_round_trip(rtt40, "quic_handshake", "--http", "3")
 
 
 def test_compare_http_measures_http3_saving_one_round_trip_of_setup(rtt40: Lab) -> None:
