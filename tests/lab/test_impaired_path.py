@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import lab_required
+from tests.helpers import timing
 from tests.helpers.impairer import (
     ImpairedPath,
     Impairment,
@@ -61,7 +62,9 @@ QUIC_CPU_MS = 0.0
 #: the fastest direct one (interference only ever adds time: the fastest run is the least
 #: disturbed). Measured 10 times, 5 runs each, beside two CPU-bound loops (load 7.4-8.9
 #: with the other sessions): quic_handshake 32.7-46.1 ms, tls 37.2-47.4 ms. Two round
-#: trips would read ~80.
+#: trips would read ~80. connect (the kernel's SYN / SYN-ACK) has no CPU of ours inside
+#: but the client's wake-up after it: its median of 5 read 45.4 ms at load ~7, so it is
+#: judged the same way.
 WAIT_SLACK_MS = 10.0
 #: Medians of 5: with 3, one HTTP/3 run that lost the CPU to the rest of the machine (load
 #: ~4, other sessions' suites plus a busy loop) decided the --compare-http test (23.5 ms).
@@ -153,19 +156,25 @@ def _median_stage(lab: Lab, stage: str, *args: str) -> float:
     return statistics.median(lab.run(*args)["stages_ms"][stage] for _ in range(RUNS))
 
 
-def _assert_one_round_trip(lab: Lab, stage: str, *args: str) -> None:
-    """``stage`` waits on the path exactly one round trip: the fastest of RUNS over the
+def _assert_one_round_trip(lab: Lab, stages: tuple[str, ...], *args: str) -> None:
+    """Each stage waits on the path exactly one round trip: the fastest of RUNS over the
     delayed path is never under RTT_MS (the impairer never releases early), and beyond
     the fastest of RUNS with the delay off, run alternately, it is within one RTT."""
-    delayed, direct = [], []
+    delayed: list[dict[str, float]] = []
+    direct: list[dict[str, float]] = []
     for _ in range(RUNS):
-        delayed.append(lab.run(*args)["stages_ms"][stage])
+        delayed.append(lab.run(*args)["stages_ms"])
         with lab.path.impaired(Impairment(), Impairment()):
-            direct.append(lab.run(*args)["stages_ms"][stage])
-    waited = min(delayed) - min(direct)
-    why = f"{stage}: delayed {sorted(delayed)}, delay off {sorted(direct)}"
-    assert min(delayed) >= RTT_MS, why
-    assert waited <= RTT_MS + WAIT_SLACK_MS, why
+            direct.append(lab.run(*args)["stages_ms"])
+    for stage in stages:
+        slow = sorted(run[stage] for run in delayed)
+        fast = sorted(run[stage] for run in direct)
+        waited = slow[0] - fast[0]
+        why = f"{stage}: delayed {slow}, delay off {fast}"
+        timing.note(f"{stage} fastest delayed ms", slow[0], RTT_MS, None)
+        timing.note(f"{stage} waited ms", waited, None, RTT_MS + WAIT_SLACK_MS)
+        assert slow[0] >= RTT_MS, why
+        assert waited <= RTT_MS + WAIT_SLACK_MS, why
 
 
 def _connect_rtts_ms(lab: Lab, count: int) -> list[float]:
@@ -198,20 +207,18 @@ def test_impairer_adds_its_delay_and_well_under_a_millisecond_more(rtt40: Lab) -
     # 40.36 (0.34 at delay 0). The pump wakes 200 µs early and polls: select() alone woke
     # a median 67 µs late here, twice per round trip.
     rtts = _connect_rtts_ms(rtt40, 30)
+    timing.note("connect rtt min ms", min(rtts), RTT_MS, None)
+    timing.note("connect rtt median ms", statistics.median(rtts), None, RTT_MS + 1.5)
     assert min(rtts) >= RTT_MS, f"a packet left early: {sorted(rtts)[:3]}"
     assert statistics.median(rtts) <= RTT_MS + 1.5, sorted(rtts)
 
 
 def test_tcp_connect_and_tls13_each_take_one_round_trip(rtt40: Lab) -> None:
-    # connect is the kernel's SYN / SYN-ACK: no CPU of ours inside, its bound is absolute.
-    runs = [rtt40.run("--http", "2")["stages_ms"] for _ in range(RUNS)]
-    connect = statistics.median(run["connect"] for run in runs)
-    assert RTT_MS <= connect <= RTT_MS + SLACK_MS, [run["connect"] for run in runs]
-    _assert_one_round_trip(rtt40, "tls", "--http", "2")
+    _assert_one_round_trip(rtt40, ("connect", "tls"), "--http", "2")
 
 
 def test_quic_handshake_takes_one_round_trip(rtt40: Lab) -> None:
-    _assert_one_round_trip(rtt40, "quic_handshake", "--http", "3")
+    _assert_one_round_trip(rtt40, ("quic_handshake",), "--http", "3")
 
 
 def test_compare_http_measures_http3_saving_one_round_trip_of_setup(rtt40: Lab) -> None:
@@ -227,6 +234,7 @@ def test_compare_http_measures_http3_saving_one_round_trip_of_setup(rtt40: Lab) 
         handshake = compared["differences"]["handshake_ms"]
         assert handshake["measured"] and handshake["better"] == "http3", handshake
     saving = statistics.median(savings)
+    timing.note("h3 setup saving ms", saving, RTT_MS - SLACK_MS - QUIC_CPU_MS, RTT_MS + SLACK_MS)
     assert RTT_MS - SLACK_MS - QUIC_CPU_MS <= saving <= RTT_MS + SLACK_MS, savings
 
 
