@@ -152,10 +152,6 @@ def rtt40(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield lab
 
 
-def _median_stage(lab: Lab, stage: str, *args: str) -> float:
-    return statistics.median(lab.run(*args)["stages_ms"][stage] for _ in range(RUNS))
-
-
 def _assert_one_round_trip(lab: Lab, stages: tuple[str, ...], *args: str) -> None:
     """Each stage waits on the path exactly one round trip: the fastest of RUNS over the
     delayed path is never under RTT_MS (the impairer never releases early), and beyond
@@ -177,15 +173,20 @@ def _assert_one_round_trip(lab: Lab, stages: tuple[str, ...], *args: str) -> Non
         assert waited <= RTT_MS + WAIT_SLACK_MS, why
 
 
-def _connect_rtts_ms(lab: Lab, count: int) -> list[float]:
-    """TCP connect times to the endpoint's port, measured in the client namespace."""
+def _connect_rtts_ms(lab: Lab, count: int) -> list[tuple[float, float]]:
+    """TCP connects to the endpoint's port from the client namespace: per connect, the
+    time connect() took as the process saw it, and the kernel's own RTT sample of the
+    SYN / SYN-ACK (TCP_INFO tcpi_rtt, µs; taken when the SYN-ACK arrives, so the client
+    process's wake-up after it is not in it)."""
     script = (
-        "import socket, sys, time\n"
+        "import socket, struct, sys, time\n"
         "for _ in range(int(sys.argv[3])):\n"
         "    s = socket.socket()\n"
         "    t = time.perf_counter_ns()\n"
         "    s.connect((sys.argv[1], int(sys.argv[2])))\n"
-        "    print((time.perf_counter_ns() - t) / 1e6)\n"
+        "    took = (time.perf_counter_ns() - t) / 1e6\n"
+        "    info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)\n"
+        "    print(took, struct.unpack_from('=68xI', info)[0] / 1e3)\n"
         "    s.close()\n"
     )
     command = lab.path.client(
@@ -198,7 +199,8 @@ def _connect_rtts_ms(lab: Lab, count: int) -> list[float]:
         str(count),
     )
     out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
-    return [float(line) for line in out.stdout.split()]
+    pairs = [line.split() for line in out.stdout.splitlines()]
+    return [(float(took), float(kernel)) for took, kernel in pairs]
 
 
 def test_impairer_adds_its_delay_and_well_under_a_millisecond_more(rtt40: Lab) -> None:
@@ -206,9 +208,18 @@ def test_impairer_adds_its_delay_and_well_under_a_millisecond_more(rtt40: Lab) -
     # max 40.71; with --delay-ms 0 the same path measures median 0.11 ms. UDP echo: median
     # 40.36 (0.34 at delay 0). The pump wakes 200 µs early and polls: select() alone woke
     # a median 67 µs late here, twice per round trip.
-    rtts = _connect_rtts_ms(rtt40, 30)
-    timing.note("connect rtt min ms", min(rtts), RTT_MS, None)
-    timing.note("connect rtt median ms", statistics.median(rtts), None, RTT_MS + 1.5)
+    # That was connect() timed by the process; at load 7-9 the client's wake-up after the
+    # SYN-ACK put its median at 43.4 ms (bound 41.5). The kernel's own RTT sample of the
+    # handshake leaves that out and keeps the pump's precision in: 3 x 30 connects beside
+    # the flake check's two CPU hogs (load 6.6-6.7 + 2), kernel median 40.08-40.09 ms, max
+    # 40.22, while connect() read median 41.2-43.7, max 57.3; delay off: median 0.03 ms.
+    connects = _connect_rtts_ms(rtt40, 30)
+    took = [c for c, _ in connects]
+    rtts = [k for _, k in connects]
+    timing.note("connect() min ms", min(took), RTT_MS, None)
+    timing.note("kernel rtt min ms", min(rtts), RTT_MS, None)
+    timing.note("kernel rtt median ms", statistics.median(rtts), None, RTT_MS + 1.5)
+    assert min(took) >= RTT_MS, f"a packet left early: {sorted(took)[:3]}"
     assert min(rtts) >= RTT_MS, f"a packet left early: {sorted(rtts)[:3]}"
     assert statistics.median(rtts) <= RTT_MS + 1.5, sorted(rtts)
 
