@@ -1,6 +1,7 @@
 """Flake check: every lab test with a timing bound, run N times beside a CPU hog.
 
     .venv/bin/python benchmarks/flake_check.py [--runs 10] [--hogs 2] [-k EXPR] [--json OUT]
+        [NODE_ID ...]
 
 A timing bound is only as good as the spread it was set from. This starts ``--hogs``
 CPU-bound loops of its own (``while 1: pass`` at nice 0, one per core by default) and
@@ -11,6 +12,7 @@ prints, per test, how many rounds passed, and per measured quantity its bound an
 spread seen (min / median / max over every round). The load average is printed at the
 start, after each round and at the end: this machine is shared, so the hogs come on top
 of whatever else runs. Needs root for the impairer lab, like the tests themselves.
+Given node ids, it runs those instead (pass counts only, unless they note their values).
 """
 
 from __future__ import annotations
@@ -120,6 +122,9 @@ def main(argv: list[str] | None = None) -> int:
         help="CPU-bound loops (default: one per core)",
     )
     parser.add_argument("-k", dest="keyword", help="pytest -k expression to narrow the tests")
+    parser.add_argument(
+        "tests", nargs="*", help="pytest node ids instead of TIMED (an integration file, say)"
+    )
     parser.add_argument("--json", type=Path, help="write the result here as JSON too")
     args = parser.parse_args(argv)
 
@@ -136,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="flake-") as tmp:
             work = Path(tmp)
             for index in range(args.runs):
-                cases = _round(list(TIMED), args.keyword, work, index)
+                cases = _round(args.tests or list(TIMED), args.keyword, work, index)
                 for name, problem in cases.items():
                     if problem is None:
                         passes[name] += 1
