@@ -236,14 +236,21 @@ def test_compare_http_measures_http3_saving_one_round_trip_of_setup(rtt40: Lab) 
     # Measured rows only (the verdict words belong to report/compare.py): HTTP/2's setup is
     # TCP connect + TLS 1.3 (2 RTT), HTTP/3's the QUIC handshake (1 RTT).
     savings = []
+    verdicts = []
     for _ in range(RUNS):
         compared = rtt40.run("--compare-http")
         h2, h3 = (run["stages_ms"] for run in compared["results"])
         savings.append(h2["connect"] + h2["tls"] - h3["quic_handshake"])
-        # Not loopback, and a round trip is far beyond the noise floor: the measured
-        # handshake row names HTTP/3, every time (the verdict must not flip).
+        # Not loopback, and a round trip is far beyond a quiet machine's noise floor: the
+        # measured handshake row names HTTP/3, never HTTP/2 (the verdict must not flip).
+        # Flake check round 3 (load ~9, two CPU hogs): one compare of 5 read HTTP/2 94.8 ms
+        # against HTTP/3 87.8 ms, and the row said "same": noise that large is no win, and
+        # the report says so. So one inconclusive compare of RUNS is allowed, not two.
         handshake = compared["differences"]["handshake_ms"]
-        assert handshake["measured"] and handshake["better"] == "http3", handshake
+        assert handshake["measured"] and handshake["better"] in ("http3", "same"), handshake
+        verdicts.append(handshake["better"])
+    timing.note("compares naming http3", verdicts.count("http3"), RUNS - 1, None)
+    assert verdicts.count("http3") >= RUNS - 1, verdicts
     saving = statistics.median(savings)
     timing.note("h3 setup saving ms", saving, RTT_MS - SLACK_MS - QUIC_CPU_MS, RTT_MS + SLACK_MS)
     assert RTT_MS - SLACK_MS - QUIC_CPU_MS <= saving <= RTT_MS + SLACK_MS, savings
