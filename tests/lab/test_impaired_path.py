@@ -68,8 +68,10 @@ QUIC_CPU_MS = 12.0
 #: with the other sessions): quic_handshake 32.7-46.1 ms, tls 37.2-47.4 ms. Two round
 #: trips would read ~80. connect (the kernel's SYN / SYN-ACK) has no CPU of ours inside
 #: but the client's wake-up after it: its median of 5 read 45.4 ms at load ~7, so it is
-#: judged the same way.
-WAIT_SLACK_MS = 10.0
+#: judged the same way. The flake check (10 rounds, two CPU hogs, load 4.9-7.6 before
+#: them) saw tls waited 38.5-49.9 ms, quic_handshake 34.6-48.8, connect 35.2-40.1: 10 ms
+#: was met by 0.06 ms once, so 12.
+WAIT_SLACK_MS = 12.0
 #: Medians of 5: with 3, one HTTP/3 run that lost the CPU to the rest of the machine (load
 #: ~4, other sessions' suites plus a busy loop) decided the --compare-http test (23.5 ms).
 RUNS = 5
