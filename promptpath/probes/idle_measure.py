@@ -14,19 +14,17 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from promptpath.core.timeline import StreamEvent, Timeline
+from promptpath.core.timeline import Timeline
 
 CLOCK_SLACK_NS = 50_000_000  # lags below -50 ms: server and client clocks disagree
 SOCKET_RESOLUTION_S = 0.05  # stamps at the socket, timers in the hops: ±50 ms
-#: An event reaching us this long after the server stamped it was held on the way.
-DELIVERED_LATE_NS = int(SOCKET_RESOLUTION_S * 1e9)
 
 CloseKind = Literal["fin", "rst", "close_notify"]
 ReuseOutcome = Literal["ok", "reset", "closed", "timeout", "error"]
 Outcome = Literal[
     "survived", "gateway_status", "fin", "rst", "clean_end", "h2_reset", "h3_reset", "stalled"
 ]
-Method = Literal["server_send_time", "receive_time", "request_plan"]
+Method = Literal["server_send_time", "request_plan"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,24 +93,6 @@ def _cut_at_the_socket(timeline: Timeline) -> int | None:
     return end
 
 
-def _last_carried(timeline: Timeline, event: StreamEvent, cut_ns: int) -> tuple[int, Method]:
-    """When the path last carried this event, as far as the stamps tell.
-
-    The hop that cuts counts its silence from its own last read, which lies between the
-    server's send and our receive. The server's stamp is taken before its write, so a
-    late write (the endpoint's process off the CPU) or a hop upstream that delivers late
-    (observed: the LiteLLM proxy's first request after its start forwarded the first
-    events 0.2-0.3 s after the endpoint sent them) starts the hop's silence later than
-    that stamp. When our receive came well after the send and well before the cut, every
-    hop had the event by then: the silence is counted from the receive (at most the
-    hop's own, the safe side for advice). When it came with the cut, a buffering hop
-    released it: only the send stamp tells."""
-    sent = _sent_on_our_clock(timeline, event.server_sent_unix_ns or 0)
-    late = event.t_ns - sent > DELIVERED_LATE_NS
-    before_cut = cut_ns - event.t_ns > DELIVERED_LATE_NS
-    return (event.t_ns, "receive_time") if late and before_cut else (sent, "server_send_time")
-
-
 def measure_pause(
     timeline: Timeline,
     *,
@@ -127,10 +107,13 @@ def measure_pause(
 
     With comparable clocks (same machine, or NTP-close) the silence is measured from the
     server's own send stamp of the last event: a buffering hop that holds the last
-    tokens cannot then shift it; an event that reached us late but before the cut is
-    counted from its receive instead (``_last_carried``). The cut is the close as the
-    socket stamped it. Otherwise it is estimated from when the request was sent
-    and the pause plan (K tokens at ``rate``), which costs ±1/rate.
+    tokens cannot then shift it, nor can a hop that holds its own output after reading it
+    (haproxy without ``http-no-delay``: the kernel corks each delivery up to 200 ms, and
+    counting from our receive read its 3 s cut as 2.90 s). A hop *upstream* of the one
+    that cuts and slow to pass events on makes this an over-estimate (a cold LiteLLM
+    proxy: 0.2-0.3 s). The cut is the close as the socket stamped it. Otherwise it is
+    estimated from when the request was sent and the pause plan (K tokens at ``rate``),
+    which costs ±1/rate.
     """
     content = [e for e in timeline.events if e.kind == "content"]
     comments = [e for e in timeline.events if e.kind == "comment"]
@@ -158,17 +141,19 @@ def measure_pause(
     stamped = [e for e in timeline.events if e.server_sent_unix_ns is not None]
     lags = [e.t_ns - _sent_on_our_clock(timeline, e.server_sent_unix_ns or 0) for e in stamped]
     if stamped and min(lags) >= -CLOCK_SLACK_NS:
-        anchors = [_last_carried(timeline, e, cut_ns) for e in stamped]
-        last_sent, last_by = max(anchors)
-        tokens = [a for a, e in zip(anchors, stamped, strict=True) if e.kind == "content"]
-        pause_start = max(tokens)[0] if tokens else last_sent
-        delayed = last_by == "receive_time" or (bool(tokens) and max(tokens)[1] == "receive_time")
+        last_sent = max(_sent_on_our_clock(timeline, e.server_sent_unix_ns or 0) for e in stamped)
+        tokens_sent = [
+            _sent_on_our_clock(timeline, e.server_sent_unix_ns or 0)
+            for e in content
+            if e.server_sent_unix_ns is not None
+        ]
+        pause_start = max(tokens_sent) if tokens_sent else last_sent
         return replace(
             base,
             silence_s=round((cut_ns - last_sent) / 1e9, 3),
             since_pause_s=round((cut_ns - pause_start) / 1e9, 3),
             elapsed_s=round(elapsed, 3),
-            method="receive_time" if delayed else "server_send_time",
+            method="server_send_time",
             resolution_s=SOCKET_RESOLUTION_S,
         )
     # No usable stamps (a buffering hop dropped the held tokens, or clocks differ):

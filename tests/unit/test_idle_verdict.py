@@ -108,19 +108,11 @@ def test_a_hop_holding_the_last_tokens_does_not_shift_the_threshold() -> None:
     assert run(tl, "fin").silence_s == pytest.approx(3.0)
 
 
-def test_tokens_delivered_late_before_the_cut_start_the_silence_at_their_receive() -> None:
-    # The LiteLLM proxy's first request after its start (observed): the endpoint sent the
-    # tokens at 0-100 ms, they reached nginx and us 300 ms later, nginx cut 3 s after that.
-    tl = paused([0, 50, 100], arrive_ms=[320, 350, 400], cut_ms=3400.0)
-    r = run(tl, "fin")
-    assert r.method == "receive_time"
-    assert r.silence_s == pytest.approx(3.0)
-    assert r.since_pause_s == pytest.approx(3.0)
-    assert r.resolution_s == pytest.approx(0.05)
-
-
-def test_a_few_ms_of_transit_keep_the_servers_send_stamp() -> None:
-    tl = paused([0, 50, 100], arrive_ms=[20, 70, 130], cut_ms=3100.0)
+def test_a_hop_that_corks_its_own_output_does_not_shorten_the_threshold() -> None:
+    # haproxy without http-no-delay (observed): its timer starts when it reads the last
+    # token from the endpoint, its kernel holds the delivery up to 200 ms more. Counting
+    # from our receive read its 3 s cut as 2.90 s; from the send stamp it is 3.0.
+    tl = paused([0, 50, 100], arrive_ms=[200, 200, 200], cut_ms=3100.0)
     r = run(tl, "fin")
     assert r.method == "server_send_time"
     assert r.silence_s == pytest.approx(3.0)
