@@ -65,7 +65,7 @@ class StampingStream(anyio.abc.ByteStream):
         try:
             data = await self._inner.receive(max_bytes)
         except anyio.EndOfStream:
-            self.eof_ns = time.perf_counter_ns()
+            self.eof_ns = self._eof_stamp()
             self._recorder.closed("fin", self.eof_ns)
             raise
         except anyio.BrokenResourceError as exc:
@@ -90,6 +90,17 @@ class StampingStream(anyio.abc.ByteStream):
         stamp = perf_ns_of(rx, now)
         last = self._recorder.last_read_ns
         return stamp if last is None or stamp >= last else last
+
+    def _eof_stamp(self) -> int:
+        """When the FIN arrived: the kernel's word (rxstamp.py), else now; never before
+        the last read's stamp (the FIN came after those bytes) nor after now."""
+        now = time.perf_counter_ns()
+        inner = self._inner
+        fin = inner.eof_ns if isinstance(inner, RxStampedStream) else None
+        if fin is None:
+            return now
+        last = self._recorder.last_read_ns
+        return min(now, fin if last is None else max(fin, last))
 
     async def send(self, item: bytes) -> None:
         self.send_began_ns = time.perf_counter_ns()

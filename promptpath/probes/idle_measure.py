@@ -82,6 +82,17 @@ def _sent_on_our_clock(timeline: Timeline, sent_unix_ns: int) -> int:
     return sent_unix_ns - timeline.t0_unix_ns + timeline.t0_ns
 
 
+def _cut_at_the_socket(timeline: Timeline) -> int | None:
+    """When the connection ended: the close as the socket saw it (the FIN's kernel
+    stamp), not when the error had climbed up to the tracer, which is as late as the
+    event loop was busy (an idle-watch beside it, a collection, another process)."""
+    close = timeline.close
+    end = timeline.closed_ns
+    if close is not None and (end is None or close.t_ns <= end):
+        return close.t_ns
+    return end
+
+
 def measure_pause(
     timeline: Timeline,
     *,
@@ -96,8 +107,13 @@ def measure_pause(
 
     With comparable clocks (same machine, or NTP-close) the silence is measured from the
     server's own send stamp of the last event: a buffering hop that holds the last
-    tokens cannot then shift it. Otherwise it is estimated from when the request was sent
-    and the pause plan (K tokens at ``rate``), which costs ±1/rate.
+    tokens cannot then shift it, nor can a hop that holds its own output after reading it
+    (haproxy without ``http-no-delay``: the kernel corks each delivery up to 200 ms, and
+    counting from our receive read its 3 s cut as 2.90 s). A hop *upstream* of the one
+    that cuts and slow to pass events on makes this an over-estimate (a cold LiteLLM
+    proxy: 0.2-0.3 s). The cut is the close as the socket stamped it. Otherwise it is
+    estimated from when the request was sent and the pause plan (K tokens at ``rate``),
+    which costs ±1/rate.
     """
     content = content_events(timeline.events)
     comments = [e for e in timeline.events if e.kind == "comment"]
@@ -117,7 +133,7 @@ def measure_pause(
     if outcome == "gateway_status":
         cut_ns = m.get("ttfb")
     elif outcome in ("fin", "rst", "clean_end", "h2_reset", "h3_reset"):
-        cut_ns = timeline.closed_ns
+        cut_ns = _cut_at_the_socket(timeline)
     if cut_ns is None:
         return base
     request_sent = m.get("request_sent", timeline.t0_ns)

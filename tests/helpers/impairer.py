@@ -234,6 +234,18 @@ class ImpairedPath:
     def server(self, *args: str) -> list[str]:
         return [*self.netns_exec(self.server_ns), *args]
 
+    @contextlib.contextmanager
+    def impaired(self, up: Impairment, down: Impairment) -> Iterator[None]:
+        """Run the block with other impairments, then restore them: the pump reads a
+        direction's impairment per packet, so the switch takes effect with the next one
+        (a packet already queued keeps its release time; none leaves before it)."""
+        saved = (self.up.impairment, self.down.impairment)
+        self.up.impairment, self.down.impairment = up, down
+        try:
+            yield
+        finally:
+            self.up.impairment, self.down.impairment = saved
+
     def counters(self) -> dict[str, dict[str, int]]:
         return {
             name: {"forwarded": d.forwarded, "lost": d.lost, "overflowed": d.overflowed}

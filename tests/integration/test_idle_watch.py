@@ -25,6 +25,8 @@ from promptpath.probes.idle_watch import watch_idle
 from tests.helpers.refserver import reference_server
 
 Mode = Literal["fin", "rst", "blackhole", "alive", "close_header"]
+#: The kernel's FIN stamp counts in jiffies: 4 ms at HZ 250 (this machine), 10 ms at HZ 100.
+JIFFY_MS = 10.0
 BODY = b'data: {"choices":[{"delta":{"content":"OK"}}]}\n\ndata: [DONE]\n\n'
 
 
@@ -57,7 +59,10 @@ def _respond(conn: socket.socket, *, close: bool = False) -> None:
 
 
 @contextmanager
-def tiny_server(mode: Mode, idle_s: float = 1.0) -> Iterator[str]:
+def tiny_server(
+    mode: Mode, idle_s: float = 1.0, closed_at: list[int] | None = None
+) -> Iterator[str]:
+    """``closed_at`` gets the perf_counter_ns of the server's FIN/RST (same process)."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)
@@ -75,6 +80,9 @@ def tiny_server(mode: Mode, idle_s: float = 1.0) -> Iterator[str]:
                 time.sleep(idle_s)
                 if mode == "rst":  # abortive close: RST, not FIN
                     conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                if closed_at is not None:
+                    closed_at.append(time.perf_counter_ns())
+                    conn.close()
                 return
             if _read_request(conn) and mode == "alive":
                 _respond(conn)
@@ -90,16 +98,38 @@ def tiny_server(mode: Mode, idle_s: float = 1.0) -> Iterator[str]:
         thread.join(5)
 
 
-def watch(url: str, *, cap_s: float, timeout: float = 2.0, cacert: str | None = None) -> IdleWatch:
+def watch(
+    url: str,
+    *,
+    cap_s: float,
+    timeout: float = 2.0,
+    cacert: str | None = None,
+    block_loop: tuple[float, float] | None = None,
+) -> IdleWatch:
+    """``block_loop=(after_s, for_s)``: a task that holds the event loop (time.sleep) for
+    ``for_s`` seconds, ``after_s`` seconds in, as a busy neighbour in the loop would."""
     options = RunOptions(
         target=parse_target(url), provider="openai", model="m", http="1.1", cacert=cacert
     )
     said: list[str] = []
+    got: list[IdleWatch] = []
 
-    async def main() -> IdleWatch:
-        return await watch_idle(options, cap_s=cap_s, request_timeout=timeout, progress=said.append)
+    async def block(after_s: float, for_s: float) -> None:
+        await anyio.sleep(after_s)
+        time.sleep(for_s)
 
-    return anyio.run(main)
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            if block_loop is not None:
+                tg.start_soon(block, *block_loop)
+            got.append(
+                await watch_idle(
+                    options, cap_s=cap_s, request_timeout=timeout, progress=said.append
+                )
+            )
+
+    anyio.run(main)
+    return got[0]
 
 
 def test_a_fin_close_is_stamped_at_the_socket() -> None:
@@ -109,6 +139,19 @@ def test_a_fin_close_is_stamped_at_the_socket() -> None:
     assert w.close_kind == "fin"
     assert w.threshold_s is not None and w.threshold_s == pytest.approx(1.0, abs=0.3)
     assert w.reuse is None  # closed before the cap: no re-use request spent
+
+
+def test_a_fin_is_stamped_when_it_arrived_even_while_the_event_loop_was_busy() -> None:
+    # The loop is held 0.7-1.2 s in, across the server's close at ~1.0 s: the read that
+    # returns EOF runs ~0.2 s late, the FIN's stamp comes from the kernel (TCP_INFO's
+    # last ACK received, in jiffies). Measured, 20 runs at load ~4: -2.6 to +2.8 ms
+    # of the server's close(); before the kernel stamp the same test read +0.2 s.
+    closed_at: list[int] = []
+    with tiny_server("fin", idle_s=1.0, closed_at=closed_at) as url:
+        w = watch(url, cap_s=5.0, block_loop=(0.7, 0.5))
+    assert w.close_kind == "fin" and w.closed_ns is not None and closed_at
+    late_ms = (w.closed_ns - closed_at[0]) / 1e6
+    assert -JIFFY_MS - 1 <= late_ms <= JIFFY_MS + 1, late_ms
 
 
 def test_an_abortive_close_is_seen_as_rst() -> None:

@@ -19,7 +19,7 @@ import pytest
 from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions, parse_target
 from promptpath.probes.suite import run_probes, select
-from tests.helpers import proxylab
+from tests.helpers import proxylab, timing
 from tests.helpers.cli import run_cli
 from tests.helpers.probesettings import probe_settings
 from tests.helpers.refserver import RefServer, reference_server
@@ -113,6 +113,7 @@ def test_nginx_buffering_is_the_same_size_triggered_fail_at_20_and_50_tokens_per
     assert mechanism["events_per_block"] == 13, explain(f)
     interval = mechanism["interval_ms"]
     assert isinstance(interval, float)
+    timing.note("interval_ms", interval, 0.8 * 13_000 / rate, 1.3 * 13_000 / rate)
     assert 0.8 * 13_000 / rate <= interval <= 1.3 * 13_000 / rate, explain(f)
     assert "at nginx (named by Server: nginx/" in f.summary
 
@@ -123,7 +124,9 @@ def test_nginx_proxy_buffering_off_passes(ref: RefServer, tmp_path: Path) -> Non
     assert f.verdict is Verdict.PASS, explain(f, px)
     assert f.evidence["pattern"] == "streamed"
     delay = f.evidence["added_delay_ms"]
-    assert isinstance(delay, dict) and delay["p90"] < 100
+    assert isinstance(delay, dict)
+    timing.note("added_delay p90 ms", delay["p90"], None, 100)
+    assert delay["p90"] < 100
 
 
 def test_nginx_http11_upstream_streams_even_with_buffering_on(
@@ -160,11 +163,14 @@ def test_haproxy_without_http_no_delay_coalesces_into_200ms_bursts(
         f, _ = probe(px.url, canary=True)
     assert f.verdict is Verdict.WARN, explain(f, px)
     delay = f.evidence["added_delay_ms"]
-    assert isinstance(delay, dict) and 150 <= delay["max"] <= 600  # the 200 ms cork, plus noise
+    assert isinstance(delay, dict)
+    timing.note("added_delay max ms", delay["max"], 150, 600)
+    assert 150 <= delay["max"] <= 600  # the 200 ms cork, plus noise
     assert any("http-no-delay" in a for a in f.advice)
     mechanism = f.evidence["mechanism"]
     assert isinstance(mechanism, dict) and mechanism["kind"] == "time_coalescing"
     held = mechanism["first_event_held_ms"]
+    timing.note("first_event_held_ms", held, 150, 400)
     assert isinstance(held, float) and 150 <= held <= 400, explain(f)
 
 
@@ -185,6 +191,7 @@ def test_haproxy_cork_is_the_same_time_triggered_warn_at_20_and_50_tokens_per_se
     mechanism = f.evidence["mechanism"]
     assert isinstance(mechanism, dict) and mechanism["kind"] == "time_coalescing", explain(f)
     interval = mechanism["interval_ms"]
+    timing.note("interval_ms", interval, 180, 400)
     assert isinstance(interval, float) and 180 <= interval <= 400, explain(f)
     # Nothing names the hop; the origin's own Server header is not blamed.
     assert "at a hop between you and the origin" in f.summary

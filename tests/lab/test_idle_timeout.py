@@ -19,7 +19,7 @@ import pytest
 from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions, parse_target
 from promptpath.probes.suite import run_probes, select
-from tests.helpers import proxylab
+from tests.helpers import proxylab, timing
 from tests.helpers.probesettings import probe_settings
 from tests.helpers.refserver import RefServer, reference_server
 
@@ -35,10 +35,17 @@ SLACK_S = 0.2
 #: reads that close together do not re-arm proxy_read_timeout, so it fires up to 0.3 s
 #: before the setting, counted from the last byte. Measured: 2.90 s for 3s.
 NGINX_LAZY_S = 0.3
+KA = "keepalive threshold_s"
 
 
 def assert_near(
-    measured: object, setting: float, resolution: object, why: str, *, early: float = 0.0
+    measured: object,
+    setting: float,
+    resolution: object,
+    why: str,
+    *,
+    early: float = 0.0,
+    quantity: str = "threshold_s",
 ) -> None:
     """``measured`` is within the probe's resolution (+ SLACK_S) of ``setting``; ``early``
     widens the window below it for a hop known to fire early."""
@@ -46,6 +53,7 @@ def assert_near(
     assert isinstance(resolution, float) and resolution <= 0.1, why
     low = setting - early - resolution - SLACK_S
     high = setting + resolution + SLACK_S
+    timing.note(quantity, measured, low, high)
     assert low <= measured <= high, f"{measured} s not in [{low:.2f}, {high:.2f}]\n{why}"
 
 
@@ -103,7 +111,7 @@ def test_nginx_proxy_read_timeout_cuts_a_paused_stream_and_keepalives_save_it(
     # The keep-alive watch ran beside it and saw nginx's own keepalive_timeout.
     ka = keepalive_idle(f)
     assert ka["closed_by"] == "fin"
-    assert_near(ka["threshold_s"], 4.0, ka["resolution_s"], explain(f))  # one timer, set once
+    assert_near(ka["threshold_s"], 4.0, ka["resolution_s"], explain(f), quantity=KA)  # one timer
     assert any("cost:" in s for s in said) and any("keepalive comments" in s for s in said)
 
 
@@ -125,7 +133,7 @@ def test_haproxy_timeout_server_and_http_keep_alive_are_both_found(
     assert ev["keepalive_helps"] is True
     ka = keepalive_idle(f)
     assert ka["closed_by"] == "fin"
-    assert_near(ka["threshold_s"], seconds, ka["resolution_s"], explain(f))
+    assert_near(ka["threshold_s"], seconds, ka["resolution_s"], explain(f), quantity=KA)
 
 
 def test_haproxy_keep_alive_close_is_found_without_the_canary(
@@ -135,7 +143,7 @@ def test_haproxy_keep_alive_close_is_found_without_the_canary(
         f, _ = probe(px.url, canary=False, idle_max=5.0)
     assert f.verdict is Verdict.PASS, explain(f, px)  # a clean FIN close is no fault
     ka = keepalive_idle(f)
-    assert_near(ka["threshold_s"], 2.0, ka["resolution_s"], explain(f))
+    assert_near(ka["threshold_s"], 2.0, ka["resolution_s"], explain(f), quantity=KA)
     assert f.evidence["threshold_s"] is None  # nothing mid-stream measured blind
     assert "--canary" in f.summary
 

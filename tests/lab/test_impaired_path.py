@@ -7,8 +7,9 @@ test see setup cost in round trips and loss turn into retransmission stalls.
 
 Tolerances are asymmetric: the impairer never releases a packet early, so no span that
 contains a round trip can be shorter than RTT_MS; above it, a loaded 2-core machine adds
-client CPU and scheduling (SLACK_MS). Each setup figure is the median of RUNS runs, so
-one run that loses the CPU to a neighbour does not decide the test.
+client CPU and scheduling (SLACK_MS). Each setup figure is taken over RUNS runs, so one
+run that loses the CPU to a neighbour does not decide the test; a handshake's own CPU is
+measured beside it with the delay off and taken out (``_assert_one_round_trip``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import lab_required
+from tests.helpers import timing
 from tests.helpers.impairer import (
     ImpairedPath,
     Impairment,
@@ -51,8 +53,25 @@ SLACK_MS = 8.0
 #: What quic_handshake may add over TCP+TLS's spans. It used to start before the first
 #: Initial (QuicConnection created, ClientHello built: 2.3-2.6 ms cold), 4-7 ms over the
 #: RTT; since issue 14 it runs first Initial -> client Finished, ClientHello build apart
-#: (client_hello_ms), so no allowance beyond SLACK_MS.
-QUIC_CPU_MS = 0.0
+#: (client_hello_ms). What remains is the handshake work itself, which is heavier in
+#: aioquic (Python, both ends) than in OpenSSL: over the direct path (delay off, 10 x 5
+#: runs beside two CPU hogs, load 7.4-8.9) the median quic_handshake exceeded the median
+#: tls by -7 to +18 ms, and the flake check saw the --compare-http saving's median at
+#: 30.6 ms (bound 32) in one round of 6. A saving of no round trip would read ~0.
+QUIC_CPU_MS = 12.0
+#: The handshakes' own CPU (both ends, Python) is as slow as the machine and its load:
+#: quic_handshake read a median 49.7 ms on a fresh CI machine at load < 1, 50-82 ms here
+#: at load 7-9. Each handshake is therefore also run with the impairer's delay off, on
+#: the same path at the same moment, and the round trip is the fastest delayed run minus
+#: the fastest direct one (interference only ever adds time: the fastest run is the least
+#: disturbed). Measured 10 times, 5 runs each, beside two CPU-bound loops (load 7.4-8.9
+#: with the other sessions): quic_handshake 32.7-46.1 ms, tls 37.2-47.4 ms. Two round
+#: trips would read ~80. connect (the kernel's SYN / SYN-ACK) has no CPU of ours inside
+#: but the client's wake-up after it: its median of 5 read 45.4 ms at load ~7, so it is
+#: judged the same way. The flake check (10 rounds, two CPU hogs, load 4.9-7.6 before
+#: them) saw tls waited 38.5-49.9 ms, quic_handshake 34.6-48.8, connect 35.2-40.1: 10 ms
+#: was met by 0.06 ms once, so 12.
+WAIT_SLACK_MS = 12.0
 #: Medians of 5: with 3, one HTTP/3 run that lost the CPU to the rest of the machine (load
 #: ~4, other sessions' suites plus a busy loop) decided the --compare-http test (23.5 ms).
 RUNS = 5
@@ -139,19 +158,41 @@ def rtt40(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield lab
 
 
-def _median_stage(lab: Lab, stage: str, *args: str) -> float:
-    return statistics.median(lab.run(*args)["stages_ms"][stage] for _ in range(RUNS))
+def _assert_one_round_trip(lab: Lab, stages: tuple[str, ...], *args: str) -> None:
+    """Each stage waits on the path exactly one round trip: the fastest of RUNS over the
+    delayed path is never under RTT_MS (the impairer never releases early), and beyond
+    the fastest of RUNS with the delay off, run alternately, it is within one RTT."""
+    delayed: list[dict[str, float]] = []
+    direct: list[dict[str, float]] = []
+    for _ in range(RUNS):
+        delayed.append(lab.run(*args)["stages_ms"])
+        with lab.path.impaired(Impairment(), Impairment()):
+            direct.append(lab.run(*args)["stages_ms"])
+    for stage in stages:
+        slow = sorted(run[stage] for run in delayed)
+        fast = sorted(run[stage] for run in direct)
+        waited = slow[0] - fast[0]
+        why = f"{stage}: delayed {slow}, delay off {fast}"
+        timing.note(f"{stage} fastest delayed ms", slow[0], RTT_MS, None)
+        timing.note(f"{stage} waited ms", waited, None, RTT_MS + WAIT_SLACK_MS)
+        assert slow[0] >= RTT_MS, why
+        assert waited <= RTT_MS + WAIT_SLACK_MS, why
 
 
-def _connect_rtts_ms(lab: Lab, count: int) -> list[float]:
-    """TCP connect times to the endpoint's port, measured in the client namespace."""
+def _connect_rtts_ms(lab: Lab, count: int) -> list[tuple[float, float]]:
+    """TCP connects to the endpoint's port from the client namespace: per connect, the
+    time connect() took as the process saw it, and the kernel's own RTT sample of the
+    SYN / SYN-ACK (TCP_INFO tcpi_rtt, µs; taken when the SYN-ACK arrives, so the client
+    process's wake-up after it is not in it)."""
     script = (
-        "import socket, sys, time\n"
+        "import socket, struct, sys, time\n"
         "for _ in range(int(sys.argv[3])):\n"
         "    s = socket.socket()\n"
         "    t = time.perf_counter_ns()\n"
         "    s.connect((sys.argv[1], int(sys.argv[2])))\n"
-        "    print((time.perf_counter_ns() - t) / 1e6)\n"
+        "    took = (time.perf_counter_ns() - t) / 1e6\n"
+        "    info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)\n"
+        "    print(took, struct.unpack_from('=68xI', info)[0] / 1e3)\n"
         "    s.close()\n"
     )
     command = lab.path.client(
@@ -164,7 +205,8 @@ def _connect_rtts_ms(lab: Lab, count: int) -> list[float]:
         str(count),
     )
     out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=60)
-    return [float(line) for line in out.stdout.split()]
+    pairs = [line.split() for line in out.stdout.splitlines()]
+    return [(float(took), float(kernel)) for took, kernel in pairs]
 
 
 def test_impairer_adds_its_delay_and_well_under_a_millisecond_more(rtt40: Lab) -> None:
@@ -172,36 +214,51 @@ def test_impairer_adds_its_delay_and_well_under_a_millisecond_more(rtt40: Lab) -
     # max 40.71; with --delay-ms 0 the same path measures median 0.11 ms. UDP echo: median
     # 40.36 (0.34 at delay 0). The pump wakes 200 µs early and polls: select() alone woke
     # a median 67 µs late here, twice per round trip.
-    rtts = _connect_rtts_ms(rtt40, 30)
+    # That was connect() timed by the process; at load 7-9 the client's wake-up after the
+    # SYN-ACK put its median at 43.4 ms (bound 41.5). The kernel's own RTT sample of the
+    # handshake leaves that out and keeps the pump's precision in: 3 x 30 connects beside
+    # the flake check's two CPU hogs (load 6.6-6.7 + 2), kernel median 40.08-40.09 ms, max
+    # 40.22, while connect() read median 41.2-43.7, max 57.3; delay off: median 0.03 ms.
+    connects = _connect_rtts_ms(rtt40, 30)
+    took = [c for c, _ in connects]
+    rtts = [k for _, k in connects]
+    timing.note("connect() min ms", min(took), RTT_MS, None)
+    timing.note("kernel rtt min ms", min(rtts), RTT_MS, None)
+    timing.note("kernel rtt median ms", statistics.median(rtts), None, RTT_MS + 1.5)
+    assert min(took) >= RTT_MS, f"a packet left early: {sorted(took)[:3]}"
     assert min(rtts) >= RTT_MS, f"a packet left early: {sorted(rtts)[:3]}"
     assert statistics.median(rtts) <= RTT_MS + 1.5, sorted(rtts)
 
 
 def test_tcp_connect_and_tls13_each_take_one_round_trip(rtt40: Lab) -> None:
-    runs = [rtt40.run("--http", "2")["stages_ms"] for _ in range(RUNS)]
-    for stage in ("connect", "tls"):
-        value = statistics.median(run[stage] for run in runs)
-        assert RTT_MS <= value <= RTT_MS + SLACK_MS, (stage, [run[stage] for run in runs])
+    _assert_one_round_trip(rtt40, ("connect", "tls"), "--http", "2")
 
 
 def test_quic_handshake_takes_one_round_trip(rtt40: Lab) -> None:
-    value = _median_stage(rtt40, "quic_handshake", "--http", "3")
-    assert RTT_MS <= value <= RTT_MS + SLACK_MS + QUIC_CPU_MS, value
+    _assert_one_round_trip(rtt40, ("quic_handshake",), "--http", "3")
 
 
 def test_compare_http_measures_http3_saving_one_round_trip_of_setup(rtt40: Lab) -> None:
     # Measured rows only (the verdict words belong to report/compare.py): HTTP/2's setup is
     # TCP connect + TLS 1.3 (2 RTT), HTTP/3's the QUIC handshake (1 RTT).
     savings = []
+    verdicts = []
     for _ in range(RUNS):
         compared = rtt40.run("--compare-http")
         h2, h3 = (run["stages_ms"] for run in compared["results"])
         savings.append(h2["connect"] + h2["tls"] - h3["quic_handshake"])
-        # Not loopback, and a round trip is far beyond the noise floor: the measured
-        # handshake row names HTTP/3, every time (the verdict must not flip).
+        # Not loopback, and a round trip is far beyond a quiet machine's noise floor: the
+        # measured handshake row names HTTP/3, never HTTP/2 (the verdict must not flip).
+        # Flake check round 3 (load ~9, two CPU hogs): one compare of 5 read HTTP/2 94.8 ms
+        # against HTTP/3 87.8 ms, and the row said "same": noise that large is no win, and
+        # the report says so. So one inconclusive compare of RUNS is allowed, not two.
         handshake = compared["differences"]["handshake_ms"]
-        assert handshake["measured"] and handshake["better"] == "http3", handshake
+        assert handshake["measured"] and handshake["better"] in ("http3", "same"), handshake
+        verdicts.append(handshake["better"])
+    timing.note("compares naming http3", verdicts.count("http3"), RUNS - 1, None)
+    assert verdicts.count("http3") >= RUNS - 1, verdicts
     saving = statistics.median(savings)
+    timing.note("h3 setup saving ms", saving, RTT_MS - SLACK_MS - QUIC_CPU_MS, RTT_MS + SLACK_MS)
     assert RTT_MS - SLACK_MS - QUIC_CPU_MS <= saving <= RTT_MS + SLACK_MS, savings
 
 

@@ -108,6 +108,27 @@ def test_a_hop_holding_the_last_tokens_does_not_shift_the_threshold() -> None:
     assert run(tl, "fin").silence_s == pytest.approx(3.0)
 
 
+def test_a_hop_that_corks_its_own_output_does_not_shorten_the_threshold() -> None:
+    # haproxy without http-no-delay (observed): its timer starts when it reads the last
+    # token from the endpoint, its kernel holds the delivery up to 200 ms more. Counting
+    # from our receive read its 3 s cut as 2.90 s; from the send stamp it is 3.0.
+    tl = paused([0, 50, 100], arrive_ms=[200, 200, 200], cut_ms=3100.0)
+    r = run(tl, "fin")
+    assert r.method == "server_send_time"
+    assert r.silence_s == pytest.approx(3.0)
+
+
+def test_the_cut_is_the_close_the_socket_stamped_not_when_the_tracer_heard_of_it() -> None:
+    # The event loop was busy for 300 ms when the FIN came: the tracer's closed_ns is late,
+    # the stamping stream's close record is not.
+    tl = paused([0, 50, 100], cut_ms=3400.0)
+    tl.close = CloseRecord(kind="fin", t_ns=3100 * MS)
+    assert run(tl, "fin").silence_s == pytest.approx(3.0)
+    # A close record from after the end (another stream's) does not move the cut later.
+    tl.close = CloseRecord(kind="fin", t_ns=3500 * MS)
+    assert run(tl, "fin").silence_s == pytest.approx(3.3)
+
+
 def test_without_stamped_events_the_pause_plan_gives_the_threshold() -> None:
     # nginx buffering on: the held tokens were dropped at the cut; only headers came.
     tl = paused([], cut_ms=3100.0, ttfb_ms=3099.0)
