@@ -186,13 +186,33 @@ def demo(
         bool, typer.Option("--json", help="Print one JSON object on stdout.")
     ] = False,
     warm: Annotated[bool, typer.Option("--warm", help="Also show a warm request.")] = False,
+    hop: Annotated[
+        str | None,
+        typer.Option(
+            "--hop",
+            metavar="buffering|idle-timeout|compression|ghost-stream|clean",
+            help="Put a misbehaving hop of this kind between the client and the endpoint,"
+            " and run the probe that finds it.",
+        ),
+    ] = None,
+    html: Annotated[
+        str | None,
+        typer.Option("--html", metavar="FILE", help="Also write the report as an HTML page."),
+    ] = None,
+    svg: Annotated[
+        str | None,
+        typer.Option("--svg", metavar="FILE", help="Also write the waterfall as an SVG image."),
+    ] = None,
 ) -> None:
     """Trace a prompt against a built-in reference endpoint on loopback (no network, no key)."""
     _no_trio()
-    from promptpath.demo import run_demo
+    from promptpath.demo import DemoArgs, run_demo
 
     env = Environment.of(ctx.obj)
-    raise typer.Exit(run_demo(http=http, provider=provider, json_out=json_out, warm=warm, env=env))
+    args = DemoArgs(
+        http=http, provider=provider, json_out=json_out, warm=warm, hop=hop, html=html, svg=svg
+    )
+    raise typer.Exit(run_demo(args, env=env))
 
 
 _SERVE_HELP = """Run the reference endpoint (a streaming API you control).

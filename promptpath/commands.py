@@ -8,6 +8,7 @@ exports.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +104,19 @@ def deliver(report: Report, plan: Plan, env: Environment, console: Console) -> i
         env.stdout.write(dumps(report.json()) + "\n")
         env.stdout.flush()
     exports = plan.outputs.exports
-    return exports.finish(report.json(), report.code, env) if exports.wanted else report.code
+    if not exports.any:
+        return report.code
+    if exports.html is not None:
+        exports = dataclasses.replace(exports, command=reproduce(plan, env))
+    return exports.finish(report.json(), report.code, env)
+
+
+def reproduce(plan: Plan, env: Environment) -> tuple[str, ...]:
+    """The command line as given, the run's credentials taken out as everywhere else."""
+    from promptpath.report.redact import Redactor
+
+    redactor = Redactor.for_options(plan.trace)
+    return ("promptpath", *(redactor.text(arg) for arg in env.argv))
 
 
 # -- for library callers and tests written against the old entry points -------------------

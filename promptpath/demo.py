@@ -7,8 +7,9 @@ realistic first-token delay and cadence, then the full report.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 
-from promptpath.commands import execute
+from promptpath.commands import execute, usage_failure
 from promptpath.environment import Environment
 from promptpath.resolve import values_for
 
@@ -26,19 +27,45 @@ DEMO_RATE = 40.0
 DEMO_TOKENS = 48
 
 
-def run_demo(*, http: str, provider: str, json_out: bool, warm: bool, env: Environment) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemoArgs:
+    http: str = "2"
+    provider: str = "openai"
+    json_out: bool = False
+    warm: bool = False
+    hop: str | None = None  # a misbehaving hop between client and endpoint (demo_hops.py)
+    html: str | None = None
+    svg: str | None = None
+
+
+def run_demo(args: DemoArgs, *, env: Environment) -> int:
+    from promptpath.core.errors import UsageError
+
+    if args.provider not in DEMO_PATHS:
+        return usage_failure(
+            UsageError(f"--provider must be one of {', '.join(DEMO_PATHS)}, got {args.provider!r}"),
+            args.json_out,
+            env,
+        )
+    if args.hop is not None:
+        from promptpath.server.hops import HOPS
+
+        if args.hop not in HOPS:
+            message = f"--hop must be one of {', '.join(HOPS)}, got {args.hop!r}"
+            return usage_failure(UsageError(message, kind="bad_option"), args.json_out, env)
+        return _through_hop(args, env)
+    return _direct(args, env)
+
+
+def _outputs(args: DemoArgs) -> dict[str, object]:
+    return {"json_out": args.json_out, "html": args.html, "svg": args.svg}
+
+
+def _direct(args: DemoArgs, env: Environment) -> int:
+    """The clean path: TLS and HTTP/2 (or --http) straight to the endpoint."""
     from promptpath.server.behaviour import Behaviour
     from promptpath.server.hosting import ServerConfig, start_in_thread
 
-    if provider not in DEMO_PATHS:
-        from promptpath.commands import usage_failure
-        from promptpath.core.errors import UsageError
-
-        return usage_failure(
-            UsageError(f"--provider must be one of {', '.join(DEMO_PATHS)}, got {provider!r}"),
-            json_out,
-            env,
-        )
     with tempfile.TemporaryDirectory(prefix="promptpath-demo-") as tmp:
         config = ServerConfig(
             host="127.0.0.1",
@@ -50,18 +77,50 @@ def run_demo(*, http: str, provider: str, json_out: bool, warm: bool, env: Envir
         with start_in_thread(config) as server:
             _warm_up(server.port, str(server.ca_path))
             values = values_for(
-                f"https://localhost:{server.port}{DEMO_PATHS[provider]}",
-                provider=provider,
+                f"https://localhost:{server.port}{DEMO_PATHS[args.provider]}",
+                provider=args.provider,
                 model="promptpath-demo",
                 max_tokens=DEMO_TOKENS,
-                http=http,
+                http=args.http,
                 cacert=str(server.ca_path),
                 ipv4=True,
                 timeout=30.0,
-                warm=warm,
-                json_out=json_out,
+                warm=args.warm,
+                **_outputs(args),
             )
             return execute(values, env=env)
+
+
+def _through_hop(args: DemoArgs, env: Environment) -> int:
+    """The endpoint behind a demo hop (server/hops.py), traced with the canary on and the
+    probe that finds that hop: plain HTTP/1.1 on loopback, as a hop in front of an origin."""
+    from promptpath.demo_hops import HOP_PROBES, IDLE_MAX_S
+    from promptpath.server.behaviour import Behaviour
+    from promptpath.server.hops import running
+    from promptpath.server.hosting import ServerConfig, start_in_thread
+
+    kind = args.hop
+    assert kind in HOP_PROBES
+    config = ServerConfig(
+        host="127.0.0.1",
+        port=0,
+        http3=False,
+        behaviour=Behaviour(ttft_ms=DEMO_TTFT_MS, rate=DEMO_RATE, tokens=DEMO_TOKENS),
+    )
+    with start_in_thread(config) as server, running(kind, server.port) as hop:
+        values = values_for(
+            f"http://127.0.0.1:{hop.port}{DEMO_PATHS[args.provider]}",
+            provider=args.provider,
+            model="promptpath-demo",
+            max_tokens=DEMO_TOKENS,
+            http="1.1",
+            timeout=30.0,
+            canary=True,
+            probe=list(HOP_PROBES[kind]),
+            idle_max=IDLE_MAX_S,
+            **_outputs(args),
+        )
+        return execute(values, env=env)
 
 
 def _warm_up(port: int, cafile: str) -> None:

@@ -49,10 +49,20 @@ class ExportPlan:
     pushgateway: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
     fail_on: str = "fail"
+    #: The reports a person reads (--html, --svg): every mode has them, --compare-http too.
+    html: Path | None = None
+    svg: Path | None = None
+    #: The command line that reproduces the run, credentials redacted (the HTML shows it).
+    command: tuple[str, ...] = ()
 
     @property
     def wanted(self) -> bool:
+        """The machine-read exports (JUnit, HAR, Prometheus): one run or a series only."""
         return any((self.junit, self.har, self.prom_textfile, self.pushgateway))
+
+    @property
+    def any(self) -> bool:
+        return self.wanted or self.html is not None or self.svg is not None
 
     def finish(self, report: Mapping[str, Any], code: int, env: Environment) -> int:
         """Write every export of ``report`` (the run's exit ``code``) and return the exit
@@ -132,10 +142,19 @@ def plan_exports(
     pushgateway: str | None = None,
     labels: Sequence[str] = (),
     fail_on: str = "fail",
+    html: str | None = None,
+    svg: str | None = None,
 ) -> ExportPlan:
     """Check every destination; each problem is a UsageError (exit 2), raised before the run."""
     paths: dict[str, Path | None] = {}
-    for flag, value in (("--junit", junit), ("--har", har), ("--prom-textfile", prom_textfile)):
+    files = (
+        ("--junit", junit),
+        ("--har", har),
+        ("--prom-textfile", prom_textfile),
+        ("--html", html),
+        ("--svg", svg),
+    )
+    for flag, value in files:
         path = None if value is None else Path(value)
         if path is not None:
             check_writable(path, flag)
@@ -150,6 +169,8 @@ def plan_exports(
         pushgateway=None if pushgateway is None else _check_pushgateway(pushgateway),
         labels=parse_labels(labels),
         fail_on=fail_on,
+        html=paths["--html"],
+        svg=paths["--svg"],
     )
 
 
@@ -221,6 +242,18 @@ def push(base: str, text: str, labels: Mapping[str, str], target: str) -> None:
         raise ExportFailed(f"--pushgateway {base}: HTTP {response.status_code} {reason}".rstrip())
 
 
+def _html(report: Mapping[str, Any], command: Sequence[str]) -> str:
+    from promptpath.report.html import render_html
+
+    return render_html(report, command=command)
+
+
+def _svg(report: Mapping[str, Any]) -> str:
+    from promptpath.report.svg import render_svg
+
+    return render_svg(report)
+
+
 def write_exports(report: Mapping[str, Any], plan: ExportPlan) -> list[str]:
     """Every export the plan asks for; one failing does not stop the others."""
     from promptpath.report import har, junit, prometheus
@@ -232,6 +265,8 @@ def write_exports(report: Mapping[str, Any], plan: ExportPlan) -> list[str]:
         ("--junit", plan.junit, lambda: junit.render(report, fail_on=plan.fail_on)),
         ("--har", plan.har, lambda: json.dumps(har.render(report), indent=2) + "\n"),
         ("--prom-textfile", plan.prom_textfile, lambda: prometheus.render(report, labels=labels)),
+        ("--html", plan.html, lambda: _html(report, plan.command)),
+        ("--svg", plan.svg, lambda: _svg(report)),
     ]
     for flag, path, render in files:
         if path is None:

@@ -557,6 +557,25 @@ FLAGS: tuple[Flag, ...] = (
         commands=RUN,
     ),
     Flag(
+        dest="html",
+        decls=("--html",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="Also write the report as one self-contained HTML page (opens offline, prints)"
+        " to FILE: for a ticket.",
+        panel=OUTPUT,
+    ),
+    Flag(
+        dest="svg",
+        decls=("--svg",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="Also write the waterfall and token timeline as one SVG image to FILE.",
+        panel=OUTPUT,
+    ),
+    Flag(
         dest="label",
         decls=("--label",),
         type=list[str] | None,

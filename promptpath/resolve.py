@@ -530,6 +530,8 @@ def resolve(
         pushgateway=values.text("pushgateway"),
         labels=values.texts("label"),
         fail_on=fail_on,
+        html=values.text("html"),
+        svg=values.text("svg"),
     )
     probes: tuple[Any, ...] = ()
     if probe_names:

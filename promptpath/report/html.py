@@ -335,8 +335,9 @@ def _compare_sections(body: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def render_html(body: Mapping[str, Any]) -> str:
-    """The whole page for a run, series or compare report object."""
+def render_html(body: Mapping[str, Any], *, command: Sequence[str] = ()) -> str:
+    """The whole page for a run, series or compare report object; ``command`` (already
+    redacted) is shown as the way to reproduce it."""
     schema = str(body.get("schema", ""))
     target = svg.target_of(body)
     if schema.startswith("promptpath.series"):
@@ -356,9 +357,10 @@ def render_html(body: Mapping[str, Any]) -> str:
         )
         if v
     )
-    command = body.get("command")
-    if isinstance(command, list) and command:
-        sections.append("<h2>Reproduce</h2><pre>" + t(" ".join(map(str, command))) + "</pre>")
+    if command:
+        import shlex
+
+        sections.append("<h2>Reproduce</h2><pre>" + t(shlex.join(command)) + "</pre>")
     # No "<" at all inside the data block: "</script>" or "<!--" in a string cannot end it.
     data = json.dumps(body, ensure_ascii=True).replace("<", "\\u003c").replace(">", "\\u003e")
     return (

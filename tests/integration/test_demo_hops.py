@@ -11,48 +11,33 @@ delivers all 60 events in one burst at the end to a gzip client; the ghost hop l
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from promptpath.demo_hops import HOP_PROBES, IDLE_MAX_S
-from promptpath.server.hops import HopKind, running
+from promptpath.demo_hops import HOP_PROBES
+from promptpath.server.hops import HopKind
 from tests.helpers.cli import run_cli
-from tests.helpers.refserver import RefServer, reference_server
 
 pytestmark = pytest.mark.integration
 
-CHAT = "/v1/chat/completions"
-
-
-@pytest.fixture(scope="module")
-def ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
-    with reference_server(tls=False, tmp_path=tmp_path_factory.mktemp("ref")) as server:
-        yield server
-
-
-def _through(ref: RefServer, kind: HopKind) -> dict[str, dict[str, object]]:
-    with running(kind, ref.port) as hop:
-        result = run_cli(
-            "run",
-            f"http://127.0.0.1:{hop.port}{CHAT}",
-            "--canary",
-            "--probe",
-            ",".join(HOP_PROBES[kind]),
-            "--idle-max",
-            str(IDLE_MAX_S),
-            "--json",
-        )
+def _through(kind: HopKind, tmp_path: Path) -> dict[str, dict[str, object]]:
+    """``promptpath demo --hop KIND --json --html FILE``: the findings, by probe."""
+    page = tmp_path / "report.html"
+    result = run_cli("demo", "--hop", kind, "--json", "--html", str(page))
     body = json.loads(result.stdout)
     assert body["error"] is None, result.stderr
     findings = {f["probe"]: f for f in body["findings"]}
     assert sorted(findings) == sorted(HOP_PROBES[kind])
     assert result.exit_code == (0 if kind == "clean" else 1), result.stderr
+    # The page a ticket carries holds the same findings.
+    text = page.read_text(encoding="utf-8")
+    assert all(f"[{f['verdict'].upper()}] {name}" in text for name, f in findings.items())
     return findings
 
 
-def test_the_buffering_hop_is_a_size_triggered_buffer(ref: RefServer) -> None:
-    f = _through(ref, "buffering")["buffering"]
+def test_the_buffering_hop_is_a_size_triggered_buffer(tmp_path: Path) -> None:
+    f = _through("buffering", tmp_path)["buffering"]
     assert f["verdict"] == "fail"
     mechanism = f["evidence"]["mechanism"]
     # 4096 wire bytes a block, less the chunk framing of the ~12 events in it.
@@ -60,8 +45,8 @@ def test_the_buffering_hop_is_a_size_triggered_buffer(ref: RefServer) -> None:
     assert "demo-buffering" in str(f["summary"])  # the hop is named, by its Via
 
 
-def test_the_compression_hop_holds_a_gzip_client_to_the_end(ref: RefServer) -> None:
-    f = _through(ref, "compression")["buffering"]
+def test_the_compression_hop_holds_a_gzip_client_to_the_end(tmp_path: Path) -> None:
+    f = _through("compression", tmp_path)["buffering"]
     assert f["verdict"] == "fail"
     compression = f["evidence"]["compression"]
     assert compression["encoding"] == "gzip" and compression["held_back"] is True
@@ -69,22 +54,22 @@ def test_the_compression_hop_holds_a_gzip_client_to_the_end(ref: RefServer) -> N
     assert f["evidence"]["mechanism"]["kind"] == "compression"
 
 
-def test_the_idle_hop_cut_is_found_at_three_seconds(ref: RefServer) -> None:
-    f = _through(ref, "idle-timeout")["idle-timeout"]
+def test_the_idle_hop_cut_is_found_at_three_seconds(tmp_path: Path) -> None:
+    f = _through("idle-timeout", tmp_path)["idle-timeout"]
     assert f["verdict"] == "fail"
     ev = f["evidence"]
     assert ev["cut_by"] == "fin" and ev["keepalive_helps"] is True
     assert abs(ev["threshold_s"] - 3.0) <= ev["resolution_s"] + 0.2
 
 
-def test_the_ghost_hop_leaves_the_model_generating(ref: RefServer) -> None:
-    f = _through(ref, "ghost-stream")["ghost-stream"]
+def test_the_ghost_hop_leaves_the_model_generating(tmp_path: Path) -> None:
+    f = _through("ghost-stream", tmp_path)["ghost-stream"]
     assert f["verdict"] == "fail"
     assert "kept generating" in str(f["summary"])
 
 
-def test_the_clean_hop_raises_nothing(ref: RefServer) -> None:
-    findings = _through(ref, "clean")
+def test_the_clean_hop_raises_nothing(tmp_path: Path) -> None:
+    findings = _through("clean", tmp_path)
     assert {name: f["verdict"] for name, f in findings.items()} == {
         name: "pass" for name in HOP_PROBES["clean"]
     }

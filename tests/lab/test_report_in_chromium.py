@@ -170,3 +170,20 @@ def test_the_svg_renders_in_chromium_with_its_bars_to_scale(
     for bar in bars:
         assert abs(bar["px"] - bar["ms"] * scale["px"] / scale["ms"]) <= 1.0
     assert _png_is_not_blank(loaded.page.screenshot())
+
+
+@pytest.mark.parametrize("hop", ["buffering", "idle-timeout"])
+def test_a_demo_hop_report_written_by_html_opens_offline_with_its_finding(
+    browser: chromium.Browser, tmp_path: Path, hop: str
+) -> None:
+    page_file = tmp_path / "hop.html"
+    result = run_cli("demo", "--hop", hop, "--html", str(page_file))
+    assert result.exit_code == 1  # the hop is found
+    loaded = browser.load(str(page_file))
+    assert loaded.console_errors == []
+    assert [u for u in loaded.requests if not u.startswith(("file:", "data:"))] == []
+    text = loaded.page.evaluate("document.body.innerText")
+    probe = "buffering" if hop == "buffering" else "idle-timeout"
+    assert f"[FAIL] {probe}" in text
+    assert "promptpath demo --hop " + hop in text  # the command that reproduces it
+    assert _png_is_not_blank(loaded.page.screenshot())
