@@ -187,7 +187,16 @@ def test_doc_command_runs_against_the_reference_endpoint(
         return
     if cmd.argv[0] == "demo":
         res = run_cli(*cmd.argv, environ=cmd.env)
-        assert res.exit_code == 0, f"{cmd.where}: {cmd.text}\n{res.stderr}"
+        options = dict(itertools.pairwise(cmd.argv))
+        # A demo through a broken hop exits 1: its probe found the hop, as the page says.
+        broken = options.get("--hop") not in (None, "clean")
+        assert res.exit_code == (1 if broken else 0), f"{cmd.where}: {cmd.text}\n{res.stderr}"
+        if broken:
+            assert "[FAIL]" in res.stdout + res.stderr, f"{cmd.where}: the hop was not found"
+        for flag in ("--html", "--svg"):
+            if flag in options:
+                written = Path(options[flag])
+                assert written.stat().st_size > 0, f"{flag} wrote nothing"
         return
     argv, env = rewrite(cmd, request.getfixturevalue, pki, tmp_path)
     assert_loopback_only(argv, env)
@@ -199,7 +208,7 @@ def test_doc_command_runs_against_the_reference_endpoint(
         body = json.loads(res.stdout)
         assert body["exit_code"] == 0 and str(body["schema"]).startswith("promptpath.")
     _did_what_it_says(cmd, argv, res)
-    for flag in ("--junit", "--har", "--prom-textfile"):
+    for flag in ("--junit", "--har", "--prom-textfile", "--html", "--svg"):
         if flag in argv:
             written = Path(argv[argv.index(flag) + 1])
             assert written.stat().st_size > 0, f"{flag} wrote nothing"
