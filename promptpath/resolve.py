@@ -431,20 +431,13 @@ def profile_slos(name: str, environ: Mapping[str, str]) -> list[SLO]:
 def is_loopback(options: RunOptions) -> bool:
     """The target is this host: a loopback address, ``localhost``, or pinned to loopback
     by --resolve or --connect-to."""
-    import ipaddress
+    from promptpath.core.addr import is_loopback as host_is_loopback
 
     host, port = options.target.host, options.target.port
     rule = options.connect_to_for(host, port)
     if rule is not None:
         host, port = rule.destination(host, port)
-    host = options.resolve_override(host, port) or host
-    name = host.lower().rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):  # RFC 6761 §6.3
-        return True
-    try:
-        return ipaddress.ip_address(name.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    return host_is_loopback(options.resolve_override(host, port) or host)
 
 
 def check_spend(plan: SeriesPlan, options: RunOptions, *, yes: bool, say: Say) -> None:
