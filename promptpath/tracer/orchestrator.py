@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import anyio
+import anyio.lowlevel
 
 from promptpath.core.errors import (
     ConnectError,
@@ -410,7 +411,12 @@ async def consume(
             if piece.end:
                 break
             ingest.feed(piece.data, piece.t_ns, piece.read_index)
-            if stop_after is not None and _content_tokens(timeline) >= stop_after:
+            while ingest.backlog:
+                # A compressed read decodes in steps: let the deadline (and, in load mode,
+                # the other streams) in between them.
+                await anyio.lowlevel.checkpoint()
+                ingest.resume()
+            if stop_after is not None and ingest.tokens >= stop_after:
                 return True
     except TransportError as err:
         # A reset after the terminal marker cuts nothing; before it, the stream is truncated.
@@ -421,10 +427,6 @@ async def consume(
         return False
     ingest.finish(last_ns)
     return False
-
-
-def _content_tokens(timeline: Timeline) -> int:
-    return sum(1 for event in timeline.events if event.kind == "content")
 
 
 #: nginx (``ssl_verify_client on``) completes the handshake without or with a refused
