@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 from collections.abc import Mapping, Sequence
@@ -35,6 +34,7 @@ from promptpath.options import (
     Provider,
     RunOptions,
     check_client_cert,
+    check_timeout,
     detect_provider,
     parse_connect_to,
     parse_headers,
@@ -174,8 +174,7 @@ def build_options(args: RunArgs, environ: Mapping[str, str] | None = None) -> Ru
         raise UsageError(f"--http must be one of {', '.join(HTTP_CHOICES)}, got {http!r}")
     if args.both_families:
         raise UsageError("-4 and -6 exclude each other")
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
+    timeout = check_timeout(timeout)
     max_tokens = DEFAULT_MAX_TOKENS if args.max_tokens is None else args.max_tokens
     if max_tokens < 1:
         raise UsageError("--max-tokens must be at least 1")

@@ -48,7 +48,9 @@ def derived_bounds(timeline: Timeline) -> dict[str, tuple[int, int]]:
     bounds: dict[str, tuple[int, int]] = {}
     for name, start, end in DERIVED_STAGES:
         if name == cut and start in m and err is not None and err.t_ns is not None:
-            bounds[name] = (m[start], max(err.t_ns, m.get(end, err.t_ns)))
+            # Never negative: the stage may have begun after the deadline (the loop was
+            # late to cancel, or the deadline passed before the first step).
+            bounds[name] = (m[start], max(m[start], err.t_ns, m.get(end, err.t_ns)))
         elif start in m and end in m:
             bounds[name] = (m[start], m[end])
     return bounds

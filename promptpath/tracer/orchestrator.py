@@ -44,7 +44,7 @@ from promptpath.net.transport import (
     TransportError,
     WireRequest,
 )
-from promptpath.options import RunOptions
+from promptpath.options import MAX_TIMEOUT_S, RunOptions
 from promptpath.tracer.cleartext import check_cleartext
 from promptpath.tracer.ingest import (
     SNIFF_LIMIT,
@@ -184,9 +184,15 @@ class Tracer:
         options = self.options
         # The deadline on the timeline's clock too: the stage it cuts ends exactly there,
         # not at whenever the event loop got round to the cancellation.
-        deadline_ns = timeline.t0_ns + round(options.timeout * 1e9)
-        left = max(0.0, (deadline_ns - time.perf_counter_ns()) / 1e9)
+        # Capped as check_timeout caps the option: a library caller's 1e300 must not
+        # overflow the nanoseconds.
+        deadline_ns = timeline.t0_ns + round(min(options.timeout, MAX_TIMEOUT_S) * 1e9)
+        left = (deadline_ns - time.perf_counter_ns()) / 1e9
         try:
+            if left <= 0:
+                # Spent before the first step (a tiny --timeout, a long queue): nothing
+                # goes on the wire after the deadline.
+                raise TimeoutError
             with anyio.fail_after(left):
                 await self._exchange(timeline, time.monotonic() + left)
         except TimeoutError:
@@ -259,6 +265,8 @@ class Tracer:
             proxy=hop,
         )
         assert self.recorder is not None, "request() made the recorder"
+        if time.monotonic() >= deadline:
+            raise TimeoutError  # the lookup used the time up: do not dial after the deadline
         return await self.transport.connect(spec, self.recorder)
 
     async def _resolve(
@@ -286,6 +294,8 @@ class Tracer:
             await self.aclose()  # a connection the peer closed is not reused
             conn = self.connection = await self.connect(timeline, deadline)
             self._first = timeline
+        if time.monotonic() >= deadline:
+            raise TimeoutError  # connected on the deadline: the request is not sent after it
         await self._send(conn, timeline)
 
     async def _send(self, conn: Connection, timeline: Timeline) -> None:
@@ -547,7 +557,8 @@ def record_error(
     now = time.perf_counter_ns() if at_ns is None else at_ns
     for stage in timeline.stages:
         if stage.end_ns is None:
-            stage.end_ns, stage.ok = now, False
+            # A stage begun after the deadline (the loop was late to cancel) ends as it began.
+            stage.end_ns, stage.ok = max(now, stage.start_ns), False
     timeline.error = ErrorInfo.from_error(exc, now)
     return exc
 
