@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import os
 import re
+import select
 import socket
+import stat
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +34,8 @@ from promptpath.environment import Environment
 
 #: A push is one small upload: a Pushgateway that takes longer than this is as good as down.
 PUSH_TIMEOUT_S = 10.0
+#: The longest an export waits to write into a FIFO (or a terminal) that does not drain.
+WRITE_TIMEOUT_S = 10.0
 PUSH_JOB = "promptpath"
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -93,18 +99,61 @@ def parse_labels(specs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(labels.items())
 
 
+def _special_kind(mode: int) -> str | None:
+    """What a file that is not a regular one is, or None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in (
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
+
+
+#: Special files an export writes through (open and write, never rename over them):
+#: /dev/null, /dev/stdout (a symlink to the terminal or a pipe), a named pipe.
+WRITABLE_SPECIALS = ("character device", "FIFO")
+
+
 def check_writable(path: Path, flag: str) -> None:
-    """Fail now, before any request, if ``path`` cannot be written; the run costs money."""
+    """Fail now, before any request, if ``path`` cannot be written; the run costs money.
+
+    A symlink is followed: the export goes to its target, and the link stays. A character
+    device or a FIFO is written through; a block device or a socket is refused."""
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a directory", kind="bad_option")
-    directory = path.parent
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise UsageError(
+            f"{flag} {path}: cannot write there ({exc.strerror or exc})", kind="bad_option"
+        ) from exc
+    special = None if mode is None else _special_kind(mode)
+    if special is not None:
+        if special not in WRITABLE_SPECIALS:
+            raise UsageError(
+                f"{flag} {path}: is a {special}; an export goes to a regular file, a"
+                " character device or a FIFO",
+                kind="bad_option",
+            )
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: cannot write there (read-only)", kind="bad_option")
+        return
+    target = Path(os.path.realpath(path))  # a symlink's target is the file written
+    directory = target.parent
     if not directory.is_dir():
         raise UsageError(f"{flag} {path}: no such directory {directory}", kind="bad_option")
     # Creating a file is the only test that holds for root, ACLs and read-only mounts alike.
     try:
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=f".{path.name}.", suffix=".check"):
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=f".{target.name}.", suffix=".check"):
             pass
-        if path.exists() and not os.access(path, os.W_OK):
+        if target.exists() and not os.access(target, os.W_OK):
             raise PermissionError(f"{path} is read-only")
     except OSError as exc:
         raise UsageError(
@@ -148,6 +197,50 @@ def plan_exports(
         labels=parse_labels(labels),
         fail_on=fail_on,
     )
+
+
+def write_export(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` without ever replacing what is not a regular file.
+
+    A regular file (or none yet) is written atomically (``write_atomic``), at a symlink's
+    target so that the link stays a link; a character device or a FIFO is opened and
+    written through (``write_through``). As root, a rename over /dev/null or /dev/stdout
+    replaced the device node with a regular file."""
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None  # none yet, or a dangling symlink: created at the target
+    special = None if mode is None else _special_kind(mode)
+    if special is None:
+        write_atomic(Path(os.path.realpath(path)), text)
+    elif special in WRITABLE_SPECIALS:
+        write_through(path, text)
+    else:
+        raise OSError(errno.EINVAL, f"is a {special}, not written")
+
+
+def write_through(path: Path, text: str, timeout: float = WRITE_TIMEOUT_S) -> None:
+    """Open a character device or FIFO and write ``text`` into it, within ``timeout``: a
+    FIFO with no reader, or one that stops reading, must not hang the exit."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # O_NONBLOCK on a FIFO nobody has open for reading
+            raise OSError(errno.ENXIO, "a FIFO with no reader") from exc
+        raise
+    data = memoryview(text.encode("utf-8"))
+    deadline = time.monotonic() + timeout
+    try:
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise OSError(errno.ETIMEDOUT, f"not writable within {timeout:g} s")
+            try:
+                data = data[os.write(fd, data) :]
+            except BlockingIOError:
+                continue
+    finally:
+        os.close(fd)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -234,7 +327,7 @@ def write_exports(report: Mapping[str, Any], plan: ExportPlan) -> list[str]:
         if path is None:
             continue
         try:
-            write_atomic(path, render())
+            write_export(path, render())
         except OSError as exc:
             failures.append(f"{flag} {path}: {exc.strerror or exc}")
     if plan.pushgateway is not None:
