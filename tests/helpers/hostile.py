@@ -39,6 +39,7 @@ class Body:
     first: bytes
     repeat: bytes
     wire_budget: int  # bytes of body to write at most (the chunked framing not counted)
+    pause_s: float = 0.0  # between two writes (lets each write be a read of its own)
 
     def pieces(self) -> Iterator[bytes]:
         sent = 0
@@ -68,6 +69,18 @@ def endless_events(*, wire_mb: float = 2000.0) -> Body:
     """Uncompressed token events, as fast as the client reads them, never a terminal marker."""
     block = _event_block(TOKEN_EVENT, 64 << 10)
     return Body(headers=b"", first=block, repeat=block, wire_budget=int(wire_mb * 1e6))
+
+
+def trickle_events(*, wire_mb: float = 2000.0) -> Body:
+    """One token event per chunk, each its own write (TCP_NODELAY): as many socket reads
+    as the client can make, each carrying next to nothing."""
+    return Body(
+        headers=b"",
+        first=TOKEN_EVENT,
+        repeat=TOKEN_EVENT,
+        wire_budget=int(wire_mb * 1e6),
+        pause_s=0.00005,
+    )
 
 
 def long_lines_bomb(*, line_mb: float = 8.0, wire_mb: float = 6.0) -> Body:
@@ -110,6 +123,7 @@ def _serve_one(conn: socket.socket, body: Body) -> None:
     deadline = time.monotonic() + MAX_SERVE_S
     with conn, contextlib.suppress(OSError):
         conn.settimeout(10)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         _read_request(conn)
         conn.sendall(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -120,6 +134,8 @@ def _serve_one(conn: socket.socket, body: Body) -> None:
             if time.monotonic() > deadline:
                 break
             conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            if body.pause_s:
+                time.sleep(body.pause_s)
         conn.sendall(b"0\r\n\r\n")
 
 

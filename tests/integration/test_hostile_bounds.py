@@ -46,8 +46,8 @@ class Child:
 
 #: Runs the CLI and writes its peak RSS (KiB) to argv[1]. A launcher of its own because a
 #: child's ru_maxrss includes the memory of the process it was forked from (the kernel
-#: keeps the pre-exec high-water mark): forked from pytest it read 66 MB for a run
-#: that stops at its usage error (44 MB measured from this small launcher).
+#: keeps the pre-exec high-water mark): forked from pytest it read 44-66 MB for a run
+#: that stops at its usage error, as much as pytest held; 40 MB from this launcher.
 LAUNCHER = """
 import resource, subprocess, sys
 code = subprocess.call(sys.argv[2:])
@@ -134,6 +134,11 @@ def check_endless(report: dict[str, Any], stderr: str) -> None:
     assert " -" not in stderr.split("FAILED")[-1], "no negative figure in the verdict"
 
 
+def check_trickle(report: dict[str, Any], stderr: str) -> None:
+    _timed_out_in_stream(report)
+    assert report["stream"]["socket_reads"] > 1000, "the reads were many and small"
+
+
 def check_long_lines(report: dict[str, Any], stderr: str) -> None:
     _timed_out_in_stream(report)
     assert report["stream"]["not_kept"]["text_chars"] > 0, "text past the budget dropped"
@@ -170,6 +175,11 @@ CASES = [
     # Events as fast as the client reads, never [DONE]. Measured: 12.9-15.1 s, 71-72 MB.
     Case("endless", hostile.endless_events, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
          check_endless),
+    # One event per write, 50 us apart: a socket read per event or two (the timeline
+    # keeps a record per read). Measured: 11.9 s, 71 MB (with --timeout 20: 31,825
+    # reads, 84 MB: ~100 bytes a read).
+    Case("trickle", hostile.trickle_events, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
+         check_trickle),
     # Gzip of 8 MB-long events. Measured: 12.3-13.4 s, 77 MB.
     Case("long_lines", hostile.long_lines_bomb, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
          check_long_lines),
