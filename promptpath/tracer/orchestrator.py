@@ -187,12 +187,8 @@ class Tracer:
         # Capped as check_timeout caps the option: a library caller's 1e300 must not
         # overflow the nanoseconds.
         deadline_ns = timeline.t0_ns + round(min(options.timeout, MAX_TIMEOUT_S) * 1e9)
-        left = (deadline_ns - time.perf_counter_ns()) / 1e9
+        left = max(0.0, (deadline_ns - time.perf_counter_ns()) / 1e9)
         try:
-            if left <= 0:
-                # Spent before the first step (a tiny --timeout, a long queue): nothing
-                # goes on the wire after the deadline.
-                raise TimeoutError
             with anyio.fail_after(left):
                 await self._exchange(timeline, time.monotonic() + left)
         except TimeoutError:
@@ -291,11 +287,15 @@ class Tracer:
             first = self._first
             timeline.address, timeline.family, timeline.tls = first.address, first.family, first.tls
         else:
+            if time.monotonic() >= deadline:
+                # Spent before the first step (a tiny --timeout, a long queue for a
+                # connection): nothing is dialled after the deadline.
+                raise TimeoutError
             await self.aclose()  # a connection the peer closed is not reused
             conn = self.connection = await self.connect(timeline, deadline)
             self._first = timeline
         if time.monotonic() >= deadline:
-            raise TimeoutError  # connected on the deadline: the request is not sent after it
+            raise TimeoutError  # the time ran out on the way: nothing is sent after it
         await self._send(conn, timeline)
 
     async def _send(self, conn: Connection, timeline: Timeline) -> None:
