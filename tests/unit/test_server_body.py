@@ -31,6 +31,12 @@ def test_a_body_within_the_bounds_parses() -> None:
         (b"[" * 200_000, "nested too deeply"),  # json.loads' own RecursionError
         (b'["ok", {"k": ["\\udc80"]}]', "lone surrogate escape (\\udc80)"),
         (b'{"\\ud800": 1}', "lone surrogate"),
+        # json.loads takes NaN, Infinity and 1e400 (inf), which then reached the controls'
+        # float parsing; past 4,300 digits it raises a ValueError no handler expected.
+        (b'{"promptpath": {"pause-s": NaN}}', "NaN is not a JSON number"),
+        (b'{"a": -Infinity}', "-Infinity is not a JSON number"),
+        (b'{"promptpath": {"pause-s": 1e400}}', "number out of range (1e400)"),
+        (b'{"max_tokens": ' + b"9" * 5000 + b"}", "integer of 5000 digits"),
     ],
 )
 def test_a_hostile_body_is_a_request_error(raw: bytes, reason: str) -> None:
