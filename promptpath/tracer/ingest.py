@@ -63,7 +63,7 @@ def error_message(body: bytes) -> str:
     text = body.decode("utf-8", "replace").strip()
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a hostile body nests 64 KiB deep: still text
         return snippet(text)
     if isinstance(obj, dict):
         err = obj.get("error", obj)

@@ -113,3 +113,9 @@ def test_a_token_stamped_after_the_deadline_leaves_no_negative_silence() -> None
     assert compute(tl).tokens.stall_ms == 0.0
     line = headline(tl, compute(tl))
     assert "the last 0.00 s before the end" in line, line  # was "the last -0.05 s"
+
+
+def test_an_error_body_nested_too_deep_to_parse_is_quoted_as_text() -> None:
+    # json.loads raised RecursionError on it: a 500 with this body was exit 70.
+    assert ingest.error_message(b"[" * 60_000).startswith("[[[[")
+    assert ingest.error_message(b'{"error": ' + b"9" * 5000 + b"}").startswith('{"error": 99')
