@@ -40,6 +40,8 @@ class Body:
     repeat: bytes
     wire_budget: int  # bytes of body to write at most (the chunked framing not counted)
     pause_s: float = 0.0  # between two writes (lets each write be a read of its own)
+    status: bytes = b"200 OK"
+    content_type: bytes = b"text/event-stream"
 
     def pieces(self) -> Iterator[bytes]:
         sent = 0
@@ -99,6 +101,18 @@ def long_lines_bomb(*, line_mb: float = 8.0, wire_mb: float = 6.0) -> Body:
     )
 
 
+def nested_error(*, depth: int = 60_000) -> Body:
+    """A 500 whose JSON error body nests ``depth`` arrays: deeper than json.loads can go."""
+    return Body(
+        headers=b"",
+        first=b"[" * depth,
+        repeat=b"",
+        wire_budget=depth,
+        status=b"500 Internal Server Error",
+        content_type=b"application/json",
+    )
+
+
 def _read_request(conn: socket.socket) -> None:
     data = b""
     while b"\r\n\r\n" not in data:
@@ -126,7 +140,7 @@ def _serve_one(conn: socket.socket, body: Body) -> None:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         _read_request(conn)
         conn.sendall(
-            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            b"HTTP/1.1 %s\r\ncontent-type: %s\r\n" % (body.status, body.content_type)
             + body.headers
             + b"transfer-encoding: chunked\r\n\r\n"
         )
