@@ -27,7 +27,9 @@ SNIFF_LIMIT = 64 * 1024
 #: Most decoded bytes one step hands the decoder. A compressed read can inflate a
 #: thousandfold (64 KiB of gzip to 20 MB of events): it is decoded in steps, and the
 #: caller yields between them, so its deadline and its other streams get their turn.
-DECODE_STEP = 64 * 1024
+#: 16 KiB of token events is ~350 events, ~20 ms (benchmarks/bench_ingest.py; 64 KiB
+#: steps held the loop up to 180 ms at load 5).
+DECODE_STEP = 16 * 1024
 #: Events kept in Timeline.events; past the cap they are counted (Timeline.not_kept).
 #: A real answer of max_tokens 100k fits; each kept event costs ~200 bytes.
 MAX_KEPT_EVENTS = 100_000
