@@ -130,7 +130,11 @@ def check_bomb(report: dict[str, Any], stderr: str) -> None:
 
 def check_endless(report: dict[str, Any], stderr: str) -> None:
     _timed_out_in_stream(report)
-    assert report["stream"]["decoded_bytes"] == report["stream"]["bytes"] > 1_000_000
+    stream = report["stream"]
+    # Identity: decoded as read, but for the rest of the piece the deadline cut (one
+    # piece is at most a 64 KiB read).
+    assert stream["bytes"] - 65_536 <= stream["decoded_bytes"] <= stream["bytes"]
+    assert stream["bytes"] > 1_000_000
     assert " -" not in stderr.split("FAILED")[-1], "no negative figure in the verdict"
 
 
