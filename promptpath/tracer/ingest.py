@@ -33,7 +33,8 @@ DECODE_STEP = 16 * 1024
 #: Events kept in Timeline.events; past the cap they are counted (Timeline.not_kept).
 #: A real answer of max_tokens 100k fits; each kept event costs ~200 bytes.
 MAX_KEPT_EVENTS = 100_000
-#: Past the cap, end, error and usage events are still kept, up to this many more.
+#: Past the cap, usage events are still kept, up to this many more (and the first end
+#: marker and error event always are).
 MAX_NOTABLE_EXTRA = 64
 #: Characters of event text kept over the whole stream (no report shows the text).
 MAX_KEPT_TEXT = 1 << 20
@@ -185,6 +186,7 @@ class BodyIngest:
         self._more_output = False
         self._stamp = (0, -1)
         self._text_left = MAX_KEPT_TEXT
+        self._kinds_kept: set[str] = set()
         #: Content events decoded so far, kept or not.
         self.tokens = 0
         encoding = (timeline.header("content-encoding") or "identity").strip().lower()
@@ -270,18 +272,20 @@ class BodyIngest:
         """Append ``new`` to the timeline within its bounds; count what does not fit.
 
         The first MAX_KEPT_EVENTS events are kept (their text within MAX_KEPT_TEXT
-        characters in all); past the cap only the events that decide the outcome (end,
-        error, usage) are, a few more; the rest are counted in ``timeline.not_kept``."""
+        characters in all); past the cap only the events that decide the outcome are:
+        the first end marker and error event, and usage events up to MAX_NOTABLE_EXTRA
+        more. The rest are counted in ``timeline.not_kept``."""
         tl = self.timeline
         events = tl.events
         dropped = content_dropped = text_dropped = 0
         for ev in new:
             if ev.kind == "content":
                 self.tokens += 1
-            if len(events) >= MAX_KEPT_EVENTS and not (
-                (ev.kind in ("end", "error") or ev.usage is not None)
-                and len(events) < MAX_KEPT_EVENTS + MAX_NOTABLE_EXTRA
-            ):
+            # The first end marker and the first error event are kept whatever came
+            # before them (the report quotes the error); usage, while there is room.
+            first = ev.kind in ("end", "error") and ev.kind not in self._kinds_kept
+            usage = ev.usage is not None and len(events) < MAX_KEPT_EVENTS + MAX_NOTABLE_EXTRA
+            if len(events) >= MAX_KEPT_EVENTS and not (first or usage):
                 dropped += 1
                 content_dropped += ev.kind == "content"
                 text_dropped += len(ev.text)
@@ -290,6 +294,7 @@ class BodyIngest:
                 text_dropped += len(ev.text) - self._text_left
                 ev = replace(ev, text=ev.text[: self._text_left])
             self._text_left -= len(ev.text)
+            self._kinds_kept.add(ev.kind)
             events.append(ev)
         if dropped or text_dropped:
             was = tl.not_kept

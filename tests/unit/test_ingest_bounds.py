@@ -8,7 +8,7 @@ import zlib
 import pytest
 
 from promptpath.core.analysis import compute, headline
-from promptpath.core.errors import TraceTimeout
+from promptpath.core.errors import StreamError, TraceTimeout
 from promptpath.core.timeline import ErrorInfo, NotKept, Read, Timeline
 from promptpath.tracer import ingest
 from promptpath.tracer.ingest import DECODE_STEP, BodyIngest
@@ -119,3 +119,21 @@ def test_an_error_body_nested_too_deep_to_parse_is_quoted_as_text() -> None:
     # json.loads raised RecursionError on it: a 500 with this body was exit 70.
     assert ingest.error_message(b"[" * 60_000).startswith("[[[[")
     assert ingest.error_message(b'{"error": ' + b"9" * 5000 + b"}").startswith('{"error": 99')
+
+
+def test_the_first_error_event_past_the_cap_is_kept_and_quoted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Usage events fill the room past the cap first; the error after them is still kept:
+    # finish() quotes it (it looked it up in the kept events, and found none: exit 70).
+    monkeypatch.setattr(ingest, "MAX_KEPT_EVENTS", 10)
+    monkeypatch.setattr(ingest, "MAX_NOTABLE_EXTRA", 2)
+    usage = b'data: {"choices":[],"usage":{"completion_tokens":5}}\n\n'
+    error = b'data: {"error":{"message":"overloaded","type":"overloaded_error"}}\n\n'
+    tl = _timeline()
+    ing = BodyIngest(tl, "openai")
+    ing.feed(EVENT * 10 + usage * 5 + error * 2, 1, 0)
+    assert [e.kind for e in tl.events[10:]] == ["meta", "meta", "error"]
+    assert tl.not_kept.events == 4  # three usage events and the second error
+    with pytest.raises(StreamError, match="overloaded_error: overloaded"):
+        ing.finish(2)
