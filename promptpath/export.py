@@ -63,6 +63,10 @@ class ExportPlan:
     def finish(self, report: Mapping[str, Any], code: int, env: Environment) -> int:
         """Write every export of ``report`` (the run's exit ``code``) and return the exit
         code: the run's own when it failed, else 10 when an export failed."""
+        # What was printed goes out first: an export to /dev/stdout appends after it.
+        for stream in (env.stdout, env.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
         failures = write_exports(report, self)
         for message in failures:
             print(f"promptpath: export failed: {message}", file=env.stderr)
@@ -135,6 +139,10 @@ def check_writable(path: Path, flag: str) -> None:
             f"{flag} {path}: cannot write there ({exc.strerror or exc})", kind="bad_option"
         ) from exc
     special = None if mode is None else _special_kind(mode)
+    if special is None and mode is not None and _names_a_descriptor(path):
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: cannot write there (read-only)", kind="bad_option")
+        return  # written through, appended (write_export)
     if special is not None:
         if special not in WRITABLE_SPECIALS:
             raise UsageError(
@@ -211,7 +219,12 @@ def write_export(path: Path, text: str) -> None:
     except FileNotFoundError:
         mode = None  # none yet, or a dangling symlink: created at the target
     special = None if mode is None else _special_kind(mode)
-    if special is None:
+    if special is None and _names_a_descriptor(path):
+        # /dev/stdout redirected to a file: a rename would put the export in the file's
+        # place and leave the report on our stdout in an unlinked inode; append instead,
+        # after what was written there already.
+        write_through(path, text, append=True)
+    elif special is None:
         write_atomic(Path(os.path.realpath(path)), text)
     elif special in WRITABLE_SPECIALS:
         write_through(path, text)
@@ -219,11 +232,23 @@ def write_export(path: Path, text: str) -> None:
         raise OSError(errno.EINVAL, f"is a {special}, not written")
 
 
-def write_through(path: Path, text: str, timeout: float = WRITE_TIMEOUT_S) -> None:
-    """Open a character device or FIFO and write ``text`` into it, within ``timeout``: a
-    FIFO with no reader, or one that stops reading, must not hang the exit."""
+_DESCRIPTOR = re.compile(r"/dev/(?:stdout|stderr|fd/\d+)|/proc/(?:self|thread-self|\d+)/fd/\d+")
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    """``path`` names an open file descriptor (/dev/stdout, /dev/fd/N, /proc/self/fd/N)."""
+    return _DESCRIPTOR.fullmatch(os.path.normpath(os.path.abspath(path))) is not None
+
+
+def write_through(
+    path: Path, text: str, timeout: float = WRITE_TIMEOUT_S, *, append: bool = False
+) -> None:
+    """Open a character device or FIFO (or, with ``append``, a file behind a descriptor)
+    and write ``text`` into it, within ``timeout``: a FIFO with no reader, or one that
+    stops reading, must not hang the exit."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | (os.O_APPEND if append else 0)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # O_NONBLOCK on a FIFO nobody has open for reading
             raise OSError(errno.ENXIO, "a FIFO with no reader") from exc

@@ -13,6 +13,8 @@ import json
 import os
 import socket
 import stat
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ from promptpath.core.exitcodes import ExitCode
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.refserver import RefServer
 
+PROMPTPATH, OUT = [sys.executable, "-m", "promptpath"], "/dev/stdout"
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
 
 
@@ -124,3 +127,27 @@ def test_a_block_device_or_a_socket_is_refused_before_the_run(
         sock.bind(str(tmp_path / "sock"))
         res = run(refserver_plain, "--har", str(tmp_path / "sock"))
     assert res.exit_code == ExitCode.USAGE and "is a socket" in res.stderr
+
+
+def test_an_export_to_dev_stdout_redirected_to_a_file_appends_after_the_report(
+    refserver_plain: RefServer, tmp_path: Path
+) -> None:
+    # A rename through /proc/self/fd/1 put the HAR where the file was and left the JSON
+    # report in the unlinked inode our stdout still pointed at.
+    out = tmp_path / "out.txt"
+    with out.open("w") as stdout:
+        inode = os.fstat(stdout.fileno()).st_ino
+        url = refserver_plain.path("/v1/chat/completions")
+        proc = subprocess.run(
+            [*PROMPTPATH, "run", url, "-H", "x-promptpath-tokens: 3", "--json", "--har", OUT],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    assert os.stat(out).st_ino == inode, "the file was replaced"
+    report, end = json.JSONDecoder().raw_decode(out.read_text())
+    assert report["ok"] is True
+    har = json.loads(out.read_text()[end:])
+    assert har["log"]["entries"]
