@@ -178,6 +178,18 @@ def _check_pushgateway(url: str) -> str:
     return url.rstrip("/")
 
 
+def _file_key(path: Path) -> str:
+    """What two export paths are compared by: a regular file's real path (two names for
+    one file, through a symlink, would overwrite each other), a stream's own name (two
+    exports to one terminal or pipe are written one after the other)."""
+    if _names_a_descriptor(path):
+        return str(path)
+    with contextlib.suppress(OSError):
+        if _special_kind(os.stat(path).st_mode) is not None:
+            return str(path)
+    return os.path.realpath(path)
+
+
 def plan_exports(
     *,
     junit: str | None = None,
@@ -193,7 +205,10 @@ def plan_exports(
         path = None if value is None else Path(value)
         if path is not None:
             check_writable(path, flag)
-            twin = next((f for f, p in paths.items() if p is not None and p == path), None)
+            key = _file_key(path)
+            twin = next(
+                (f for f, p in paths.items() if p is not None and _file_key(p) == key), None
+            )
             if twin is not None:
                 raise UsageError(f"{twin} and {flag} name the same file {path}", kind="bad_option")
         paths[flag] = path

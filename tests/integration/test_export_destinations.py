@@ -151,3 +151,17 @@ def test_an_export_to_dev_stdout_redirected_to_a_file_appends_after_the_report(
     assert report["ok"] is True
     har = json.loads(out.read_text()[end:])
     assert har["log"]["entries"]
+
+
+def test_two_exports_to_one_file_through_a_symlink_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "link.xml").symlink_to(tmp_path / "report.xml")
+    res = run_cli(
+        "run",
+        "http://127.0.0.1:9/v1/chat/completions",  # refused before any request
+        "--junit",
+        str(tmp_path / "report.xml"),
+        "--har",
+        str(tmp_path / "link.xml"),
+    )
+    assert res.exit_code == ExitCode.USAGE
+    assert "--junit and --har name the same file" in res.stderr
