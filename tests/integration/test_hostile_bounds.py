@@ -178,29 +178,29 @@ CASES = [
     # Measured over three runs at load 8-11 on the 2 cores (other suites running): the
     # bounds leave ~10 s for the load to get worse; an idle machine is ~2 s faster.
     # 3 MB of gzip, ~1 GB of events. Before: 49.97 s wall for --timeout 10, 364 MB RSS.
-    # Measured: 11.8-14.4 s, 71 MB.
+    # Measured: 11.8-14.4 s, 71-72 MB.
     Case("gzip_bomb", hostile.gzip_bomb, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
          check_bomb),
-    # Events as fast as the client reads, never [DONE]. Measured: 12.9-15.1 s, 71-72 MB.
+    # Events as fast as the client reads, never [DONE]. Measured: 12.4-15.1 s, 71-72 MB.
     Case("endless", hostile.endless_events, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
          check_endless),
     # One event per write, 50 us apart: a socket read per event or two (the timeline
-    # keeps a record per read). Measured: 11.9 s, 71 MB (with --timeout 20: 31,825
-    # reads, 84 MB: ~100 bytes a read).
+    # keeps a record per read). Measured: 11.9-12.9 s, 70-71 MB (with --timeout 20:
+    # 31,825 reads, 84 MB).
     Case("trickle", hostile.trickle_events, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
          check_trickle),
-    # Gzip of 8 MB-long events. Measured: 12.3-13.4 s, 77 MB.
+    # Gzip of 8 MB-long events. Measured: 11.3-13.4 s, 77 MB.
     Case("long_lines", hostile.long_lines_bomb, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
          check_long_lines),
     # A 500 whose body nests 60,000 arrays. Before: RecursionError, exit 70.
-    # Measured: 1.2-2.0 s, 46 MB.
+    # Measured: 1.0-1.8 s, 46 MB.
     Case("nested_error_body", hostile.nested_error, ("--timeout", "10"), ExitCode.HTTP_STATUS,
          15, 100, check_nested_error),
-    # Before: connected after the deadline, "request -0.6 ms". Measured: 3.4-4.4 s (the
+    # Before: connected after the deadline, "request -0.6 ms". Measured: 1.1-4.4 s (the
     # start-up under load: imports), 46 MB.
     Case("timeout_1e-9", None, ("--timeout", "1e-9"), ExitCode.TIMEOUT, 15, 100,
          check_tiny_timeout),
-    # Before: OverflowError, exit 70. Measured: 1.8-2.8 s, 40 MB.
+    # Before: OverflowError, exit 70. Measured: 0.8-2.8 s, 40 MB.
     Case("timeout_1e300", None, ("--timeout", "1e300"), ExitCode.USAGE, 15, 100,
          check_huge_timeout),
 ]  # fmt: skip
