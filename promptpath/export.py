@@ -139,17 +139,14 @@ def check_writable(path: Path, flag: str) -> None:
             f"{flag} {path}: cannot write there ({exc.strerror or exc})", kind="bad_option"
         ) from exc
     special = None if mode is None else _special_kind(mode)
-    if special is None and mode is not None and _names_a_descriptor(path):
-        if not os.access(path, os.W_OK):
-            raise UsageError(f"{flag} {path}: cannot write there (read-only)", kind="bad_option")
-        return  # written through, appended (write_export)
-    if special is not None:
-        if special not in WRITABLE_SPECIALS:
-            raise UsageError(
-                f"{flag} {path}: is a {special}; an export goes to a regular file, a"
-                " character device or a FIFO",
-                kind="bad_option",
-            )
+    if special is not None and special not in WRITABLE_SPECIALS:
+        raise UsageError(
+            f"{flag} {path}: is a {special}; an export goes to a regular file, a"
+            " character device or a FIFO",
+            kind="bad_option",
+        )
+    if special is not None or (mode is not None and _names_a_descriptor(path)):
+        # Written through, never replaced (write_export): writable is all there is to know.
         if not os.access(path, os.W_OK):
             raise UsageError(f"{flag} {path}: cannot write there (read-only)", kind="bad_option")
         return
