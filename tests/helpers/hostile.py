@@ -74,14 +74,16 @@ def endless_events(*, wire_mb: float = 2000.0) -> Body:
 
 
 def trickle_events(*, wire_mb: float = 2000.0) -> Body:
-    """One token event per chunk, each its own write (TCP_NODELAY): as many socket reads
-    as the client can make, each carrying next to nothing."""
+    """One token event per chunk, each its own write (TCP_NODELAY), 1 ms apart: slower
+    than the client decodes (~16,000 events/s at load 7), so each write is a socket read
+    of its own. 50 us apart the client fell behind under load and read them 64 KiB at a
+    time (51 reads in 10 s)."""
     return Body(
         headers=b"",
         first=TOKEN_EVENT,
         repeat=TOKEN_EVENT,
         wire_budget=int(wire_mb * 1e6),
-        pause_s=0.00005,
+        pause_s=0.001,
     )
 
 
