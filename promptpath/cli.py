@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import socket
+import inspect
 import sys
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -15,7 +15,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from promptpath import __version__
+from promptpath import __version__, flags
 from promptpath.core.errors import PromptpathError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
@@ -62,6 +62,26 @@ class _Command(_HelpToEnvironment, TyperCommand):
             if type(param) is TyperArgument:
                 param.__class__ = _Argument
 
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        """Options in their help panels (flags.PANELS), as curl's --help has categories.
+
+        Typer draws panels only through rich (rich_markup_mode), whose import would cost
+        every --help; click's plain formatter writes one section per panel instead."""
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                title = "Arguments"
+            else:
+                title = getattr(param, "rich_help_panel", None) or "Options"
+            sections.setdefault(title, []).append(record)
+        order = ["Arguments", *flags.PANELS, "Options"]
+        for title in sorted(sections, key=lambda t: order.index(t) if t in order else len(order)):
+            with formatter.section(title):
+                formatter.write_dl(sections[title])
+
 
 app = typer.Typer(
     cls=_Group,
@@ -90,321 +110,6 @@ def _root(
     """promptpath: where did the time go on this prompt?"""
 
 
-# -- option declarations shared by `run` and `probe` --------------------------------------
-# The choices are spelled out here, not imported, so that `--help` stays fast; a unit test
-# holds them equal to the Literal types the commands check values against.
-_PROVIDER_CHOICES = "openai|responses|anthropic|ollama"
-_HTTP_CHOICES = "1.1|2|3|auto"
-_CLIENT_CHOICES = "openai-python|anthropic-python|ollama-python|curl|browser|identity"
-
-Target = Annotated[
-    str,
-    typer.Argument(
-        metavar="TARGET",
-        help="Endpoint URL (e.g. https://api.openai.com/v1/chat/completions) or a profile name.",
-    ),
-]
-ProviderOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--provider",
-        metavar=_PROVIDER_CHOICES,
-        help="The API dialect (default: from the URL path).",
-    ),
-]
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", metavar="NAME", help="Model name.")]
-PromptOpt = Annotated[
-    str | None, typer.Option("--prompt", "-p", metavar="PROMPT", help="The prompt to send.")
-]
-MaxTokensOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--max-tokens", metavar="N", help="Cap on generated tokens (default 64: probes cost money)."
-    ),
-]
-HeaderOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--header",
-        "-H",
-        metavar="'NAME: VALUE'",
-        help="Extra request header 'Name: value' (repeatable).",
-    ),
-]
-KeyEnvOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--api-key-env",
-        metavar="NAME",
-        help="Env var holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).",
-    ),
-]
-HTTPOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--http",
-        metavar=_HTTP_CHOICES,
-        help="HTTP version; auto: h2 via ALPN, else 1.1."
-        " [default: the --as client's: 1.1 for the Python SDKs, else auto]",
-    ),
-]
-ResolveOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--resolve",
-        metavar="HOST:PORT:ADDR",
-        help="Connect to ADDR for HOST:PORT instead of resolving (repeatable).",
-    ),
-]
-CACertOpt = Annotated[
-    str | None, typer.Option("--cacert", metavar="FILE", help="PEM file of CAs to trust.")
-]
-InsecureOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--insecure/--no-insecure", "-k", help="Do not verify the certificate (default: verify)."
-    ),
-]
-AllowCleartextOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-cleartext",
-        help="Send the API key over plain http:// to a non-loopback address too.",
-    ),
-]
-IPv4Opt = Annotated[bool, typer.Option("-4", help="IPv4 only.")]
-IPv6Opt = Annotated[bool, typer.Option("-6", help="IPv6 only.")]
-TimeoutOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--timeout",
-        metavar="SECONDS",
-        help="Deadline for the whole request, in seconds. [default: 60]",
-    ),
-]
-JSONOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-FailOnOpt = Annotated[
-    str,
-    typer.Option(
-        "--fail-on", metavar="warn|fail", help="Exit 1 when a finding is at or above this verdict."
-    ),
-]
-ResolverOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--resolver",
-        metavar="ADDR[:PORT]",
-        help="Use this DNS resolver ADDR[:PORT] instead of the system's.",
-    ),
-]
-AuthoritativeOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--authoritative",
-        metavar="ADDR[:PORT]",
-        help="Authoritative DNS server for the dns-cache probe.",
-    ),
-]
-CanaryOpt = Annotated[
-    bool,
-    typer.Option(
-        "--canary", help="TARGET is promptpath serve (maybe behind proxies): use its send times."
-    ),
-]
-CanaryAdminOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--canary-admin",
-        metavar="URL",
-        help="ghost-stream probe: the canary's own address (promptpath serve), when the"
-        " path does not pass GET /stats/requests/ID.",
-    ),
-]
-CanaryControlsOpt = Annotated[
-    str,
-    typer.Option(
-        "--canary-controls",
-        metavar="both|headers|body",
-        help="How --canary probes send their controls: x-promptpath-* headers, the body's"
-        " promptpath field, or both.",
-    ),
-]
-IdleMaxOpt = Annotated[
-    float,
-    typer.Option(
-        "--idle-max", metavar="SECONDS", help="idle-timeout probe: longest idle wait, seconds."
-    ),
-]
-WarmOpt = Annotated[
-    bool, typer.Option("--warm", help="Then send a second request over the same connection.")
-]
-DNSRecheckOpt = Annotated[
-    float,
-    typer.Option(
-        "--dns-recheck",
-        metavar="SECONDS",
-        help="dns-cache probe: seconds between the two TTL queries.",
-    ),
-]
-TLSWarnDaysOpt = Annotated[
-    int,
-    typer.Option(
-        "--tls-warn-days", metavar="DAYS", min=0, help="tls probe: warn this close to expiry."
-    ),
-]
-TLSFailDaysOpt = Annotated[
-    int,
-    typer.Option(
-        "--tls-fail-days", metavar="DAYS", min=0, help="tls probe: fail this close to expiry."
-    ),
-]
-ProxyOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--proxy",
-        "-x",
-        metavar="URL",
-        help="Forward proxy http(s)://[USER:PASS@]HOST:PORT (default: HTTPS_PROXY, HTTP_PROXY,"
-        " ALL_PROXY); '' for none.",
-    ),
-]
-NoProxyOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--noproxy",
-        metavar="LIST",
-        help="Hosts to reach directly: comma list of names, IPs, CIDRs or '*' (default: NO_PROXY).",
-    ),
-]
-ProxyUserOpt = Annotated[
-    str | None,
-    typer.Option("--proxy-user", metavar="USER:PASS", help="Proxy credentials (Basic)."),
-]
-ProxyCACertOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--proxy-cacert", metavar="FILE", help="PEM CAs for an https:// proxy's certificate."
-    ),
-]
-VerboseOpt = Annotated[
-    bool, typer.Option("--verbose", "-v", help="Show request headers (keys redacted).")
-]
-ClientOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--as",
-        metavar=_CLIENT_CHOICES,
-        help="Shape the request like this client (its Accept-Encoding, User-Agent, Accept"
-        " and HTTP version). [default: the provider's SDK]",
-    ),
-]
-
-# -- client certificates (mTLS) and --connect-to ------------------------------------------
-CertOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--cert",
-        metavar="FILE",
-        help="Client certificate (PEM) for servers that ask for one; may hold the key too.",
-    ),
-]
-KeyOpt = Annotated[
-    str | None,
-    typer.Option("--key", metavar="FILE", help="Private key (PEM, unencrypted) for --cert."),
-]
-ConnectToOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--connect-to",
-        metavar="HOST1:PORT1:HOST2:PORT2",
-        help="Connect to HOST2:PORT2 for requests to HOST1:PORT1 (SNI and Host stay HOST1).",
-    ),
-]
-
-# -- series (--count, --concurrency) and SLO thresholds -----------------------------------
-CountOpt = Annotated[
-    int,
-    typer.Option(
-        "--count",
-        metavar="N",
-        help="Trace N prompts in a row and aggregate them.",
-    ),
-]
-IntervalOpt = Annotated[
-    float,
-    typer.Option(
-        "--interval", metavar="SECONDS", help="Pause between the runs of a series, in seconds."
-    ),
-]
-ReuseOpt = Annotated[
-    bool,
-    typer.Option("--reuse", help="A series keeps one connection (warm figures), not fresh ones."),
-]
-ConcurrencyOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--concurrency",
-        metavar="C|C1,C2,..",
-        help="Streams in flight at once (load mode); a list sweeps and prints the curve.",
-    ),
-]
-ConnectionsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--connections",
-        metavar="K",
-        help="Load mode: spread the streams over K connections [default: 1 for HTTP/2 and"
-        " HTTP/3, one per stream for HTTP/1.1].",
-    ),
-]
-SLOOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--slo",
-        metavar="EXPR",
-        help="Exit 9 unless METRIC OP VALUE holds, e.g. 'ttft_p95<800ms', 'error_rate<=5%'"
-        " (repeatable).",
-    ),
-]
-YesOpt = Annotated[
-    bool,
-    typer.Option("--yes", help="Go ahead with a series above the spend threshold."),
-]
-# -- exports for CI and monitoring (promptpath/export.py) -----------------------------------
-JUnitOpt = Annotated[
-    str | None,
-    typer.Option("--junit", metavar="FILE", help="Also write the run as JUnit XML to FILE."),
-]
-HAROpt = Annotated[
-    str | None,
-    typer.Option("--har", metavar="FILE", help="Also write the run as a HAR 1.2 log to FILE."),
-]
-PromTextfileOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--prom-textfile",
-        metavar="FILE",
-        help="Also write Prometheus metrics to FILE (node_exporter textfile collector; atomic).",
-    ),
-]
-PushgatewayOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--pushgateway",
-        metavar="URL",
-        help="Also push Prometheus metrics to this Pushgateway (job promptpath).",
-    ),
-]
-LabelOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--label",
-        metavar="NAME=VALUE",
-        help="Label on every exported metric, e.g. region=eu-west (repeatable).",
-    ),
-]
-
-
 def _no_trio() -> None:
     """httpcore imports trio when it is installed (~90 ms measured) only to support it; the
     CLI runs on asyncio, so it tells Python there is no trio before httpcore loads. Library
@@ -413,201 +118,55 @@ def _no_trio() -> None:
         sys.modules["trio"] = None  # type: ignore[assignment]
 
 
-def _family(ipv4: bool, ipv6: bool) -> int:
-    return socket.AF_INET if ipv4 and not ipv6 else socket.AF_INET6 if ipv6 and not ipv4 else 0
-
-
-@app.command(cls=_Command)
-def run(
-    ctx: typer.Context,
-    target: Target,
-    provider: ProviderOpt = None,
-    model: ModelOpt = None,
-    prompt: PromptOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    header: HeaderOpt = None,
-    client: ClientOpt = None,
-    api_key_env: KeyEnvOpt = None,
-    http: HTTPOpt = None,
-    resolve: ResolveOpt = None,
-    cacert: CACertOpt = None,
-    insecure: InsecureOpt = None,
-    allow_cleartext: AllowCleartextOpt = False,
-    ipv4: IPv4Opt = False,
-    ipv6: IPv6Opt = False,
-    timeout: TimeoutOpt = None,
-    warm: WarmOpt = False,
-    json_out: JSONOpt = False,
-    fail_on: FailOnOpt = "fail",
-    resolver: ResolverOpt = None,
-    authoritative: AuthoritativeOpt = None,
-    probe: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--probe",
-            metavar="NAME",
-            help="Run a probe after the trace: buffering, idle-timeout, dns-cache,"
-            " ghost-stream, ratelimit, tls, cors or all (repeatable).",
+# -- run and probe: their options are declared once, in promptpath/flags.py ----------------
+_CTX = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+_TARGET = inspect.Parameter(
+    "target",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[
+        str,
+        typer.Argument(
+            metavar="TARGET",
+            help="Endpoint URL (e.g. https://api.openai.com/v1/chat/completions) or a"
+            " profile name.",
         ),
-    ] = None,
-    canary: CanaryOpt = False,
-    canary_admin: CanaryAdminOpt = None,
-    canary_controls: CanaryControlsOpt = "both",
-    idle_max: IdleMaxOpt = 120.0,
-    dns_recheck: DNSRecheckOpt = 3.0,
-    tls_warn_days: TLSWarnDaysOpt = 30,
-    tls_fail_days: TLSFailDaysOpt = 7,
-    compare_http: Annotated[
-        bool,
-        typer.Option("--compare-http", help="Trace over HTTP/2 and HTTP/3 and compare them."),
-    ] = False,
-    compare_runs: Annotated[
-        int | None,
-        typer.Option(
-            "--compare-runs",
-            metavar="N",
-            help="Runs per protocol for --compare-http, interleaved (default 5): each"
-            " metric's noise floor comes from its own spread.",
-        ),
-    ] = None,
-    proxy: ProxyOpt = None,
-    noproxy: NoProxyOpt = None,
-    proxy_user: ProxyUserOpt = None,
-    proxy_cacert: ProxyCACertOpt = None,
-    verbose: VerboseOpt = False,
-    cert: CertOpt = None,
-    key: KeyOpt = None,
-    connect_to: ConnectToOpt = None,
-    count: CountOpt = 1,
-    interval: IntervalOpt = 0.0,
-    reuse: ReuseOpt = False,
-    concurrency: ConcurrencyOpt = None,
-    connections: ConnectionsOpt = None,
-    slo: SLOOpt = None,
-    yes: YesOpt = False,
-    junit: JUnitOpt = None,
-    har: HAROpt = None,
-    prom_textfile: PromTextfileOpt = None,
-    pushgateway: PushgatewayOpt = None,
-    label: LabelOpt = None,
-) -> None:
-    """Trace one streamed prompt to TARGET, stage by stage."""
-    _no_trio()
-    from promptpath.commands import RunArgs, execute
-    from promptpath.series_command import SeriesArgs
-
-    args = RunArgs(
-        target=target,
-        provider=provider,
-        model=model,
-        prompt=prompt,
-        max_tokens=max_tokens,
-        headers=header or [],
-        client=client,
-        api_key_env=api_key_env,
-        http=http,
-        resolve=resolve or [],
-        cacert=cacert,
-        insecure=insecure,
-        allow_cleartext=allow_cleartext,
-        family=_family(ipv4, ipv6),
-        timeout=timeout,
-        warm=warm,
-        resolver=resolver,
-        authoritative=authoritative,
-        probes=probe or [],
-        compare_http=compare_http,
-        compare_runs=compare_runs,
-        verbose=verbose,
-        proxy=proxy,
-        noproxy=noproxy,
-        proxy_user=proxy_user,
-        proxy_cacert=proxy_cacert,
-        both_families=ipv4 and ipv6,
-        probe_options={
-            "canary": canary,
-            "canary_admin": canary_admin,
-            "canary_controls": canary_controls,
-            "idle_max": idle_max,
-            "dns_recheck_s": dns_recheck,
-            "tls_warn_days": tls_warn_days,
-            "tls_fail_days": tls_fail_days,
-        },
-        cert=cert,
-        key=key,
-        connect_to=connect_to or [],
-        series=SeriesArgs(
-            count=count,
-            interval=interval,
-            reuse=reuse,
-            concurrency=concurrency,
-            connections=connections,
-            slo=slo or [],
-            yes=yes,
-        ),
-        junit=junit,
-        har=har,
-        prom_textfile=prom_textfile,
-        pushgateway=pushgateway,
-        labels=label or [],
-    )
-    env = Environment.of(ctx.obj)
-    raise typer.Exit(execute(args, json_out=json_out, fail_on=fail_on, env=env))
-
-
-@app.command(cls=_Command)
-def probe(
-    ctx: typer.Context,
-    target: Target,
-    names: Annotated[
+    ],
+)
+_NAMES = inspect.Parameter(
+    "names",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    default=None,
+    annotation=Annotated[
         list[str] | None,
         typer.Argument(
             metavar="[NAME]...",
             help="Probes to run: buffering, idle-timeout, dns-cache, ghost-stream, ratelimit,"
             " tls, cors (default: all).",
         ),
-    ] = None,
-    provider: ProviderOpt = None,
-    model: ModelOpt = None,
-    prompt: PromptOpt = None,
-    max_tokens: MaxTokensOpt = None,
-    header: HeaderOpt = None,
-    client: ClientOpt = None,
-    api_key_env: KeyEnvOpt = None,
-    http: HTTPOpt = None,
-    resolve: ResolveOpt = None,
-    cacert: CACertOpt = None,
-    insecure: InsecureOpt = None,
-    allow_cleartext: AllowCleartextOpt = False,
-    ipv4: IPv4Opt = False,
-    ipv6: IPv6Opt = False,
-    timeout: TimeoutOpt = None,
-    warm: WarmOpt = False,
-    json_out: JSONOpt = False,
-    fail_on: FailOnOpt = "fail",
-    resolver: ResolverOpt = None,
-    authoritative: AuthoritativeOpt = None,
-    canary: CanaryOpt = False,
-    canary_admin: CanaryAdminOpt = None,
-    canary_controls: CanaryControlsOpt = "both",
-    idle_max: IdleMaxOpt = 120.0,
-    dns_recheck: DNSRecheckOpt = 3.0,
-    tls_warn_days: TLSWarnDaysOpt = 30,
-    tls_fail_days: TLSFailDaysOpt = 7,
-    proxy: ProxyOpt = None,
-    noproxy: NoProxyOpt = None,
-    proxy_user: ProxyUserOpt = None,
-    proxy_cacert: ProxyCACertOpt = None,
-    verbose: VerboseOpt = False,
-    cert: CertOpt = None,
-    key: KeyOpt = None,
-    connect_to: ConnectToOpt = None,
-) -> None:
+    ],
+)
+
+
+def _execute(ctx: typer.Context, values: dict[str, object]) -> None:
+    _no_trio()
+    from promptpath.commands import execute
+
+    raise typer.Exit(execute(values, env=Environment.of(ctx.obj)))
+
+
+@app.command(cls=_Command)
+@flags.declare("run", _CTX, _TARGET)
+def run(ctx: typer.Context, target: str, **values: object) -> None:
+    """Trace one streamed prompt to TARGET, stage by stage."""
+    _execute(ctx, {"target": target, **values})
+
+
+@app.command(cls=_Command)
+@flags.declare("probe", _CTX, _TARGET, _NAMES)
+def probe(ctx: typer.Context, target: str, names: list[str] | None, **values: object) -> None:
     """Trace one prompt to TARGET, then run probes (all of them unless named)."""
     # The same trace as `run`, with the probe names as positional arguments.
-    options = dict(locals())
-    names = options.pop("names")
-    run(**options, probe=names or ["all"])
+    _execute(ctx, {"target": target, **values, "probe": names or ["all"]})
 
 
 @app.command(cls=_Command)
@@ -616,9 +175,11 @@ def demo(
     http: Annotated[str, typer.Option("--http", metavar="1.1|2|3", help="HTTP version.")] = "2",
     provider: Annotated[
         str,
-        typer.Option("--provider", metavar=_PROVIDER_CHOICES, help="The API dialect."),
+        typer.Option("--provider", metavar=flags.PROVIDER_CHOICES, help="The API dialect."),
     ] = "openai",
-    json_out: JSONOpt = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object on stdout.")
+    ] = False,
     warm: Annotated[bool, typer.Option("--warm", help="Also show a warm request.")] = False,
 ) -> None:
     """Trace a prompt against a built-in reference endpoint on loopback (no network, no key)."""
@@ -717,7 +278,10 @@ def _click_or_bug(exc: Exception, env: Environment) -> int:
     if env.debug:
         raise exc
     # A bug of ours: one line, a distinct code, no traceback.
-    print(f"promptpath: internal error: {type(exc).__name__}: {exc}", file=env.stderr)
+    from promptpath.core.textsafe import visible
+
+    # The exception's text may quote bytes a server sent: shown, never obeyed.
+    print(f"promptpath: internal error: {type(exc).__name__}: {visible(str(exc))}", file=env.stderr)
     print("promptpath: set PROMPTPATH_DEBUG=1 for the traceback", file=env.stderr)
     return int(ExitCode.INTERNAL)
 

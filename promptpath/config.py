@@ -50,7 +50,7 @@ PROFILE_KEYS: dict[str, type | tuple[type, ...]] = {
     "as": str,  # the client shape (--as)
     "cert": str,
     "key": str,
-    "slo": dict,  # metric = "<800ms" (or a list of bounds): series_command.profile_slos
+    "slo": dict,  # metric = "<800ms" (or a list of bounds): resolve.profile_slos
 }
 
 

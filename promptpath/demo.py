@@ -6,11 +6,11 @@ realistic first-token delay and cadence, then the full report.
 
 from __future__ import annotations
 
-import socket
 import tempfile
 
-from promptpath.commands import RunArgs, execute
+from promptpath.commands import execute
 from promptpath.environment import Environment
+from promptpath.resolve import values_for
 
 #: Paths per dialect on the reference endpoint.
 DEMO_PATHS = {
@@ -49,18 +49,19 @@ def run_demo(*, http: str, provider: str, json_out: bool, warm: bool, env: Envir
         )
         with start_in_thread(config) as server:
             _warm_up(server.port, str(server.ca_path))
-            args = RunArgs(
-                target=f"https://localhost:{server.port}{DEMO_PATHS[provider]}",
+            values = values_for(
+                f"https://localhost:{server.port}{DEMO_PATHS[provider]}",
                 provider=provider,
                 model="promptpath-demo",
                 max_tokens=DEMO_TOKENS,
                 http=http,
                 cacert=str(server.ca_path),
-                family=socket.AF_INET,
+                ipv4=True,
                 timeout=30.0,
                 warm=warm,
+                json_out=json_out,
             )
-            return execute(args, json_out=json_out, fail_on="fail", env=env)
+            return execute(values, env=env)
 
 
 def _warm_up(port: int, cafile: str) -> None:

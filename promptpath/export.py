@@ -68,8 +68,11 @@ class ExportPlan:
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         failures = write_exports(report, self)
+        from promptpath.core.textsafe import visible
+
         for message in failures:
-            print(f"promptpath: export failed: {message}", file=env.stderr)
+            # A Pushgateway's answer is quoted: its control characters spelled out.
+            print(f"promptpath: export failed: {visible(message)}", file=env.stderr)
         if code == ExitCode.OK and failures:
             return int(ExitCode.EXPORT)
         return code

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 import re
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from promptpath.core.errors import UsageError
+from promptpath.core.headers import is_secret_header
 from promptpath.proxies import ProxyChoice
 from promptpath.streams.dialects import Provider as Provider  # re-exported: a RunOptions field type
 
@@ -113,7 +114,6 @@ class RunOptions:
     timeout: float = DEFAULT_TIMEOUT_S
     warm: bool = False
     resolver: str | None = None  # ADDR[:PORT] to use instead of the system resolver
-    authoritative: str | None = None  # ADDR[:PORT] of the zone's authoritative server
     # The library default is today's plain request; the CLI defaults to the provider's SDK.
     client: ClientName = "identity"
     proxy: ProxyChoice | None = None  # the forward proxy this run goes through
@@ -123,10 +123,38 @@ class RunOptions:
     # SSLKEYLOGFILE from the environment the CLI was given: aioquic's secrets go there
     # (over TCP the ssl module reads the variable itself).
     keylog_file: str | None = None
-    probe_options: dict[str, object] = field(default_factory=dict)
     # Reference-endpoint controls sent in the body's "promptpath" object (canary probes):
     # they reach it through gateways that strip x-promptpath-* headers.
     body_controls: tuple[tuple[str, str], ...] = ()
+
+    def derive(
+        self,
+        *,
+        prompt: str | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
+        http: HTTPChoice | None = None,
+        headers: tuple[tuple[str, str], ...] | None = None,
+        body_controls: tuple[tuple[str, str], ...] | None = None,
+        keyless: bool = False,
+    ) -> RunOptions:
+        """The same path and client with another request: what a probe may change (its
+        prompt, token cap, deadline, HTTP version, headers, canary controls; ``keyless``
+        drops the key). A derived request is never a --warm pair."""
+        changes: dict[str, object] = {"warm": False}
+        for name, value in (
+            ("prompt", prompt),
+            ("max_tokens", max_tokens),
+            ("timeout", timeout),
+            ("http", http),
+            ("headers", headers),
+            ("body_controls", body_controls),
+        ):
+            if value is not None:
+                changes[name] = value
+        if keyless:
+            changes["api_key"] = None
+        return replace(self, **changes)  # type: ignore[arg-type]
 
     def resolve_override(self, host: str, port: int) -> str | None:
         for r_host, r_port, r_addr in self.resolve:
@@ -297,11 +325,7 @@ def check_client_cert(cert: str | None, key: str | None) -> None:
     Messages name the option, never a path: a key file's name is the user's business."""
     import ssl
 
-    if cert is None:
-        if key is not None:
-            raise UsageError(
-                "--key needs --cert (the certificate it belongs to)", kind="bad_option"
-            )
+    if cert is None:  # --key without --cert: resolve.py refuses the pair
         return
     texts: dict[str, bytes] = {}
     for flag, path in (("--cert", cert), ("--key", key)):
@@ -467,3 +491,23 @@ def display_url(url: str) -> str:
         for k, v in parse_qsl(parts.query, keep_blank_values=True)
     ]
     return urlunsplit(parts._replace(query=urlencode(query, safe="[]")))
+
+
+def secret_values(options: RunOptions) -> list[str]:
+    """The key, credential headers and query values, and the proxy's credentials (its
+    ``Proxy-Authorization`` value, its Basic token, ``user:password`` and the password)."""
+    values = [options.api_key] if options.api_key else []
+    for name, value in options.headers:
+        if is_secret_header(name) and value:
+            values.append(value)
+            values.append(value.split(" ", 1)[-1])  # "Bearer sk-..." → also the bare token
+    query = urlsplit(options.target.url).query
+    values.extend(v for k, v in parse_qsl(query, keep_blank_values=True) if is_secret_query(k))
+    proxy = options.proxy
+    if proxy is not None and proxy.authorization is not None:
+        values.append(proxy.authorization)
+        values.append(proxy.authorization.split(" ", 1)[-1])  # the Basic token
+        if proxy.password:
+            values.append(proxy.password)
+            values.append(f"{proxy.username}:{proxy.password}")
+    return [v for v in values if v]

@@ -18,6 +18,8 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
+from promptpath.core.redaction import Redactor
+from promptpath.core.textsafe import visible
 from promptpath.core.timeline import MILESTONES, Timeline
 from promptpath.environment import Environment
 
@@ -75,11 +77,19 @@ class LiveProgress:
 
     ``watch`` fits ``trace(on_start=...)``; ``note`` takes a probe's progress message.
     With no console, ``note`` hands the message to ``fallback`` (today's "… message"
-    lines) and nothing else happens."""
+    lines) and nothing else happens. A probe's message may quote what a server sent: it
+    is redacted with ``redactor`` and its control characters spelled out, on the live
+    line and in the fallback alike."""
 
-    def __init__(self, console: Console | None, fallback: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        console: Console | None,
+        fallback: Callable[[str], None],
+        redactor: Redactor | None = None,
+    ) -> None:
         self._console = console
         self._fallback = fallback
+        self._redactor = redactor
         self._timeline: Timeline | None = None
         self._note: str | None = None
         self._note_ns = 0
@@ -91,6 +101,9 @@ class LiveProgress:
         self._timeline = timeline
 
     def note(self, message: str) -> None:
+        if self._redactor is not None:
+            message = self._redactor.text(message)
+        message = visible(message)
         if self._console is None:
             self._fallback(message)
             return

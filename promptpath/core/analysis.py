@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from promptpath.core.coalescing import coalescing
 from promptpath.core.stats import Summary, intervals_ms, summarize
-from promptpath.core.timeline import MILESTONES, StreamEvent, Timeline
+from promptpath.core.timeline import MILESTONES, Timeline, content_events
 
 #: Waterfall stages derived from milestones: (name, from, to). "ready" is the moment the
 #: connection could carry the request: TLS done, else TCP connected, else the end of a
@@ -54,6 +54,40 @@ def derived_bounds(timeline: Timeline) -> dict[str, tuple[int, int]]:
         elif start in m and end in m:
             bounds[name] = (m[start], m[end])
     return bounds
+
+
+#: Stage keys in waterfall order (the proxy's own stages first): every reporter draws them so.
+WATERFALL_STAGES = (
+    "proxy_dns",
+    "proxy_connect",
+    "proxy_tls",
+    "tunnel",
+    "dns",
+    "connect",
+    "tls",
+    "quic_handshake",
+    "request",
+    "wait",
+    "first_token",
+    "streaming",
+)
+
+
+def stage_spans(timeline: Timeline) -> list[tuple[str, float, float]]:
+    """(stage, start_ms, end_ms) on the t0 axis for each stage that happened, in
+    waterfall order: the recorded stages as stamped, the derived ones back to back."""
+    derived = derived_bounds(timeline)
+    spans: list[tuple[str, float, float]] = []
+    for key in WATERFALL_STAGES:
+        stage = timeline.stage(key)
+        if stage is not None and stage.end_ns is not None:
+            bounds: tuple[int, int] | None = (stage.start_ns, stage.end_ns)
+        else:
+            bounds = derived.get(key)
+        if bounds is not None:
+            start, end = ((b - timeline.t0_ns) / 1e6 for b in bounds)
+            spans.append((key, start, end))
+    return spans
 
 
 def open_stage_at_error(timeline: Timeline) -> str | None:
@@ -108,10 +142,6 @@ class Metrics:
     mostly_coalesced: bool
 
 
-def content_events(timeline: Timeline) -> list[StreamEvent]:
-    return [e for e in timeline.events if e.kind == "content"]
-
-
 def _usage(timeline: Timeline) -> tuple[int | None, int]:
     """The server's own output-token count, and how many of those were reasoning tokens."""
     usages = [e.usage for e in timeline.events if e.usage and e.usage.output_tokens]
@@ -122,7 +152,7 @@ def _usage(timeline: Timeline) -> tuple[int | None, int]:
 
 
 def token_metrics(timeline: Timeline) -> TokenMetrics:
-    content = content_events(timeline)
+    content = content_events(timeline.events)
     gaps = intervals_ms([e.t_ns for e in content])
     together = coalescing(timeline)
     types: dict[str, int] = {}

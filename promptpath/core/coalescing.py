@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from promptpath.core.timeline import StreamEvent, Timeline
+from promptpath.core.timeline import StreamEvent, Timeline, content_events
 
 COALESCE_SLACK_NS = 20_000_000
 
@@ -73,7 +73,7 @@ def _path_read(
 def coalescing(timeline: Timeline, *, send_times: bool = True) -> Coalescing:
     """``send_times=False`` judges from arrival alone, as for any third-party endpoint,
     even when the events carry the reference endpoint's stamps."""
-    content = [e for e in timeline.events if e.kind == "content"]
+    content = content_events(timeline.events)
     stamped = (
         send_times and bool(content) and all(e.server_sent_unix_ns is not None for e in content)
     )

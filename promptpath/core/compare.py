@@ -28,12 +28,12 @@ wherever it sits against the floor, so naming a winner for it flipped from run t
 
 from __future__ import annotations
 
-import ipaddress
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from promptpath.core.addr import is_loopback as loopback_address
 from promptpath.core.analysis import compute
 from promptpath.core.compare_metrics import (
     METRICS,
@@ -253,7 +253,7 @@ def failure_line(name: str, error: ErrorInfo) -> str:
 def is_loopback(runs: Sequence[Timeline]) -> bool:
     """Whether every run that connected went to a loopback address (127/8, ::1)."""
     addresses = [tl.address[0] for tl in runs if tl.address is not None]
-    return bool(addresses) and all(ipaddress.ip_address(ip).is_loopback for ip in addresses)
+    return bool(addresses) and all(loopback_address(ip) for ip in addresses)
 
 
 def summary(

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from promptpath.core.analysis import compute
-from promptpath.core.errors import UsageError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.slo import METRICS, STATS, SLOResult
 from promptpath.core.stats import summarize
@@ -28,7 +27,6 @@ __all__ = [
     "SeriesPlan",
     "SeriesSummary",
     "json_key",
-    "parse_plan",
     "sample_of",
     "series_exit_code",
     "single_values",
@@ -77,84 +75,6 @@ class SeriesPlan:
             "concurrency": list(self.concurrency) or [1],
             "connections": self.connections,
         }
-
-
-def parse_plan(
-    *,
-    count: int,
-    interval_s: float,
-    reuse: bool,
-    concurrency: str | None,
-    connections: int | None,
-) -> SeriesPlan:
-    """Check the series options together; every problem is a UsageError naming the option."""
-    if count < 1:
-        raise UsageError(f"--count must be at least 1, got {count}", kind="bad_option")
-    if not math.isfinite(interval_s) or interval_s < 0:
-        raise UsageError(
-            f"--interval must be 0 or more seconds, got {interval_s:g}", kind="bad_option"
-        )
-    levels: tuple[int, ...] = ()
-    if concurrency is not None:
-        levels = _levels(concurrency)
-        over = [c for c in levels if c > count]
-        if over:
-            raise UsageError(
-                f"--concurrency {over[0]} is more than --count {count}: raise --count to at"
-                f" least {max(levels)} (each level runs --count prompts)",
-                kind="bad_option",
-            )
-    if connections is not None:
-        if connections < 1:
-            raise UsageError(
-                f"--connections must be at least 1, got {connections}", kind="bad_option"
-            )
-        if not levels:
-            raise UsageError("--connections needs --concurrency", kind="bad_option")
-        if connections > max(levels):
-            raise UsageError(
-                f"--connections {connections} is more than --concurrency {max(levels)}:"
-                " a connection with no stream on it measures nothing",
-                kind="bad_option",
-            )
-    if count == 1 and not levels and (reuse or interval_s):
-        flag = "--reuse" if reuse else "--interval"
-        raise UsageError(f"{flag} is for a series: add --count N (N > 1)", kind="bad_option")
-    if reuse and levels:
-        raise UsageError(
-            "--reuse is for streams one after another; with --concurrency, --connections"
-            " says how many connections the streams share",
-            kind="bad_option",
-        )
-    if interval_s and levels:
-        raise UsageError(
-            "--interval paces runs one after another: not with --concurrency", kind="bad_option"
-        )
-    return SeriesPlan(
-        count=count,
-        interval_s=interval_s,
-        reuse=reuse,
-        concurrency=levels,
-        connections=connections,
-    )
-
-
-def _levels(text: str) -> tuple[int, ...]:
-    levels = []
-    for part in text.split(","):
-        try:
-            level = int(part.strip())
-        except ValueError:
-            level = 0
-        if level < 1:
-            raise UsageError(
-                f"--concurrency wants a positive number or a list like 1,8,64; {part!r} is not one",
-                kind="bad_option",
-            )
-        levels.append(level)
-    if len(set(levels)) != len(levels):
-        raise UsageError(f"--concurrency {text}: a level is repeated", kind="bad_option")
-    return tuple(levels)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

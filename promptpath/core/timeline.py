@@ -6,8 +6,9 @@ reporters turn them into milliseconds from ``t0_ns``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 if TYPE_CHECKING:
     from promptpath.core.errors import ErrorKind, ErrorStage, HTTPStatusKind, PromptpathError
@@ -20,6 +21,23 @@ Family = Literal["ipv4", "ipv6"]
 #: HTTP/2 GOAWAY.
 CloseKind = Literal["fin", "rst", "tls_close_notify", "quic_close", "stream_reset", "goaway"]
 ContentType = Literal["text", "reasoning", "tool"]
+#: The stages a timeline records with a start and an end, in the order a trace opens
+#: them: a load-mode stream's wait for a connection, the forward proxy's hop, then the
+#: connection's own set-up. (request, wait, first_token and stream are spans between
+#: milestones, not recorded stages; core/errors.ErrorStage names both.)
+StageName = Literal[
+    "queue",
+    "proxy_dns",
+    "proxy_connect",
+    "proxy_tls",
+    "tunnel",
+    "dns",
+    "connect",
+    "tls",
+    "quic_handshake",
+]
+#: Every StageName: all of them are open before the request goes out.
+CONNECT_STAGES: tuple[StageName, ...] = get_args(StageName)
 
 #: Milestone names, in the order a healthy trace reaches them.
 MILESTONES = (
@@ -37,9 +55,9 @@ MILESTONES = (
 
 @dataclass(slots=True, kw_only=True)
 class Stage:
-    """One timed step (dns, connect, tls, quic_handshake, request, ...)."""
+    """One timed step (dns, connect, tls, quic_handshake, ...)."""
 
-    name: str
+    name: StageName
     start_ns: int
     end_ns: int | None = None
     ok: bool = True
@@ -120,6 +138,16 @@ class StreamEvent:
     seq: int | None = None  # reference endpoint's event sequence number
     read_index: int = -1  # index into Timeline.reads of the read that completed it
     controls: ServerControls | None = None  # reference endpoint's report (first event)
+
+
+def content_events(events: Iterable[StreamEvent]) -> list[StreamEvent]:
+    """The events that carried content (text, reasoning or a tool-call delta): the tokens."""
+    return [e for e in events if e.kind == "content"]
+
+
+def count_content(events: Iterable[StreamEvent]) -> int:
+    """How many events carried content."""
+    return sum(1 for e in events if e.kind == "content")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -291,6 +319,27 @@ class ErrorInfo:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SentRequest:
+    """The request as it went on the wire, recorded by the tracer once so that reporters
+    and exports show it without preparing it again. Credential values are redacted here
+    (the name stays: that a key was sent is part of the story)."""
+
+    method: str
+    path: str  # path plus query, as sent (query secrets are the redactor's, as in the URL)
+    headers: tuple[tuple[str, str], ...]  # in the order sent, credential values redacted
+    body_bytes: int  # the encoded body's length
+    key_sent: bool  # a key went with it (from the environment or from -H)
+    client: str  # the client shape copied (--as)
+    not_offered: tuple[str, ...] = ()  # encodings that client offers that we left out
+    http_preference: str = "auto"  # the HTTP version that client speaks unless told
+
+    def header(self, name: str) -> str | None:
+        """The (redacted) value sent for ``name``, or None without one."""
+        name = name.lower()
+        return next((v for k, v in self.headers if k.lower() == name), None)
+
+
 @dataclass(slots=True, kw_only=True)
 class Timeline:
     """Everything one traced request learned, in stamped facts."""
@@ -331,14 +380,15 @@ class Timeline:
     #: A read's bytes were still being decoded when the trace ended: an error then (a
     #: timeout) cut the client's decoding, not a silence of the server's.
     decoding: bool = False
+    request: SentRequest | None = None  # what the tracer sent (or was about to send)
 
     # -- appending facts -------------------------------------------------------------
-    def begin(self, name: str, t_ns: int, **detail: object) -> Stage:
+    def begin(self, name: StageName, t_ns: int, **detail: object) -> Stage:
         stage = Stage(name=name, start_ns=t_ns, detail=dict(detail))
         self.stages.append(stage)
         return stage
 
-    def end(self, name: str, t_ns: int, *, ok: bool = True) -> Stage | None:
+    def end(self, name: StageName, t_ns: int, *, ok: bool = True) -> Stage | None:
         for stage in reversed(self.stages):
             if stage.name == name and stage.end_ns is None:
                 stage.end_ns = t_ns
@@ -352,7 +402,7 @@ class Timeline:
 
     # -- reading facts ---------------------------------------------------------------
     @property
-    def current_stage(self) -> str | None:
+    def current_stage(self) -> StageName | None:
         """The innermost stage still open (where a failure or timeout happened)."""
         for stage in reversed(self.stages):
             if stage.end_ns is None:

@@ -25,6 +25,7 @@ import anyio.abc
 import httpcore
 from anyio.streams.tls import TLSAttribute, TLSStream
 
+from promptpath.core.addr import fmt_addr
 from promptpath.core.errors import ConnectError, ErrorKind, TLSError
 from promptpath.core.timeline import ConnectAttempt, Stage, Timeline, TLSInfo
 from promptpath.net import dns
@@ -37,7 +38,7 @@ from promptpath.net.tlsinfo import (
     describe_tls,
     tls_failure,
 )
-from promptpath.net.transport import Recorder, fmt_addr
+from promptpath.net.transport import Recorder
 
 
 class StampingStream(anyio.abc.ByteStream):
@@ -422,7 +423,7 @@ async def connect_tcp(
     addresses: tuple[tuple[str, dns.Family], ...],
     recorder: Recorder,
     *,
-    stage_name: str = "connect",
+    stage_name: Literal["connect", "proxy_connect"] = "connect",
     milestone: str | None = "connected",
 ) -> TracedNetworkStream:
     """The ``connect`` stage (``proxy_connect`` to a proxy): each resolved address in turn

@@ -7,7 +7,7 @@ import socket
 import time
 
 from promptpath.core.errors import DNSError, PromptpathError
-from promptpath.core.timeline import DNSAnswer, DNSFailure, Family, Timeline
+from promptpath.core.timeline import DNSAnswer, DNSFailure, Family, StageName, Timeline
 from promptpath.net.getaddrinfo import resolve_system
 
 __all__ = ["DNSAnswer", "Family", "family_of", "is_ip_literal", "resolve", "resolve_stage"]
@@ -124,7 +124,7 @@ async def resolve_stage(
 
     ``proxy``: the lookup of a forward proxy's name (stage ``proxy_dns``; the answer goes
     to ``Timeline.proxy``, since the origin's name is the proxy's to resolve)."""
-    name = "proxy_dns" if proxy else "dns"
+    name: StageName = "proxy_dns" if proxy else "dns"
     timeline.begin(name, time.perf_counter_ns())
     try:
         answer = await resolve(

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from promptpath.core.addr import fmt_addr
 from promptpath.core.errors import UsageError
 from promptpath.core.timeline import Family
-from promptpath.net.addr import fmt_addr
 
 if TYPE_CHECKING:
     import dns.message
@@ -185,7 +185,7 @@ def read_reply(message: dns.message.Message, qname: str) -> ReplyFacts:
         if cname is None:
             break
         ttls.append(cname.ttl)
-        current = next(iter(cname)).target  # type: ignore[attr-defined]
+        current = next(iter(cname)).target
         chain.append(name_text(current))
     addresses: list[tuple[str, Family]] = []
     addr_ttls: list[int] = []
@@ -195,14 +195,14 @@ def read_reply(message: dns.message.Message, qname: str) -> ReplyFacts:
         fam: Family = "ipv4" if rrset.rdtype == dns.rdatatype.A else "ipv6"
         addr_ttls.append(rrset.ttl)
         for rdata in rrset:
-            entry = (str(rdata.address), fam)  # type: ignore[attr-defined]
+            entry = (str(rdata.address), fam)
             if entry not in addresses:
                 addresses.append(entry)
     soa = next((r for r in message.authority if r.rdtype == dns.rdatatype.SOA), None)
     soa_zone = negative_ttl = None
     if soa is not None:
         soa_zone = name_text(soa.name)
-        negative_ttl = min(soa.ttl, next(iter(soa)).minimum)  # type: ignore[attr-defined]
+        negative_ttl = min(soa.ttl, next(iter(soa)).minimum)
     rcode = dns.rcode.to_text(message.rcode())
     dangling = None
     out_of_zone = soa is None or not current.is_subdomain(soa.name)
@@ -213,10 +213,10 @@ def read_reply(message: dns.message.Message, qname: str) -> ReplyFacts:
     referral_zone = None
     ns = next((r for r in message.authority if r.rdtype == dns.rdatatype.NS), None)
     if ns is not None and not aa and not message.answer and rcode == "NOERROR":
-        referral = tuple(sorted(name_text(r.target) for r in ns))  # type: ignore[attr-defined]
+        referral = tuple(sorted(name_text(r.target) for r in ns))
         referral_zone = name_text(ns.name)
     glue = tuple(
-        (name_text(r.name), str(rd.address))  # type: ignore[attr-defined]
+        (name_text(r.name), str(rd.address))
         for r in message.additional
         if r.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA)
         for rd in r

@@ -111,14 +111,14 @@ def ns_from_reply(message: dns.message.Message, zone: str) -> tuple[list[str], d
     names: set[str] = set()
     for rrset in (*message.answer, *message.authority):
         if rrset.name == owner and rrset.rdtype == dns.rdatatype.NS:
-            names.update(name_text(r.target) for r in rrset)  # type: ignore[attr-defined]
+            names.update(name_text(r.target) for r in rrset)
     glue: dict[str, str] = {}
     for rrset in message.additional:
         key = name_text(rrset.name)
         is_addr = rrset.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA)
         # Prefer IPv4 glue: it is reachable from more places.
         if key in names and is_addr and (key not in glue or rrset.rdtype == dns.rdatatype.A):
-            glue[key] = str(next(iter(rrset)).address)  # type: ignore[attr-defined]
+            glue[key] = str(next(iter(rrset)).address)
     return sorted(names), glue
 
 

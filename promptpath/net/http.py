@@ -50,8 +50,6 @@ class TCPTransport:
     cleartext to negotiate it).
     """
 
-    kind = "tcp"
-
     def __init__(self, *, h2c: bool = False) -> None:
         self._h2c = h2c
 
@@ -122,6 +120,11 @@ class TCPConnection:
             self._conn = StampedHTTP2Connection(origin, stream, recorder)
         else:
             self._conn = httpcore.AsyncHTTP11Connection(origin=origin, stream=stream)
+
+    @property
+    def multiplexed(self) -> bool:
+        """HTTP/2: streams share this connection; HTTP/1.1: one request at a time."""
+        return self.http2
 
     @property
     def closed_by_http(self) -> bool:

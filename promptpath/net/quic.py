@@ -65,8 +65,6 @@ class QuicTransport:
     ``keylog``: the SSLKEYLOGFILE path, appended to in the NSS key log format.
     """
 
-    kind = "quic"
-
     def __init__(
         self,
         host: str,
@@ -108,6 +106,10 @@ class QuicConnection:
     def reusable(self) -> bool:
         return self._session.protocol.terminated is None
 
+    @property
+    def multiplexed(self) -> bool:
+        return True  # every request is a stream of its own on the one connection
+
     async def request(
         self, request: WireRequest, timeline: Timeline | None = None
     ) -> tuple[ResponseHead, Body]:
@@ -136,6 +138,12 @@ class QuicConnection:
             t_ns=head.t_ns,
         )
         return response, _body(queue, head)
+
+    async def abort(self) -> None:
+        """Leave without a CONNECTION_CLOSE (the UDP socket just goes)."""
+        self._session.protocol.drop()
+        if self._session.keylog is not None:
+            self._session.keylog.drain()
 
     async def aclose(self) -> None:
         self._session.protocol.close()

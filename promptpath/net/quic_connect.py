@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from promptpath.core.addr import fmt_addr
 from promptpath.core.errors import ConnectError, PromptpathError, TLSError
 from promptpath.core.timeline import ConnectAttempt, TLSInfo
 from promptpath.net import aioquic_internals, dns
@@ -36,7 +37,7 @@ from promptpath.net.quic_protocol import (
 )
 from promptpath.net.quic_verify import ALERT_BAD_CERTIFICATE, CertVerifier, refusal
 from promptpath.net.tlsinfo import cert_info
-from promptpath.net.transport import ConnectSpec, fmt_addr
+from promptpath.net.transport import ConnectSpec
 
 #: Longest wait for a QUIC handshake on one address (bounded by --timeout as well, less
 #: a margin): a silent UDP path fails after min(5 s, --timeout - margin) per address, so

@@ -257,6 +257,14 @@ class QuicTracer(asyncio.DatagramProtocol):
         self.transmit()
         return queue
 
+    def drop(self) -> None:
+        """Close the socket and send nothing: the peer learns of it only by its idle
+        timeout, as of a killed process."""
+        if self._transport is None:
+            return
+        self._cancel_timer()
+        self._transport.close()
+
     def close(self, error_code: int = 0, reason: str = "") -> None:
         """Send CONNECTION_CLOSE (best effort) and close the socket."""
         if self._transport is None:

@@ -5,7 +5,7 @@ In the spirit of httpcore's Pool → Connection → Backend narrowing, one orche
 
     Transport.connect(spec, recorder) -> Connection        TCP (+TLS) or QUIC, stages stamped
     Connection.request(request, timeline) -> (ResponseHead, AsyncIterator[BodyPiece])
-    Connection.reusable / Connection.aclose()
+    Connection.reusable / .multiplexed / .abort() / .aclose()
 
 A transport only stamps and pumps: it appends the stages it runs (connect, tls,
 quic_handshake), every socket read and the close it saw to ``recorder.timeline``, and
@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from promptpath.core.timeline import CloseKind, CloseRecord, Family, Read, Timeline
-from promptpath.net.addr import fmt_addr
 from promptpath.net.dns import is_ip_literal
 
 
@@ -171,14 +170,22 @@ class Connection(Protocol):
         """Whether another request may go on this connection now."""
         ...
 
-    async def aclose(self) -> None: ...
+    @property
+    def multiplexed(self) -> bool:
+        """Whether requests share it at once (HTTP/2, HTTP/3) or take turns (HTTP/1.1)."""
+        ...
+
+    async def abort(self) -> None:
+        """Leave abruptly (TCP: an RST; QUIC: no CONNECTION_CLOSE), as a killed client does."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close it the polite way (FIN, close_notify, CONNECTION_CLOSE)."""
+        ...
 
 
 class Transport(Protocol):
     """Opens connections of one kind (TCP with HTTP/1.1 or HTTP/2, QUIC with HTTP/3)."""
-
-    #: The protocol name a report uses for this path ("tcp", "quic").
-    kind: str
 
     def recorder(self, timeline: Timeline) -> Recorder:
         """A recorder of the kind this transport stamps into."""
@@ -232,5 +239,4 @@ __all__ = [
     "Transport",
     "TransportError",
     "WireRequest",
-    "fmt_addr",
 ]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from promptpath.core.findings import Finding
+from promptpath.probes.settings import ProbeSettings
 
 if TYPE_CHECKING:
     from promptpath.options import RunOptions
@@ -44,6 +45,7 @@ class ProbeContext:
     options: RunOptions
     result: TraceResult | None  # the main traced request; may carry an error
     progress: Callable[[str], None] = _no_progress
+    settings: ProbeSettings = field(default_factory=ProbeSettings)  # each probe reads its own
 
 
 class Probe(ABC):

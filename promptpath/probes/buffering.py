@@ -10,21 +10,14 @@ tells whether the compression is what holds it (``buffering_compression``).
 
 from __future__ import annotations
 
-import dataclasses
-
 from promptpath.core.findings import Finding, Verdict
+from promptpath.core.timeline import count_content
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.buffering_compression import wants_identity_check, with_identity_check
 from promptpath.probes.buffering_verdict import PROBE, judge
-from promptpath.probes.canary import (
-    canary_controls,
-    check_controls,
-    controls_via,
-    is_canary,
-    skipped,
-    with_controls,
-)
+from promptpath.probes.canary import canary_controls, check_controls, skipped, with_controls
+from promptpath.probes.settings import CanarySettings
 from promptpath.tracer.request import offered_encodings, sent_header
 
 COUNT_PROMPT = "Count from 1 to 200, one number per line."
@@ -37,24 +30,22 @@ CANARY_MARGIN_S = 15.0
 CANARY_CONTROLS = canary_controls(tokens=CANARY_TOKENS, rate=CANARY_RATE)
 
 
-def probe_options(options: RunOptions) -> RunOptions:
+def probe_request(options: RunOptions, canary: CanarySettings) -> RunOptions:
     """The probe's own request: a long stream, never a warm second request."""
-    if is_canary(options):
-        paced = dataclasses.replace(
-            options,
+    if canary.on:
+        paced = options.derive(
             prompt=COUNT_PROMPT,
             max_tokens=CANARY_TOKENS,
-            warm=False,
             timeout=min(options.timeout, CANARY_TOKENS / CANARY_RATE + CANARY_MARGIN_S),
         )
-        return with_controls(paced, CANARY_CONTROLS)
-    return dataclasses.replace(options, prompt=COUNT_PROMPT, warm=False)
+        return with_controls(paced, CANARY_CONTROLS, canary.controls)
+    return options.derive(prompt=COUNT_PROMPT)
 
 
 def identity_options(options: RunOptions) -> RunOptions:
     """The same request with only Accept-Encoding changed (-H wins over the shape)."""
     kept = (h for h in options.headers if h[0].lower() != "accept-encoding")
-    return dataclasses.replace(options, headers=(*kept, ("Accept-Encoding", "identity")))
+    return options.derive(headers=(*kept, ("Accept-Encoding", "identity")))
 
 
 def requests_for(options: RunOptions) -> int:
@@ -68,13 +59,13 @@ class BufferingProbe(Probe):
     description = "does a hop buffer the stream and deliver it in blocks?"
 
     def cost(self, ctx: ProbeContext) -> Cost:
-        opts = probe_options(ctx.options)
+        opts = probe_request(ctx.options, ctx.settings.canary)
         n = requests_for(opts)
         return Cost(requests=n, tokens=n * opts.max_tokens, seconds=n * opts.timeout)
 
     async def run(self, ctx: ProbeContext) -> Finding:
-        opts = probe_options(ctx.options)
-        canary = is_canary(ctx.options)
+        opts = probe_request(ctx.options, ctx.settings.canary)
+        canary = ctx.settings.canary.on
         if canary:
             ctx.progress(
                 f"buffering: {CANARY_TOKENS} tokens at {CANARY_RATE:g}/s from the canary"
@@ -91,19 +82,21 @@ class BufferingProbe(Probe):
                 f" {sent_header(opts, 'accept-encoding')}); if the stream comes back"
                 " compressed and held back, once more with Accept-Encoding: identity"
             )
-        finding = await self._one(opts, canary)
+        finding = await self._one(opts, ctx.settings.canary)
         if wants_identity_check(finding):
             ctx.progress("buffering: compressed and held back; the same request as identity")
-            identity = await self._one(identity_options(opts), canary)
+            identity = await self._one(identity_options(opts), ctx.settings.canary)
             finding = with_identity_check(finding, identity)
         return finding
 
-    async def _one(self, opts: RunOptions, canary: bool) -> Finding:
+    async def _one(self, opts: RunOptions, settings: CanarySettings) -> Finding:
         from promptpath.tracer.orchestrator import trace
+
+        canary = settings.on
 
         result = await trace(opts)
         tl = result.timeline
-        content = sum(1 for e in tl.events if e.kind == "content")
+        content = count_content(tl.events)
         context: dict[str, object] = {
             "request": {
                 "max_tokens": opts.max_tokens,
@@ -116,7 +109,7 @@ class BufferingProbe(Probe):
         }
         if canary:
             # A stream the canary did not pace as asked says nothing about the path.
-            check = check_controls(tl, CANARY_CONTROLS, controls_via(opts), rate=CANARY_RATE)
+            check = check_controls(tl, CANARY_CONTROLS, settings.controls, rate=CANARY_RATE)
             if not check.ok:
                 return skipped(PROBE, check, context)
             context["controls"] = check.evidence()

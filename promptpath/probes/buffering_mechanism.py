@@ -34,7 +34,7 @@ from typing import Literal
 
 from promptpath.core.coalescing import COALESCE_SLACK_NS, Coalescing
 from promptpath.core.findings import Verdict
-from promptpath.core.timeline import StreamEvent, Timeline
+from promptpath.core.timeline import StreamEvent, Timeline, content_events
 from promptpath.probes.delivery import BURST_SHARE, MIN_EVENTS, Burst, Delivery, Unit
 
 Kind = Literal[
@@ -154,7 +154,7 @@ def time_coalescing(
     d: Delivery, events: Sequence[StreamEvent], path_flags: Sequence[bool]
 ) -> Mechanism | None:
     """Deliveries at a steady interval, most carrying events the path held together."""
-    content = [e for e in events if e.kind == "content"]
+    content = content_events(events)
     flagged = [e.t_ns for e, on_path in zip(content, path_flags, strict=False) if on_path]
     body = d.units[:-1]  # the end of the stream flushes early
     held = [u for u in body if u.dense and any(u.start_ns <= t <= u.end_ns for t in flagged)]

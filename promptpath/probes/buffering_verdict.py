@@ -20,8 +20,9 @@ from itertools import pairwise
 
 from promptpath.core.coalescing import coalescing
 from promptpath.core.findings import Finding, Verdict
+from promptpath.core.media import stream_format
 from promptpath.core.stats import percentile
-from promptpath.core.timeline import StreamEvent, Timeline
+from promptpath.core.timeline import StreamEvent, Timeline, count_content
 from promptpath.probes.buffering_compression import compression_facts, for_this_client
 from promptpath.probes.buffering_mechanism import FAIL_SILENCE_MS, Mechanism, classify
 from promptpath.probes.delivery import (
@@ -42,15 +43,13 @@ HOLD_JUMP_MS = 100.0  # a hold this much above the previous event's: a new burst
 CLOCK_SLACK_NS = 50_000_000  # lags below -50 ms: the two machines' clocks disagree
 MAX_LISTED = 20  # bursts/silences listed in the evidence
 MIN_ASK = 64  # the fewest tokens worth asking for when a stream was too short to judge
-#: Content types of a stream (SSE, NDJSON): only there is Content-Length a buffering sign.
-STREAM_TYPES = ("text/event-stream", "ndjson", "jsonl")
 
 
 # -- header signs ----------------------------------------------------------------------
 def is_stream(timeline: Timeline) -> bool:
     """The response is an event stream: by its content type, or events were decoded."""
-    ctype = (timeline.header("content-type") or "").lower()
-    return any(t in ctype for t in STREAM_TYPES) or any(
+    # Only on a stream (SSE, NDJSON) is Content-Length a buffering sign.
+    return stream_format(timeline.header("content-type")) is not None or any(
         e.kind == "content" for e in timeline.events
     )
 
@@ -194,7 +193,7 @@ def tokens_sent(timeline: Timeline) -> tuple[int, str]:
     counts = [e.usage.output_tokens for e in timeline.events if e.usage and e.usage.output_tokens]
     if counts:
         return counts[-1], "usage"
-    return sum(1 for e in timeline.events if e.kind == "content"), "events"
+    return count_content(timeline.events), "events"
 
 
 def short_stream_note(timeline: Timeline, content: int, max_tokens: int | None) -> str:

@@ -20,17 +20,17 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import ServerControls, Timeline
+from promptpath.probes.settings import VIA_CHOICES as VIA_CHOICES
+from promptpath.probes.settings import ControlsVia, ProbeSettings
 
 if TYPE_CHECKING:
     from promptpath.options import RunOptions
 
 HEADER_PREFIX = "x-promptpath-"
-ControlsVia = Literal["both", "headers", "body"]
-VIA_CHOICES: tuple[str, ...] = get_args(ControlsVia)
 #: The server's send stamps are its wall clock at each write; pauses are timed by its
 #: event loop. A planned pause shows in them to within a few ms; allow scheduling noise.
 PAUSE_SLACK_S = 0.1
@@ -41,15 +41,14 @@ MIN_RATE_SAMPLES = 5
 Control = tuple[str, str]  # (control name as in x-promptpath-<name>, value)
 
 
-def is_canary(options: RunOptions) -> bool:
+def is_canary(settings: ProbeSettings) -> bool:
     """The target is ``promptpath serve`` (``--canary``): it obeys control headers."""
-    return bool(options.probe_options.get("canary", False))
+    return settings.canary.on
 
 
-def controls_via(options: RunOptions) -> ControlsVia:
+def controls_via(settings: ProbeSettings) -> ControlsVia:
     """How the controls travel: headers, the body field, or both (the default)."""
-    value = options.probe_options.get("canary_controls", "both")
-    return "headers" if value == "headers" else "body" if value == "body" else "both"
+    return settings.canary.controls
 
 
 def canary_controls(
@@ -78,16 +77,17 @@ def canary_controls(
     )
 
 
-def with_controls(options: RunOptions, controls: Sequence[Control]) -> RunOptions:
-    """``options`` carrying ``controls`` as headers and/or in the body, per --canary-controls."""
-    via = controls_via(options)
+def with_controls(
+    options: RunOptions, controls: Sequence[Control], via: ControlsVia = "both"
+) -> RunOptions:
+    """``options`` carrying ``controls`` as headers and/or in the body (--canary-controls)."""
     headers = options.headers
     if via != "body":
         headers += tuple((HEADER_PREFIX + name, value) for name, value in controls)
     body = options.body_controls
     if via != "headers":
         body += tuple(controls)
-    return dataclasses.replace(options, headers=headers, body_controls=body)
+    return options.derive(headers=headers, body_controls=body)
 
 
 # -- the check -------------------------------------------------------------------------

@@ -8,7 +8,6 @@ HTTP version) over a connection of its own.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import anyio
@@ -29,11 +28,9 @@ BODY_LIMIT = 64 * 1024
 
 def preflight_options(options: RunOptions) -> RunOptions:
     """The trace's options without the key: a browser's preflight carries none."""
-    return dataclasses.replace(
-        options,
-        api_key=None,
+    return options.derive(
+        keyless=True,
         headers=tuple(h for h in options.headers if h[0].lower() not in SECRET_HEADERS),
-        warm=False,
         timeout=min(options.timeout, PREFLIGHT_TIMEOUT_S),
     )
 
@@ -52,10 +49,10 @@ async def send_preflight(options: RunOptions) -> Preflight:
     transport = transport_for(opts)
     tracer = Tracer(opts, transport)
     timeline = new_timeline()
-    tracer.recorder = transport.recorder(timeline)
+    recorder = transport.recorder(timeline)
     try:
         with anyio.fail_after(opts.timeout):
-            conn = await tracer.connect(timeline, time.monotonic() + opts.timeout)
+            conn = await tracer.connect(timeline, time.monotonic() + opts.timeout, recorder)
             try:
                 wire = WireRequest(
                     method="OPTIONS", path=opts.target.path, headers=tuple(headers), body=b""

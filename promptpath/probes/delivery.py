@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from promptpath.core.timeline import Timeline
+from promptpath.core.timeline import Timeline, count_content
 
 Pattern = Literal["streamed", "bursts", "whole"]
 
@@ -156,7 +156,7 @@ def buffer_size_of(bursts: Sequence[Burst]) -> int | None:
 
 
 def delivery(timeline: Timeline) -> Delivery:
-    content = sum(1 for e in timeline.events if e.kind == "content")
+    content = count_content(timeline.events)
     units = units_of(timeline)
     bursts = bursts_of(units)
 

@@ -13,17 +13,15 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, ClassVar
 
-from promptpath.core.errors import UsageError
 from promptpath.core.findings import Finding
 from promptpath.net.dns import is_ip_literal
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.dns_signals import MIN_COUNTDOWN_S
 from promptpath.probes.dns_verdict import Observations, ResolverCheck, judge, skipped
+from promptpath.probes.settings import DNSCacheSettings, ProbeSettings
 
 if TYPE_CHECKING:
     from promptpath.net.dnsmsg import Lookup, Server
     from promptpath.net.dnsquery import Querier
-    from promptpath.options import RunOptions
 
 #: Hard cap on DNS messages sent (UDP tries and TCP retries included).
 MAX_QUERIES = 48
@@ -31,24 +29,19 @@ MAX_QUERIES = 48
 QUERY_TIMEOUT_S = 2.0
 #: Time for everything except the recheck pause.
 QUERY_BUDGET_S = 10.0
-DEFAULT_RECHECK_S = 3.0
+DEFAULT_RECHECK_S = DNSCacheSettings().recheck_s
 #: A shorter recheck cannot tell a TTL counting down from a stuck one (whole seconds): the
 #: probe still runs and says so, but the command line should refuse it.
-MIN_RECHECK_S = MIN_COUNTDOWN_S
-MAX_RECHECK_S = 60.0
+MIN_RECHECK_S = DNSCacheSettings.MIN_RECHECK_S  # held equal to MIN_COUNTDOWN_S by a test
+MAX_RECHECK_S = DNSCacheSettings.MAX_RECHECK_S
 MAX_RESOLVERS = 3
 #: Once a resolver has answered one address family, how long the other may take.
 AAAA_GRACE_S = 0.5
 
 
-def recheck_seconds(options: RunOptions) -> float:
-    """The pause between the two resolver queries (probe option ``dns_recheck_s``)."""
-    raw = options.probe_options.get("dns_recheck_s", DEFAULT_RECHECK_S)
-    try:
-        value = float(raw)  # type: ignore[arg-type]
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"dns_recheck_s must be a number of seconds, got {raw!r}") from exc
-    return min(max(value, 0.0), MAX_RECHECK_S)
+def recheck_seconds(settings: ProbeSettings) -> float:
+    """The pause between the two resolver queries (--dns-recheck)."""
+    return settings.dns_cache.recheck()
 
 
 def used_addresses(ctx: ProbeContext) -> tuple[tuple[str, ...], str, str | None]:
@@ -97,7 +90,7 @@ class DNSCacheProbe(Probe):
     )
 
     def cost(self, ctx: ProbeContext) -> Cost:
-        seconds = recheck_seconds(ctx.options) + QUERY_BUDGET_S + QUERY_TIMEOUT_S
+        seconds = recheck_seconds(ctx.settings) + QUERY_BUDGET_S + QUERY_TIMEOUT_S
         return Cost(dns_queries=MAX_QUERIES, seconds=round(seconds, 1))
 
     async def run(self, ctx: ProbeContext) -> Finding:
@@ -108,7 +101,7 @@ class DNSCacheProbe(Probe):
         reason = not_resolved_through_dns(host)
         if reason is not None:
             return skipped(host, reason)
-        recheck = recheck_seconds(opts)
+        recheck = recheck_seconds(ctx.settings)
         t0 = time.perf_counter_ns()
         querier = dnsquery.Querier(
             timeout=min(opts.timeout, QUERY_TIMEOUT_S),
@@ -121,7 +114,8 @@ class DNSCacheProbe(Probe):
         else:
             found = dnsquery.read_resolv_conf()[:MAX_RESOLVERS]
             resolvers = [dnsmsg.parse_server(s) for s in found]
-        named = dnsmsg.parse_server(opts.authoritative) if opts.authoritative else None
+        authoritative = ctx.settings.dns_cache.authoritative
+        named = dnsmsg.parse_server(authoritative) if authoritative else None
         labels = ", ".join(dnsmsg.format_server(s) for s in resolvers) or "none"
         ctx.progress(f"dns-cache: {host} via resolver(s) {labels}, rechecking after {recheck:g} s")
 

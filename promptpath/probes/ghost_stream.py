@@ -28,11 +28,13 @@ import anyio
 import httpx
 
 from promptpath.core.findings import Finding, Verdict
-from promptpath.net.http import TCPConnection, TCPTransport
+from promptpath.core.timeline import count_content
+from promptpath.net.http import TCPTransport
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.canary import canary_controls, is_canary, with_controls
 from promptpath.probes.ghost_verdict import PROBE, GhostRun, Style, judge
+from promptpath.probes.settings import ProbeSettings
 from promptpath.tracer.orchestrator import Tracer, new_timeline, ssl_context_for
 
 #: The canary's answer: long enough that a ghost shows (~35 tokens nobody read) and
@@ -49,11 +51,10 @@ ADMIN_PATH = "/stats/requests/"
 PROMPT = "Count from 1 to 40, one number per line."
 
 
-def admin_base(options: RunOptions) -> str:
+def admin_base(options: RunOptions, admin: str | None = None) -> str:
     """Where to ask: ``--canary-admin``, else the target's own origin (through the path)."""
-    given = options.probe_options.get("canary_admin")
-    if isinstance(given, str) and given:
-        return given.rstrip("/")
+    if admin:
+        return admin.rstrip("/")
     target = options.target
     host = f"[{target.host}]" if ":" in target.host else target.host
     return f"{target.scheme}://{host}:{target.port}"
@@ -65,7 +66,7 @@ class GhostStreamProbe(Probe):
     description = "does the path stop the model when the client leaves mid-stream?"
 
     def cost(self, ctx: ProbeContext) -> Cost:
-        if not is_canary(ctx.options):
+        if not is_canary(ctx.settings):
             return Cost()
         stream_s = PLANNED_TOKENS / RATE
         return Cost(
@@ -76,7 +77,7 @@ class GhostStreamProbe(Probe):
 
     async def run(self, ctx: ProbeContext) -> Finding:
         options = ctx.options
-        if not is_canary(options):
+        if not is_canary(ctx.settings):
             return Finding(
                 probe=PROBE,
                 verdict=Verdict.SKIP,
@@ -90,19 +91,22 @@ class GhostStreamProbe(Probe):
         runs: list[GhostRun] = []
         for style in STYLES:
             ctx.progress(f"ghost-stream: reading {READ_TOKENS} tokens, then leaving ({style})")
-            run = await leave_early(options, style)
+            run = await leave_early(options, style, ctx.settings)
             runs.append(run)
             if run.record is None and run.unavailable is None:
                 break  # the next style would meet the same wall
         return judge(runs)
 
 
-async def leave_early(options: RunOptions, style: Style) -> GhostRun:
+async def leave_early(
+    options: RunOptions, style: Style, settings: ProbeSettings | None = None
+) -> GhostRun:
     """One tagged canary request the client walks away from; the canary's account of it."""
     probe_id = f"ghost-{secrets.token_hex(6)}-{style}"
     # The tag is a control like the others: it rides in the body too (--canary-controls),
     # so a gateway that strips x-promptpath-* headers still delivers it.
     controls = (*canary_controls(tokens=PLANNED_TOKENS, rate=RATE), ("probe-id", probe_id))
+    settings = settings or ProbeSettings()
     h2 = style == "h2_cancel"
     run = GhostRun(style=style, read=0, left_unix_ns=0, planned=PLANNED_TOKENS, rate=RATE)
     if h2 and options.target.scheme == "http" and options.http != "2":
@@ -112,25 +116,24 @@ async def leave_early(options: RunOptions, style: Style) -> GhostRun:
             run, unavailable="plain http:// without --http 2 (h2c): no HTTP/2 stream to reset"
         )
     opts = with_controls(
-        dataclasses.replace(
-            options,
+        options.derive(
             # Leaving HTTP/1.1 means closing the connection; on HTTP/2, resetting one stream.
             http="2" if h2 else "1.1",
             prompt=PROMPT,
             max_tokens=PLANNED_TOKENS,
-            warm=False,
             timeout=REQUEST_TIMEOUT_S,
         ),
         controls,
+        settings.canary.controls,
     )
     transport = TCPTransport(h2c=h2 and options.target.scheme == "http")
     tracer = Tracer(opts, transport, stop_after_tokens=READ_TOKENS)
     timeline = new_timeline()
     try:
         exc = await tracer.request(timeline)
-        read = sum(1 for event in timeline.events if event.kind == "content")
+        read = count_content(timeline.events)
         conn = tracer.connection
-        if tracer.stopped_ns is None or not isinstance(conn, TCPConnection):
+        if tracer.stopped_ns is None or conn is None:
             why = exc.message if exc is not None else f"the stream ended after {read} tokens"
             return dataclasses.replace(run, read=read, problem=f"the canary request: {why}")
         if h2 and not conn.http2:
@@ -149,20 +152,20 @@ async def leave_early(options: RunOptions, style: Style) -> GhostRun:
         run = dataclasses.replace(run, read=read, left_unix_ns=left_unix_ns)
         # The HTTP/2 connection stays open while the canary is asked: a hop must act on
         # the reset stream alone, not on a closed connection.
-        record, problem = await ask_canary(opts, probe_id)
+        record, problem = await ask_canary(opts, probe_id, settings.ghost_stream.admin)
     finally:
         await tracer.aclose()
     return dataclasses.replace(run, record=record, problem=problem)
 
 
 async def ask_canary(
-    options: RunOptions, probe_id: str
+    options: RunOptions, probe_id: str, admin: str | None = None
 ) -> tuple[dict[str, object] | None, str | None]:
     """Poll the canary's record of ``probe_id`` until its generation ended (or the
     stream's planned time plus ``SETTLE_S`` passed: a ghost still running is an answer)."""
-    url = admin_base(options) + ADMIN_PATH + probe_id
+    url = admin_base(options, admin) + ADMIN_PATH + probe_id
     verify = ssl_context_for(options) if url.startswith("https:") else False
-    proxy = options.proxy.url if options.proxy is not None and not _admin_given(options) else None
+    proxy = options.proxy.url if options.proxy is not None and not admin else None
     deadline = time.monotonic() + PLANNED_TOKENS / RATE + SETTLE_S
     record: dict[str, object] | None = None
     async with httpx.AsyncClient(
@@ -190,7 +193,3 @@ async def ask_canary(
                 break
             await anyio.sleep(ADMIN_POLL_S)
     return record, None  # still generating at the deadline: the ghost is the answer
-
-
-def _admin_given(options: RunOptions) -> bool:
-    return bool(options.probe_options.get("canary_admin"))

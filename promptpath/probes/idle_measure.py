@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from promptpath.core.timeline import Timeline
+from promptpath.core.timeline import Timeline, content_events
 
 CLOCK_SLACK_NS = 50_000_000  # lags below -50 ms: server and client clocks disagree
 SOCKET_RESOLUTION_S = 0.05  # stamps at the socket, timers in the hops: ±50 ms
@@ -99,7 +99,7 @@ def measure_pause(
     tokens cannot then shift it. Otherwise it is estimated from when the request was sent
     and the pause plan (K tokens at ``rate``), which costs ±1/rate.
     """
-    content = [e for e in timeline.events if e.kind == "content"]
+    content = content_events(timeline.events)
     comments = [e for e in timeline.events if e.kind == "comment"]
     base = PauseRun(
         pause_s=pause_s,

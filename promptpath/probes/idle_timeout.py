@@ -32,8 +32,8 @@ from promptpath.probes.canary import (
 from promptpath.probes.hophints import hops_named
 from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
 from promptpath.probes.idle_verdict import judge
+from promptpath.probes.settings import ControlsVia, ProbeSettings
 
-DEFAULT_IDLE_MAX_S = 120.0
 #: Tokens before the pause, and after it (so a survivor ends with its terminal marker).
 PAUSE_AFTER = 3
 PAUSE_TOKENS = 6
@@ -47,9 +47,9 @@ PROGRESS_EVERY_S = 10.0
 COUNT_PROMPT = "Count from 1 to 10, one number per line."
 
 
-def idle_max(options: RunOptions) -> float:
-    value = options.probe_options.get("idle_max", DEFAULT_IDLE_MAX_S)
-    return float(value) if isinstance(value, (int, float)) and value > 0 else DEFAULT_IDLE_MAX_S
+def idle_max(settings: ProbeSettings) -> float:
+    """--idle-max: the longest idle wait (resolve.py checked it is positive)."""
+    return settings.idle_timeout.max_s
 
 
 def keepalive_interval(threshold_s: float | None) -> float:
@@ -69,15 +69,15 @@ def pause_controls(pause_s: float, keepalive_s: float) -> tuple[tuple[str, str],
     )
 
 
-def pause_options(options: RunOptions, pause_s: float, keepalive_s: float) -> RunOptions:
-    paused = dataclasses.replace(
-        options,
+def pause_options(
+    options: RunOptions, pause_s: float, keepalive_s: float, via: ControlsVia = "both"
+) -> RunOptions:
+    paused = options.derive(
         prompt=COUNT_PROMPT,
         max_tokens=PAUSE_TOKENS,
-        warm=False,
         timeout=pause_s + PAUSE_MARGIN_S,
     )
-    return with_controls(paused, pause_controls(pause_s, keepalive_s))
+    return with_controls(paused, pause_controls(pause_s, keepalive_s), via)
 
 
 def comments_lost(run: PauseRun) -> str | None:
@@ -132,11 +132,11 @@ class IdleTimeoutProbe(Probe):
     description = "does a hop cut idle connections or silent streams, and after how long?"
 
     def cost(self, ctx: ProbeContext) -> Cost:
-        cap = idle_max(ctx.options)
+        cap = idle_max(ctx.settings)
         timeout = min(ctx.options.timeout, REQUEST_TIMEOUT_S)
         tokens = min(ctx.options.max_tokens, PRIMING_TOKENS)
         keep = Cost(requests=2, tokens=2 * tokens, seconds=cap + 2 * timeout)
-        if not is_canary(ctx.options):
+        if not is_canary(ctx.settings):
             return keep
         mid_seconds = 2 * (cap + PAUSE_MARGIN_S)
         return Cost(
@@ -149,8 +149,8 @@ class IdleTimeoutProbe(Probe):
         from promptpath.probes.idle_watch import watch_idle
 
         options = ctx.options
-        cap = idle_max(options)
-        canary = is_canary(options)
+        cap = idle_max(ctx.settings)
+        canary = is_canary(ctx.settings)
         state: dict[str, object] = {}
         timeout = min(options.timeout, REQUEST_TIMEOUT_S)
         ctx.progress(
@@ -218,7 +218,8 @@ class IdleTimeoutProbe(Probe):
     ) -> tuple[PauseRun, list[str], ControlCheck]:
         from promptpath.tracer.orchestrator import trace
 
-        opts = pause_options(ctx.options, pause_s, keepalive_s)
+        via = controls_via(ctx.settings)
+        opts = pause_options(ctx.options, pause_s, keepalive_s, via)
         async with anyio.create_task_group() as tg:
 
             async def tick() -> None:
@@ -246,7 +247,7 @@ class IdleTimeoutProbe(Probe):
         check = check_controls(
             tl,
             pause_controls(pause_s, keepalive_s),
-            controls_via(opts),
+            via,
             pause=(PAUSE_AFTER, pause_s),
         )
         return run, hops_named(tl.response_headers), check

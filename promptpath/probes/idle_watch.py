@@ -13,11 +13,11 @@ import dataclasses
 import time
 from collections.abc import Callable
 
+from promptpath.core.addr import fmt_addr
 from promptpath.core.errors import PromptpathError, TraceTimeout
 from promptpath.core.timeline import Timeline
 from promptpath.net.http import TCPConnection, TCPTransport
 from promptpath.net.idle import IdleEnd, watch_closed
-from promptpath.net.transport import fmt_addr
 from promptpath.options import RunOptions
 from promptpath.probes.idle_measure import CloseKind, IdleWatch, ReuseOutcome
 from promptpath.tracer.orchestrator import Tracer, new_timeline
@@ -47,13 +47,11 @@ async def watch_idle(
     Bounded by ``cap_s + 2 * request_timeout``: connecting and the priming exchange share
     one deadline, the re-use request (only when nothing closed) has another.
     """
-    priming = dataclasses.replace(
-        options,
+    priming = options.derive(
         http="1.1",
         prompt=PRIMING_PROMPT,
         max_tokens=max_tokens,
         timeout=request_timeout,
-        warm=False,
     )
     tls = options.target.scheme == "https"
     tracer = Tracer(priming, TCPTransport())

@@ -12,6 +12,7 @@ from promptpath.core.errors import UsageError
 from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions
 from promptpath.probes.base import REGISTRY, Probe, ProbeContext
+from promptpath.probes.settings import ProbeSettings
 from promptpath.tracer.orchestrator import TraceResult
 
 #: Built-in probe modules; each registers its class on import.
@@ -23,6 +24,8 @@ BUILTIN = (
     "promptpath.probes.ratelimit",
     "promptpath.probes.tls",
     "promptpath.probes.cors",
+    "promptpath.probes.path",
+    "promptpath.probes.mtu",
 )
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).
@@ -31,11 +34,7 @@ GRACE_S = 5.0
 
 def load_builtin() -> dict[str, type[Probe]]:
     for module in BUILTIN:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:  # a probe that exists but cannot import is a bug: show it
-                raise
+        importlib.import_module(module)  # each is part of the package: a failure is a bug
     return REGISTRY
 
 
@@ -65,12 +64,15 @@ async def run_probes(
     result: TraceResult | None,
     probes: list[type[Probe]],
     progress: Callable[[str], None],
+    settings: ProbeSettings | None = None,
 ) -> list[Finding]:
     """Run each probe in turn; an exception or an overrun becomes an ``error`` finding."""
     findings: list[Finding] = []
     for cls in probes:
         probe = cls()
-        ctx = ProbeContext(options=options, result=result, progress=progress)
+        ctx = ProbeContext(
+            options=options, result=result, progress=progress, settings=settings or ProbeSettings()
+        )
         cost = probe.cost(ctx)
         progress(f"probe {cls.name}: {cls.description} (cost: {cost.describe()})")
         start = time.perf_counter()

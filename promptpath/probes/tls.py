@@ -16,17 +16,15 @@ import ssl
 
 import anyio
 
-from promptpath.core.errors import PromptpathError, UsageError
+from promptpath.core.errors import PromptpathError
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import CertInfo
 from promptpath.net import dns
 from promptpath.net.tlsinfo import cert_info
 from promptpath.net.tlspeek import Peek, peek_tls
-from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
+from promptpath.probes.settings import ProbeSettings
 from promptpath.probes.tls_verdict import (
-    DEFAULT_FAIL_DAYS,
-    DEFAULT_WARN_DAYS,
     NAME,
     Facts,
     judge,
@@ -36,21 +34,9 @@ from promptpath.probes.tls_verdict import (
 PEEK_TIMEOUT_S = 5.0
 
 
-def thresholds(options: RunOptions) -> tuple[int, int]:
-    """(warn, fail) days before expiry: probe options ``tls_warn_days``/``tls_fail_days``."""
-    days = []
-    for key, default in (
-        ("tls_warn_days", DEFAULT_WARN_DAYS),
-        ("tls_fail_days", DEFAULT_FAIL_DAYS),
-    ):
-        raw = options.probe_options.get(key, default)
-        if raw is None:
-            raw = default
-        try:
-            days.append(int(raw))  # type: ignore[call-overload]
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"{key} must be a whole number of days, got {raw!r}") from exc
-    return days[0], days[1]
+def thresholds(settings: ProbeSettings) -> tuple[int, int]:
+    """(warn, fail) days before expiry: --tls-warn-days, --tls-fail-days."""
+    return settings.tls.warn_days, settings.tls.fail_days
 
 
 def trusted_subjects(cacert: str | None) -> frozenset[str]:
@@ -112,7 +98,7 @@ class TLSProbe(Probe):
             return Finding(
                 probe=NAME, verdict=Verdict.SKIP, summary="plain http:// target: no TLS to judge"
             )
-        warn_days, fail_days = thresholds(opts)
+        warn_days, fail_days = thresholds(ctx.settings)
         tls = ctx.result.timeline.tls if ctx.result is not None else None
         peek, note = Peek(), None
         if opts.proxy is not None:

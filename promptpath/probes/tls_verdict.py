@@ -12,10 +12,11 @@ from datetime import datetime
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import CertInfo
+from promptpath.probes.settings import TLSSettings
 
 NAME = "tls"
-DEFAULT_WARN_DAYS = 30
-DEFAULT_FAIL_DAYS = 7
+DEFAULT_WARN_DAYS = TLSSettings().warn_days
+DEFAULT_FAIL_DAYS = TLSSettings().fail_days
 #: Versions below TLS 1.2: deprecated by RFC 8996, refused by current clients.
 #: Renewal with 1/RENEW_FRACTION_LEFT of the lifetime left (certbot's and Let's Encrypt's
 #: recommended point: 30 days of 90).

@@ -25,7 +25,7 @@ from promptpath.core.compare import (
 )
 from promptpath.core.timeline import ErrorInfo, Timeline
 from promptpath.report.terminal import STAGE_STYLE, bar, stage_spans
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 COMPARE_SCHEMA = "promptpath.compare/1"
 
@@ -151,7 +151,16 @@ def _compared(
 
 def render_compare(console: Console, results: Sequence[TraceResult]) -> None:
     """The terminal report for a comparison: every run of both protocols in ``results``
-    (HTTP/2 runs have ``options.http`` "2", HTTP/3 runs "3"), in any order."""
+    (HTTP/2 runs have ``options.http`` "2", HTTP/3 runs "3"), in any order. Every line
+    redacted and its control characters spelled out (report/sanitise.py)."""
+    from promptpath.report.redact import Redactor
+    from promptpath.report.sanitise import sanitised
+
+    with sanitised(console, Redactor.for_options(results[0].options)):
+        _render_compare(console, results)
+
+
+def _render_compare(console: Console, results: Sequence[TraceResult]) -> None:
     (a, b), names, rows, lines = _compared(results)
     runs_a, runs_b = sides(results)
     console.print(
@@ -201,12 +210,17 @@ def compare_json(
         quic = result.timeline.quic
         run.setdefault("quic", None if quic is None else asdict(quic))
     runs_a, runs_b = sides(results)
-    return {
-        "schema": COMPARE_SCHEMA,
-        "ok": all(code == 0 for code in exit_codes),
-        "samples_per_protocol": max(len(runs_a), len(runs_b)),
-        "loopback": is_loopback([r.timeline for r in results]),
-        "results": runs,
-        "differences": differences_json(rows),
-        "summary": lines,
-    }
+    from promptpath.report.redact import Redactor
+
+    # The summary quotes each side's first error: cleaned as each run's object is.
+    return Redactor.for_options(results[0].options).mapping(
+        {
+            "schema": COMPARE_SCHEMA,
+            "ok": all(code == 0 for code in exit_codes),
+            "samples_per_protocol": max(len(runs_a), len(runs_b)),
+            "loopback": is_loopback([r.timeline for r in results]),
+            "results": runs,
+            "differences": differences_json(rows),
+            "summary": lines,
+        }
+    )

@@ -4,16 +4,32 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Any
+from typing import Any, cast
 
-from promptpath.core.analysis import Metrics, compute, open_stage_at_error
+from promptpath.core.addr import fmt_addr
+from promptpath.core.analysis import (
+    Metrics,
+    compute,
+    headline,
+    open_stage_at_error,
+    stage_spans,
+)
+from promptpath.core.coalescing import coalescing
+from promptpath.core.headers import SECRET_HEADERS
 from promptpath.core.servertime import server_account
 from promptpath.core.stats import Summary
-from promptpath.core.timeline import DNSAnswer, Interception, Timeline, TLSInfo
+from promptpath.core.textsafe import valid_unicode_tree
+from promptpath.core.timeline import (
+    DNSAnswer,
+    Interception,
+    SentRequest,
+    Timeline,
+    TLSInfo,
+    content_events,
+)
 from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
 from promptpath.report.redact import Redactor, headers_json
-from promptpath.tracer.orchestrator import TraceResult
-from promptpath.tracer.request import SECRET_HEADERS, SHAPES, sent_header
+from promptpath.result import TraceResult
 
 SCHEMA_VERSION = "promptpath.run/1"
 
@@ -34,6 +50,29 @@ _HEADER_KEEP = {
     "request-id",
     "cf-ray",
 }
+
+
+#: Content events whose arrival the report lists one by one (the HTML/SVG token timeline);
+#: past this the list stops and ``omitted`` counts the rest: the report stays bounded.
+ARRIVALS_KEPT = 5000
+
+
+def arrivals_json(timeline: Timeline) -> dict[str, Any]:
+    """Each content event's arrival (ms from t0), which ones the path delivered coalesced
+    (their index), and with the reference endpoint's stamps its send time on our clock."""
+    content = content_events(timeline.events)
+    kept = content[:ARRIVALS_KEPT]
+    flags = coalescing(timeline).path_flags
+    sent: list[float] | None = None
+    if kept and all(e.server_sent_unix_ns is not None for e in kept):
+        # Wall-clock send stamps moved onto the t0 axis: t0's wall time is t0_unix_ns.
+        sent = [round(((e.server_sent_unix_ns or 0) - timeline.t0_unix_ns) / 1e6, 3) for e in kept]
+    return {
+        "at_ms": [round((e.t_ns - timeline.t0_ns) / 1e6, 3) for e in kept],
+        "path_coalesced": [i for i, flag in enumerate(flags[: len(kept)]) if flag],
+        "server_sent_ms": sent,
+        "omitted": len(content) - len(kept),
+    }
 
 
 def _gaps(summary: Summary | None) -> dict[str, float] | None:
@@ -122,8 +161,7 @@ def _proxy(timeline: Timeline) -> dict[str, Any] | None:
     }
     address = None
     if proxy.address is not None:
-        ip, port = proxy.address
-        address = f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+        address = fmt_addr(*proxy.address)
     return {
         "url": proxy.url,
         "source": proxy.source,
@@ -177,8 +215,13 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         "http_version": timeline.http_version,
         "status": timeline.status,
         "reused_connection": timeline.reused_connection,
+        "request": request_json(timeline.request),
         "started_at": _utc_iso(timeline.t0_unix_ns),
         "stages_ms": metrics.stages_ms,
+        "spans_ms": [
+            {"stage": key, "start": round(start, 3), "end": round(end, 3)}
+            for key, start, end in stage_spans(timeline)
+        ],
         "client_hello_ms": None
         if timeline.client_hello_ns is None
         else round(timeline.client_hello_ns / 1e6, 3),
@@ -210,6 +253,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "hidden_reasoning_tokens": tok.hidden_reasoning,
             "gaps_ms": _gaps(tok.gap_summary),
             "gaps": [round(g, 3) for g in tok.gaps],
+            "arrivals": arrivals_json(timeline),
         },
         "stream": {
             "end": timeline.stream_end,
@@ -242,6 +286,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         "server": server_json(timeline, metrics),
         "quic": None if timeline.quic is None else asdict(timeline.quic),
         "proxy": _proxy(timeline),
+        "headline": headline(timeline, metrics),
         "error": None
         if timeline.error is None
         else {
@@ -256,17 +301,30 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
     }
 
 
-def client_json(options: RunOptions) -> dict[str, Any]:
-    """The client shape the request copied, and what it carried once -H had its say."""
-    shape = SHAPES[options.client]
+def request_json(sent: SentRequest | None) -> dict[str, Any] | None:
+    """The ``request`` object: what went on the wire, credential values redacted."""
+    if sent is None:
+        return None
+    return {
+        "method": sent.method,
+        "path": sent.path,
+        "headers": [{"name": n, "value": v} for n, v in sent.headers],
+        "body_bytes": sent.body_bytes,
+        "key_sent": sent.key_sent,
+    }
+
+
+def client_json(options: RunOptions, sent: SentRequest | None) -> dict[str, Any]:
+    """The client shape the request copied, and what it carried once -H had its say (as
+    the tracer recorded it; a run that never got as far as a request carries none)."""
     return {
         "as": options.client,
         "default_for_provider": options.client == DEFAULT_CLIENT[options.provider],
-        "user_agent": sent_header(options, "user-agent"),
-        "accept": sent_header(options, "accept"),
-        "accept_encoding": sent_header(options, "accept-encoding"),
-        "not_offered": list(shape.not_offered),
-        "http_preference": shape.http,
+        "user_agent": None if sent is None else sent.header("user-agent"),
+        "accept": None if sent is None else sent.header("accept"),
+        "accept_encoding": None if sent is None else sent.header("accept-encoding"),
+        "not_offered": [] if sent is None else list(sent.not_offered),
+        "http_preference": "auto" if sent is None else sent.http_preference,
     }
 
 
@@ -285,15 +343,17 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
             "connect_to": _connect_to(result),
         },
     }
-    body["client"] = client_json(opts)
+    body["client"] = client_json(opts, result.timeline.request)
     body.update(timeline_json(result.timeline))
     body["proxy_note"] = opts.proxy_note
     body["warm"] = None if result.warm is None else timeline_json(result.warm.timeline)
     body["h3"] = result.h3
     body["findings"] = [f.as_dict() for f in result.findings]
     # Last, over the whole object: a key echoed anywhere (an error event, a finding's
-    # evidence) leaves the values it sits in, and the JSON stays JSON.
-    return Redactor.for_options(opts).mapping(body)
+    # evidence) leaves the values it sits in, and the JSON stays JSON. Lone surrogates
+    # (a server's "\ud800") become U+FFFD here, so every export made from this object
+    # (HAR, JUnit, Prometheus) gets valid Unicode too.
+    return cast(dict[str, Any], valid_unicode_tree(Redactor.for_options(opts).mapping(body)))
 
 
 def _connect_to(result: TraceResult) -> dict[str, Any] | None:
@@ -307,4 +367,6 @@ def _connect_to(result: TraceResult) -> dict[str, Any] | None:
 
 
 def dumps(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, indent=2, sort_keys=False, default=str)
+    """The JSON text of a report: valid Unicode whatever a server sent (no lone surrogate,
+    which jq and strict parsers refuse; each becomes U+FFFD, as undecodable bytes do)."""
+    return json.dumps(valid_unicode_tree(obj), indent=2, sort_keys=False, default=str)

@@ -23,7 +23,7 @@ from promptpath.core.slo import SLOResult
 from promptpath.core.stats import sparkline
 from promptpath.options import display_url
 from promptpath.report.json import result_json
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 SCHEMA_VERSION = "promptpath.series/1"
 
@@ -159,6 +159,23 @@ def _run_line(index: int, result: TraceResult, code: int) -> str:
 
 
 def render_series(
+    console: Console,
+    plan: SeriesPlan,
+    levels: Sequence[Level],
+    *,
+    total: SeriesSummary,
+    slo: Sequence[SLOResult] | None,
+    exit_code: int,
+) -> None:
+    """The series report; every line redacted and its control characters spelled out."""
+    from promptpath.report.redact import Redactor
+    from promptpath.report.sanitise import sanitised
+
+    with sanitised(console, Redactor.for_options(levels[0].results[0].options)):
+        _render_series(console, plan, levels, total=total, slo=slo, exit_code=exit_code)
+
+
+def _render_series(
     console: Console,
     plan: SeriesPlan,
     levels: Sequence[Level],

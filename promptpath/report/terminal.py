@@ -9,33 +9,21 @@ from rich.text import Text
 from promptpath.core.analysis import (
     Metrics,
     compute,
-    derived_bounds,
     headline,
     open_stage_at_error,
 )
+from promptpath.core.analysis import stage_spans as core_stage_spans
+from promptpath.core.cleartext import cleartext_note
 from promptpath.core.findings import Verdict
+from promptpath.core.h3 import describe_h3
+from promptpath.core.headers import redact_headers
 from promptpath.core.servertime import server_account, split_words
 from promptpath.core.stats import sparkline
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.options import display_url
-from promptpath.tracer.cleartext import cleartext_note
-from promptpath.tracer.orchestrator import TraceResult
-
-#: Waterfall rows: (label, stage key, start milestone or None for the stage's own start).
-_ROWS = (
-    ("proxy DNS", "proxy_dns"),
-    ("proxy connect", "proxy_connect"),
-    ("proxy TLS", "proxy_tls"),
-    ("CONNECT tunnel", "tunnel"),
-    ("DNS", "dns"),
-    ("TCP connect", "connect"),
-    ("TLS", "tls"),
-    ("QUIC handshake", "quic_handshake"),
-    ("request", "request"),
-    ("wait (TTFB)", "wait"),
-    ("first token", "first_token"),
-    ("streaming", "streaming"),
-)
+from promptpath.report.labels import STAGE_LABELS
+from promptpath.report.pathtable import path_table
+from promptpath.result import TraceResult
 
 STAGE_STYLE = {
     "proxy_dns": "cyan",
@@ -66,18 +54,7 @@ _VERDICT_STYLE = {
 
 def stage_spans(timeline: Timeline) -> list[tuple[str, str, float, float]]:
     """(label, key, start_ms, end_ms) for each stage that happened, on the t0 axis."""
-    derived = derived_bounds(timeline)
-    spans: list[tuple[str, str, float, float]] = []
-    for label, key in _ROWS:
-        stage = timeline.stage(key)
-        if stage is not None and stage.end_ns is not None:
-            bounds: tuple[int, int] | None = (stage.start_ns, stage.end_ns)
-        else:
-            bounds = derived.get(key)
-        if bounds is not None:
-            start, end = ((b - timeline.t0_ns) / 1e6 for b in bounds)
-            spans.append((label, key, start, end))
-    return spans
+    return [(STAGE_LABELS[key], key, start, end) for key, start, end in core_stage_spans(timeline)]
 
 
 def bar(start: float, end: float, total: float, width: int) -> Text:
@@ -333,10 +310,8 @@ def render_timeline(
 
 def render_headers(console: Console, result: TraceResult) -> None:
     """--verbose: what we sent and what came back; credentials always redacted."""
-    from promptpath.tracer.request import prepare, redact_headers
-
-    sent = prepare(result.options)
-    for name, value in redact_headers(sent.headers):
+    sent = result.timeline.request  # recorded by the tracer, credentials already redacted
+    for name, value in () if sent is None else sent.headers:
         console.print(Text(f"> {name}: {value}", style="dim"))
     for name, value in redact_headers(result.timeline.response_headers):
         console.print(Text(f"< {name}: {value}", style="dim"))
@@ -364,6 +339,16 @@ def client_hello_line(timeline: Timeline) -> str | None:
 
 
 def render(console: Console, result: TraceResult) -> None:
+    """The report of one run; every line redacted and shown with its control characters
+    spelled out (report/sanitise.py): much of it is text the server or a hop chose."""
+    from promptpath.report.redact import Redactor
+    from promptpath.report.sanitise import sanitised
+
+    with sanitised(console, Redactor.for_options(result.options)):
+        _render(console, result)
+
+
+def _render(console: Console, result: TraceResult) -> None:
     tl = result.timeline
     opts = result.options
     addr = ""
@@ -383,7 +368,13 @@ def render(console: Console, result: TraceResult) -> None:
     )
     if opts.proxy_note:
         console.print(Text(f"PROXY  {opts.proxy_note}", style="dim"))
-    note = cleartext_note(opts, tl.address[0] if tl.address else None)
+    note = cleartext_note(
+        scheme=opts.target.scheme,
+        key_sent=tl.request is not None and tl.request.key_sent,
+        address=tl.address[0] if tl.address else None,
+        target_host=opts.target.host,
+        proxy_scheme=None if opts.proxy is None else opts.proxy.scheme,
+    )
     if note:
         console.print(Text(f"KEY    {note}", style="yellow"))
     if opts.verbose:
@@ -433,8 +424,6 @@ def render(console: Console, result: TraceResult) -> None:
                 f" (Δ {cold_ttft - warm_ttft:.1f} ms)"
             )
     if result.h3 is not None:
-        from promptpath.tracer.h3discovery import describe_h3
-
         console.print(Text("h3     " + describe_h3(result.h3)))
     for f in result.findings:
         style = _VERDICT_STYLE.get(f.verdict, "white")
@@ -445,6 +434,9 @@ def render(console: Console, result: TraceResult) -> None:
         )
         for advice in f.advice:
             console.print(Text("    → " + advice))
+        hops = path_table(f)
+        if hops is not None:
+            print_trimmed(console, hops)
     verdict = headline(tl, metrics)
     style = "red" if tl.error else "green"
     console.print(Text(verdict, style=style))

@@ -2,42 +2,28 @@
 
 Decided once the addresses are known (after the dns stage, before the transport dials), so
 a name that resolves to loopback counts as loopback and nothing has been sent either way.
+The decision itself is pure and lives in ``core/cleartext.py``.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Sequence
 
+from promptpath.core import cleartext
 from promptpath.core.errors import UsageError
 from promptpath.options import RunOptions
 from promptpath.tracer.request import key_sent
 
 
-def is_loopback(host: str) -> bool:
-    """An address in 127.0.0.0/8 or ::1, or a name RFC 6761 keeps on loopback."""
-    name = host.strip("[]").lower().rstrip(".")
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
 def _exposed(options: RunOptions, addresses: Sequence[str]) -> list[str]:
-    """Where the key would travel in clear beyond this machine (empty: nowhere)."""
-    if options.target.scheme != "http" or not key_sent(options):
-        return []
     proxy = options.proxy
-    if proxy is None:
-        return [ip for ip in addresses if not is_loopback(ip)]
-    # Through a proxy the key goes to the proxy (in clear unless it is https://), and the
-    # proxy forwards it in clear to the origin, whose address only the proxy learns.
-    exposed = [] if proxy.scheme == "https" else [ip for ip in addresses if not is_loopback(ip)]
-    if not is_loopback(options.target.host):
-        exposed.append(f"{options.target.host} (through the proxy)")
-    return exposed
+    return cleartext.exposed(
+        scheme=options.target.scheme,
+        key_sent=key_sent(options),
+        addresses=addresses,
+        target_host=options.target.host,
+        proxy_scheme=None if proxy is None else proxy.scheme,
+    )
 
 
 def check_cleartext(options: RunOptions, addresses: Sequence[str]) -> None:
@@ -52,10 +38,4 @@ def check_cleartext(options: RunOptions, addresses: Sequence[str]) -> None:
         )
 
 
-def cleartext_note(options: RunOptions, address: str | None) -> str | None:
-    """The note the report carries when a key did go over plain http://."""
-    if options.target.scheme != "http" or not key_sent(options) or address is None:
-        return None
-    if not _exposed(options, [address]):
-        return f"the API key went over plain http:// to loopback {address} (never off it)"
-    return f"the API key went over plain http:// to {address} in clear (--allow-cleartext)"
+__all__ = ["check_cleartext"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from promptpath.core.h3 import SKIPPED_BY_RESOLVE, describe_h3
 from promptpath.net.altsvc import AltService, AltSvc, HTTPSRecord, https_record, parse_alt_svc
 from promptpath.net.dns import is_ip_literal
 
@@ -18,9 +19,6 @@ if TYPE_CHECKING:
 
 #: Longest we wait for the HTTPS record.
 HTTPS_RR_TIMEOUT_S = 3.0
-
-#: ``https_rr.error`` when --resolve pins the origin: its name is not sent to DNS at all.
-SKIPPED_BY_RESOLVE = "skipped: --resolve pins the address"
 
 
 def _is_local(host: str) -> bool:
@@ -160,26 +158,12 @@ async def discover_h3(
     )
 
 
-def describe_h3(h3: dict[str, Any] | None) -> str:
-    """One line for the terminal report."""
-    if h3 is None:
-        return "HTTP/3: not applicable (cleartext target)"
-    by = h3.get("advertised_by")
-    problems = (h3.get("alt_svc") or {}).get("problems") or []
-    tail = f" ({len(problems)} malformed Alt-Svc part(s) ignored)" if problems else ""
-    if by == "alt-svc":
-        return (
-            f"HTTP/3 advertised by Alt-Svc at {h3['authority']} (ma {h3['max_age']} s"
-            f"{', persist' if h3.get('persist') else ''}){tail}"
-        )
-    if by == "https-rr":
-        return f"HTTP/3 advertised by the DNS HTTPS record at {h3['authority']}{tail}"
-    rr = h3.get("https_rr") or {}
-    error = rr.get("error")
-    if error == SKIPPED_BY_RESOLVE:
-        why = "; HTTPS record not looked up (--resolve pins the address)"
-    elif error:
-        why = f"; HTTPS record lookup failed: {error}"
-    else:
-        why = ""
-    return f"HTTP/3 not advertised (no h3 in Alt-Svc or an HTTPS record){why}{tail}"
+__all__ = [
+    "HTTPS_RR_TIMEOUT_S",
+    "SKIPPED_BY_RESOLVE",
+    "build_h3",
+    "describe_h3",
+    "discover_h3",
+    "h3_from_alt_svc",
+    "h3_from_records",
+]

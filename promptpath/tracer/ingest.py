@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from promptpath.core.errors import HTTPStatusError, StreamError, http_status_kind
-from promptpath.core.timeline import BodyChunk, NotKept, StreamEvent, Timeline
+from promptpath.core.media import STREAM_TYPES, media_type
+from promptpath.core.timeline import BodyChunk, NotKept, StreamEvent, Timeline, count_content
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.streams.dialects import Provider
 from promptpath.streams.sniff import provider_hint
@@ -39,14 +41,6 @@ MAX_NOTABLE_EXTRA = 64
 #: Characters of event text kept over the whole stream (no report shows the text).
 MAX_KEPT_TEXT = 1 << 20
 
-STREAM_TYPES = {
-    "text/event-stream": "sse",
-    "application/x-ndjson": "ndjson",
-    "application/ndjson": "ndjson",
-    "application/jsonl": "ndjson",
-    "application/json-lines": "ndjson",
-}
-
 STATUS_HINTS = {
     401: "check the API key ({env})",
     403: "the key is not allowed to use this model or endpoint",
@@ -56,35 +50,51 @@ STATUS_HINTS = {
 }
 
 
-def snippet(text: str, limit: int = 120) -> str:
-    flat = " ".join(text.split())
+#: Takes the run's credentials out of a text (core/redaction.py's Redactor.text).
+Redact = Callable[[str], str]
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+def snippet(text: str, limit: int = 120, redact: Redact = _as_is) -> str:
+    """``text`` on one line, at most ``limit`` characters; redacted first, so a key the
+    cut would shorten is taken out whole, not left as a prefix no search recognises."""
+    flat = " ".join(redact(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def error_message(body: bytes) -> str:
+def error_message(body: bytes, redact: Redact = _as_is) -> str:
     """The human part of an API error body: error.message, message, or a cleaned snippet."""
     text = body.decode("utf-8", "replace").strip()
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError):  # a hostile body nests 64 KiB deep: still text
-        return snippet(text)
+        return snippet(text, redact=redact)
     if isinstance(obj, dict):
         err = obj.get("error", obj)
         if isinstance(err, dict):
             msg = err.get("message") or err.get("type")
             if msg:
-                return snippet(str(msg))
+                return snippet(str(msg), redact=redact)
         elif isinstance(err, str):
-            return snippet(err)
+            return snippet(err, redact=redact)
         if "message" in obj:
-            return snippet(str(obj["message"]))
-    return snippet(text)
+            return snippet(str(obj["message"]), redact=redact)
+    return snippet(text, redact=redact)
 
 
 def status_error(
-    timeline: Timeline, body: bytes, *, key_env: str | None, key_sent: bool = True
+    timeline: Timeline,
+    body: bytes,
+    *,
+    key_env: str | None,
+    key_sent: bool = True,
+    redact: Redact = _as_is,
 ) -> HTTPStatusError:
-    """A one-line error for a 3xx/4xx/5xx answer, with Retry-After and what to check."""
+    """A one-line error for a 3xx/4xx/5xx answer, with Retry-After and what to check;
+    ``redact`` cleans the body's text before it is cut to a snippet."""
     status = timeline.status or 0
     retry_after = timeline.header("retry-after")
     hint = STATUS_HINTS.get(status, "")
@@ -93,7 +103,7 @@ def status_error(
         hint = f"no API key was sent: {where}, or pass -H 'Authorization: Bearer …'"
     elif status == 401:
         hint = hint.format(env=key_env or "the Authorization header")
-    message = error_message(body)
+    message = error_message(body, redact)
     # A body that only repeats the status line ("HTTP 529", the OpenAI dialect's default
     # for codes it has no text for) would print it twice.
     if message.strip().upper() in (f"HTTP {status}", str(status)):
@@ -121,7 +131,7 @@ def status_error(
 
 
 def content_type(timeline: Timeline) -> str:
-    return (timeline.header("content-type") or "").split(";")[0].strip().lower()
+    return media_type(timeline.header("content-type"))
 
 
 def is_event_stream(timeline: Timeline) -> bool:
@@ -129,23 +139,23 @@ def is_event_stream(timeline: Timeline) -> bool:
 
 
 def not_a_stream_error(
-    timeline: Timeline, body: bytes, provider: Provider | None = None
+    timeline: Timeline, body: bytes, provider: Provider | None = None, redact: Redact = _as_is
 ) -> StreamError:
     ctype = content_type(timeline)
     what = ctype or "no content-type"
     hint = provider_hint(body, provider) if provider is not None else ""
     return StreamError(
         f"expected an event stream, got {what}:"
-        f" {snippet(body.decode('utf-8', 'replace'), 80)!r}{hint}",
+        f" {snippet(body.decode('utf-8', 'replace'), 80, redact)!r}{hint}",
         stage="response",
         kind="not_event_stream",
         content_type=ctype,
     )
 
 
-def count_content(timeline: Timeline) -> int:
+def content_seen(timeline: Timeline) -> int:
     """Content events the stream carried: those kept, and those counted past the cap."""
-    return sum(1 for e in timeline.events if e.kind == "content") + timeline.not_kept.content
+    return count_content(timeline.events) + timeline.not_kept.content
 
 
 def with_hint(err: StreamError, hint: str) -> StreamError:
@@ -165,7 +175,10 @@ def note(timeline: Timeline, new: list[StreamEvent]) -> None:
             timeline.milestones["last_token"] = ev.t_ns
         elif ev.kind == "end":
             timeline.mark("end", ev.t_ns)
-            timeline.stream_end = "marker"
+            # A terminal marker after an in-band error does not undo it: openai-python's
+            # Stream raises APIError on the error chunk, before any [DONE] behind it.
+            if timeline.stream_end != "error":
+                timeline.stream_end = "marker"
         elif ev.kind == "error" and timeline.stream_end is None:
             timeline.mark("end", ev.t_ns)
             timeline.stream_end = "error"
@@ -174,8 +187,11 @@ def note(timeline: Timeline, new: list[StreamEvent]) -> None:
 class BodyIngest:
     """Feeds stamped body bytes to the decoder and the Timeline; judges the ending."""
 
-    def __init__(self, timeline: Timeline, provider: Provider) -> None:
+    def __init__(self, timeline: Timeline, provider: Provider, redact: Redact = _as_is) -> None:
         self.timeline = timeline
+        # A transport's reason may quote what the peer sent (a bad chunk line, a header):
+        # redacted before it is cut to a snippet.
+        self.redact = redact
         self.decoder = StreamDecoder(provider)
         self.provider = provider
         # The first bytes, kept to name the dialect they parse as when this one fails.
@@ -309,7 +325,7 @@ class BodyIngest:
     def _truncated_hint(self) -> str:
         # Only a stream with no token at all may be in the wrong dialect: tokens mean
         # this one parsed it.
-        return "" if count_content(self.timeline) else self.hint()
+        return "" if content_seen(self.timeline) else self.hint()
 
     @property
     def terminal(self) -> bool:
@@ -320,7 +336,7 @@ class BodyIngest:
         """The transport failed mid-body. After the terminal marker that is a note about
         the connection, not a broken stream; before it, the stream was truncated."""
         if self.terminal:
-            self.timeline.close_after_end = snippet(reason, 120) or "abrupt"
+            self.timeline.close_after_end = snippet(reason, 120, self.redact) or "abrupt"
             self.finish(closed_ns)
             return None
         return self.broken(reason, closed_ns)
@@ -332,8 +348,8 @@ class BodyIngest:
         tl.stream_end = "truncated"
         return with_hint(
             StreamError(
-                f"stream truncated after {count_content(tl)} tokens: the connection"
-                f" ended without the terminal marker ({snippet(reason, 80)})",
+                f"stream truncated after {content_seen(tl)} tokens: the connection"
+                f" ended without the terminal marker ({snippet(reason, 80, self.redact)})",
                 stage="stream",
                 kind="truncated",
             ),
@@ -352,7 +368,7 @@ class BodyIngest:
         if tl.stream_end == "error":
             err_event = next(e for e in tl.events if e.kind == "error")
             raise StreamError(
-                f"the server sent an error event after {count_content(tl)} tokens:"
+                f"the server sent an error event after {content_seen(tl)} tokens:"
                 f" {err_event.error}",
                 stage="stream",
                 kind="error_event",
@@ -362,7 +378,7 @@ class BodyIngest:
             tl.stream_end = "truncated"
             raise with_hint(
                 StreamError(
-                    f"stream truncated after {count_content(tl)} tokens: the body ended"
+                    f"stream truncated after {content_seen(tl)} tokens: the body ended"
                     " without the terminal marker",
                     stage="stream",
                     kind="truncated",

@@ -27,10 +27,10 @@ carried its bytes (whole reads: on a shared connection one read carries many str
 
 from __future__ import annotations
 
-import gc
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import anyio
 
@@ -40,19 +40,23 @@ from promptpath.net.transport import (
     Body,
     BodyPiece,
     Connection,
+    Recorder,
     ResponseHead,
     Transport,
     WireRequest,
 )
 from promptpath.options import RunOptions
-from promptpath.tracer.orchestrator import (
-    Tracer,
-    TraceResult,
+from promptpath.result import TraceResult
+from promptpath.tracer.orchestrator import Tracer
+from promptpath.tracer.session import (
+    Session,
+    TransportFactory,
+    gc_held,
     new_timeline,
-    record_error,
-    timeout_error,
-    transport_for,
+    refusal,
+    refused_result,
 )
+from promptpath.tracer.strategy import Connector, Lease
 
 #: Streams one HTTP/2 or HTTP/3 connection carries at once: httpcore advertises 100 as its
 #: SETTINGS_MAX_CONCURRENT_STREAMS (and blocks a 101st inside the request); hypercorn's
@@ -67,74 +71,50 @@ async def run_concurrent(
     concurrency: int,
     connections: int,
     on_run: Callable[[int, TraceResult], None],
+    on_start: Callable[[int, TraceResult], None] | None = None,
+    transport_factory: TransportFactory | None = None,
 ) -> list[TraceResult]:
     """Trace ``count`` prompts, ``concurrency`` in flight at once; results in start order.
 
     ``connections``: for HTTP/2 and HTTP/3 how many connections carry the streams (round
     robin); for HTTP/1.1 the most connections open at once. 0 or less: the protocol's
     default (1 for HTTP/2 and HTTP/3, ``concurrency`` for HTTP/1.1). ``on_run(index,
-    result)`` is called as each stream finishes."""
+    result)`` is called as each stream finishes, ``on_start(index, result)`` as each begins
+    (so a caller cancelled mid-run still holds the streams in flight)."""
     if count < 1 or concurrency < 1:
         raise UsageError("load mode needs count ≥ 1 and concurrency ≥ 1", kind="bad_option")
-    if options.http == "3" and (options.target.scheme != "https" or options.proxy is not None):
-        # trace() says why HTTP/3 cannot go there, in each run's result.
-        from promptpath.tracer.orchestrator import trace
-
-        refused = []
-        for index in range(count):
-            result = await trace(options)
+    refused = refusal(options)
+    if refused is not None:  # each run's result says why, as trace() would
+        refused_runs = [refused_result(options, refused) for _ in range(count)]
+        for index, result in enumerate(refused_runs):
             on_run(index, result)
-            refused.append(result)
-        return refused
-    if options.target.scheme == "https":
-        import cryptography.x509  # noqa: F401  as trace(): not inside the first handshake
-    if options.resolver is not None:
-        from promptpath.net.dnsquery import load_dnspython
-
-        load_dnspython()
-    transport = transport_for(options)
-    pool = _Pool(options, transport, concurrency=concurrency, connections=connections)
-    results: list[TraceResult | None] = [None] * count
+        return refused_runs
+    session = Session(options, transport_factory=transport_factory)
+    pool = _Pool(options, session.transport, concurrency=concurrency, connections=connections)
+    tracer = Tracer(options, session.transport, strategy=pool)
+    # By index as they start: nothing here grows with ``count`` before a stream begins.
+    results: dict[int, TraceResult] = {}
     next_index = iter(range(count))
 
     async def worker() -> None:
         for index in next_index:  # shared: each index is taken by exactly one worker
-            result = TraceResult(options=options, timeline=new_timeline())
-            results[index] = result
-            await pool.run(index, result.timeline)
+            result = results[index] = session.new_result(tracer.sent)
+            if on_start is not None:
+                on_start(index, result)
+            await tracer.request(result.timeline, index=index)
             on_run(index, result)
 
     # As trace() does: a full collection inside a stream stalls every read in flight.
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        async with anyio.create_task_group() as tg:
-            for _ in range(min(concurrency, count)):
-                tg.start_soon(worker)
-    finally:
-        await pool.aclose()
-        if was_enabled:
-            gc.enable()
-    done = [r for r in results if r is not None]
-    _finish_tls(done, options)
+    with gc_held():
+        try:
+            async with anyio.create_task_group() as tg:
+                for _ in range(min(concurrency, count)):
+                    tg.start_soon(worker)
+        finally:
+            await tracer.aclose()
+    done = [results[i] for i in sorted(results)]
+    session.finish(done)
     return done
-
-
-def _finish_tls(results: list[TraceResult], options: RunOptions) -> None:
-    """As trace() does after its run (parsing certificates costs ms), once per connection:
-    the streams that reused one share its TLSInfo."""
-    from promptpath.net.tlsinfo import finish_tls, pem_cert_info
-
-    seen: set[int] = set()
-    for result in results:
-        tls = result.timeline.tls
-        if tls is None or id(tls) in seen:
-            continue
-        seen.add(id(tls))
-        finish_tls(tls)
-        if tls.client_cert_sent and options.cert is not None:
-            tls.client_cert = pem_cert_info(options.cert)
 
 
 class _Pool:
@@ -155,35 +135,52 @@ class _Pool:
         # HTTP/1.1: streams waiting for a lane, first come first served (a freed lane is
         # handed to the longest waiter, never to a stream that has just started).
         self._waiters: deque[tuple[anyio.Event, list[_Lane]]] = deque()
+        self._started = 0  # streams placed without an index
 
-    async def run(self, index: int, timeline: Timeline) -> None:
-        """Run one stream into ``timeline``; waits for a connection count against --timeout."""
-        deadline_ns = timeline.t0_ns + round(self.options.timeout * 1e9)
-        left = max(0.0, (deadline_ns - time.perf_counter_ns()) / 1e9)
-        lane: _Lane | None = None
+    @property
+    def connection(self) -> Connection | None:
+        return None  # many: no single connection to go on with
+
+    @property
+    def recorder(self) -> Recorder | None:
+        return None
+
+    async def acquire(
+        self, connector: Connector, timeline: Timeline, deadline: float, index: int | None
+    ) -> Lease:
+        """A lane for the stream on ``timeline``, and a connection on it; waits show as
+        ``queue`` and count against the stream's --timeout (the tracer's)."""
+        if index is None:  # round robin by start order all the same
+            index, self._started = self._started, self._started + 1
         probe = False
-        with anyio.move_on_after(left):
-            while self.multiplexed is None and self._probing:
-                _queue(timeline)
-                await self._decided.wait()
-            if self.multiplexed is None:  # this stream's connection decides the protocol
-                self._probing = probe = True
-                lane = self._lane()
-            elif self.multiplexed:
-                lane = self._lane(index % self._multiplexed_lanes)
-            else:
-                lane = await self._exclusive(timeline)
-        if lane is None:
-            record_error(timeline, timeout_error(self.options, "queue"), at_ns=deadline_ns)
-            return
+        while self.multiplexed is None and self._probing:
+            _queue(timeline)
+            await self._decided.wait()
+        if self.multiplexed is None:  # this stream's connection decides the protocol
+            self._probing = probe = True
+            lane = self._lane()
+        elif self.multiplexed:
+            lane = self._lane(index % self._multiplexed_lanes)
+        else:
+            lane = await self._exclusive(timeline)
         try:
-            await lane.request(timeline)
-        finally:
-            if probe:
-                self._probing = False
-                self._wake_waiters()
-            if self.multiplexed is False:
-                self._release(lane)
+            conn, slots, conn_timeline = await lane.acquire(connector, timeline, deadline)
+        except BaseException:
+            self._done(lane, probe)
+            raise
+        return _PoolLease(
+            connection=_Shared(conn, conn_timeline, timeline),
+            slots=slots,
+            conn_timeline=conn_timeline,
+            done=lambda: self._done(lane, probe),
+        )
+
+    def _done(self, lane: _Lane, probe: bool) -> None:
+        if probe:
+            self._probing = False
+            self._wake_waiters()
+        if self.multiplexed is False:
+            self._release(lane)
 
     @property
     def _multiplexed_lanes(self) -> int:
@@ -226,7 +223,7 @@ class _Pool:
     def _lane(self, index: int | None = None) -> _Lane:
         """Lane ``index`` (made when first used), or a new one."""
         while index is None or index >= len(self.lanes):
-            self.lanes.append(_Lane(self.options, self.transport, on_open=self._opened))
+            self.lanes.append(_Lane(self.transport, on_open=self._opened))
             if index is None:
                 return self.lanes[-1]
         return self.lanes[index]
@@ -269,39 +266,43 @@ def _end_queue(timeline: Timeline) -> None:
         stage.end_ns = time.perf_counter_ns()
 
 
-class _Lane(Tracer):
-    """One connection slot: the orchestrator's Tracer, with streams sharing its connection.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _PoolLease:
+    """A stream's place on a lane: its slot on the connection, given back at its end."""
+
+    connection: Connection
+    slots: anyio.Semaphore
+    conn_timeline: Timeline
+    done: Callable[[], None]
+
+    def release(self, timeline: Timeline) -> None:
+        self.slots.release()
+        close = self.conn_timeline.close
+        if timeline.close is None and close is not None and close.t_ns >= timeline.t0_ns:
+            timeline.close = close
+        self.done()
+
+
+class _Lane:
+    """One connection slot, with streams sharing its connection.
 
     Whoever finds no usable connection opens one (its timeline gets the dns/connect/tls
     stages); streams arriving meanwhile wait in ``queue``. Once open, the connection's
     stamps go to a timeline of its own, and each stream takes from it the reads that
     carried its bytes."""
 
-    def __init__(
-        self, options: RunOptions, transport: Transport, *, on_open: Callable[[bool], None]
-    ) -> None:
-        super().__init__(options, transport)
+    def __init__(self, transport: Transport, *, on_open: Callable[[bool], None]) -> None:
+        self.transport = transport
         self._on_open = on_open
+        self.connection: Connection | None = None
+        self._first: Timeline | None = None
         self._opening: anyio.Event | None = None
         self._conn_timeline: Timeline | None = None
         self._slots = anyio.Semaphore(1)
         self._retired: list[Connection] = []  # replaced connections, closed at the end
 
-    def _bind(self, timeline: Timeline) -> None:
-        """Nothing to switch: each connection has its own recorder (see ``_open``)."""
-
-    async def _exchange(self, timeline: Timeline, deadline: float) -> None:
-        conn, slots, conn_timeline = await self._acquire(timeline, deadline)
-        try:
-            await self._send(_Shared(conn, conn_timeline, timeline), timeline)
-        finally:
-            slots.release()
-            close = conn_timeline.close
-            if timeline.close is None and close is not None and close.t_ns >= timeline.t0_ns:
-                timeline.close = close
-
-    async def _acquire(
-        self, timeline: Timeline, deadline: float
+    async def acquire(
+        self, connector: Connector, timeline: Timeline, deadline: float
     ) -> tuple[Connection, anyio.Semaphore, Timeline]:
         while True:
             conn, slots, conn_timeline = self.connection, self._slots, self._conn_timeline
@@ -324,19 +325,21 @@ class _Lane(Tracer):
                 await self._opening.wait()
                 continue
             _end_queue(timeline)
-            return await self._open(timeline, deadline)
+            return await self._open(connector, timeline, deadline)
 
     async def _open(
-        self, timeline: Timeline, deadline: float
+        self, connector: Connector, timeline: Timeline, deadline: float
     ) -> tuple[Connection, anyio.Semaphore, Timeline]:
         opening = self._opening = anyio.Event()
         try:
             if self.connection is not None:
                 self._retired.append(self.connection)  # streams may still be on it
                 self.connection = None
-            self.recorder = recorder = self.transport.recorder(timeline)
-            conn = await self.connect(timeline, deadline)
-            multiplexed = _multiplexes(conn)
+            # Each connection has its own recorder: its stamps go to the opening stream's
+            # timeline while it connects, then to the connection's own.
+            recorder = self.transport.recorder(timeline)
+            conn = await connector.connect(timeline, deadline, recorder)
+            multiplexed = conn.multiplexed
             conn_timeline = new_timeline()
             recorder.switch(conn_timeline)
             slots = anyio.Semaphore(STREAMS_PER_CONNECTION if multiplexed else 1)
@@ -353,14 +356,10 @@ class _Lane(Tracer):
         with anyio.CancelScope(shield=True):
             for conn in self._retired:
                 await conn.aclose()
-        self._retired.clear()
-        await super().aclose()
-
-
-def _multiplexes(conn: Connection) -> bool:
-    from promptpath.net.http import TCPConnection
-
-    return not isinstance(conn, TCPConnection) or conn.http2
+            self._retired.clear()
+            if self.connection is not None:
+                await self.connection.aclose()
+                self.connection = None
 
 
 class _Shared:
@@ -375,6 +374,13 @@ class _Shared:
     @property
     def reusable(self) -> bool:
         return self._conn.reusable
+
+    @property
+    def multiplexed(self) -> bool:
+        return self._conn.multiplexed
+
+    async def abort(self) -> None:
+        await self._conn.abort()
 
     async def request(
         self, request: WireRequest, timeline: Timeline | None = None

@@ -3,100 +3,55 @@
     resolve (dns stage) → Transport.connect (connect+tls, or quic_handshake)
     → Connection.request → status and stream checks → BodyIngest, piece by piece
 
-Stages, the warm request, the deadline, error mapping and body ingest live here once;
-a transport (net/http.py, net/quic.py) only stamps and pumps. The read loop stays tight:
+Stages, the deadline and the request live here once; which connection a request goes
+on is a strategy's (tracer/strategy.py), the set-up and finish every entry point shares
+is tracer/session.py, the body is tracer/body.py and the error mapping tracer/failure.py.
+A transport (net/http.py, net/quic.py) only stamps and pumps. The read loop stays tight:
 nothing here renders.
 """
 
 from __future__ import annotations
 
-import gc
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from dataclasses import replace
 
 import anyio
-import anyio.lowlevel
 
-from promptpath.core.errors import (
-    ConnectError,
-    ErrorStage,
-    PromptpathError,
-    StreamError,
-    TraceTimeout,
-    UsageError,
-)
-from promptpath.core.findings import Finding
-from promptpath.core.timeline import DNSAnswer, ErrorInfo, Family, ProxyInfo, Timeline
+from promptpath.core.errors import PromptpathError, UsageError
+from promptpath.core.timeline import DNSAnswer, Family, ProxyInfo, Timeline
 from promptpath.net import dns
-from promptpath.net.tlsinfo import client_cert_refused, finish_tls, pem_cert_info
 from promptpath.net.transport import (
-    Body,
-    BodyPiece,
     Connection,
     ConnectSpec,
     ProxyHop,
     Recorder,
-    ResponseHead,
     Transport,
     TransportError,
     WireRequest,
 )
 from promptpath.options import MAX_TIMEOUT_S, RunOptions
+from promptpath.result import TraceResult
+from promptpath.tracer.body import AFTER_END_GRACE_S, consume
 from promptpath.tracer.cleartext import check_cleartext
-from promptpath.tracer.ingest import (
-    SNIFF_LIMIT,
-    BodyIngest,
-    is_event_stream,
-    not_a_stream_error,
-    status_error,
+from promptpath.tracer.failure import (
+    phase_of,
+    record_error,
+    timeout_error,
+    transport_error,
 )
-from promptpath.tracer.request import key_sent, prepare
-
-#: How long to keep reading after the terminal marker or an error event.
-AFTER_END_GRACE_S = 1.0
-#: Longest wait for the body of an error answer (it only explains the status).
-SNIFF_WAIT_S = 5.0
-#: Stages open before the request (the open one is where a failure happened): a load-mode
-#: stream's wait for a connection, and those a transport opens while connecting.
-_CONNECT_STAGES = (
-    "queue",
-    "proxy_dns",
-    "proxy_connect",
-    "proxy_tls",
-    "tunnel",
-    "dns",
-    "connect",
-    "tls",
-    "quic_handshake",
+from promptpath.tracer.request import prepare, sent_request
+from promptpath.tracer.session import (
+    Session,
+    TransportFactory,
+    gc_held,
+    new_timeline,
+    refusal,
+    refused_result,
+    transport_for,
 )
-
-
-@dataclass(kw_only=True)
-class TraceResult:
-    """A traced request: its timeline, the error that ended it (if any), and findings."""
-
-    options: RunOptions
-    timeline: Timeline
-    warm: TraceResult | None = None
-    findings: list[Finding] = field(default_factory=list)
-    h3: dict[str, Any] | None = None  # HTTP/3 discovery (Alt-Svc, HTTPS RR), TCP runs only
-
-    @property
-    def exc(self) -> PromptpathError | None:
-        """The error that ended the trace: kept in one place, ``timeline.error``."""
-        error = self.timeline.error
-        return None if error is None else error.exc
-
-    @property
-    def ok(self) -> bool:
-        return self.exc is None and (self.warm is None or self.warm.ok)
-
-
-def new_timeline() -> Timeline:
-    return Timeline(t0_ns=time.perf_counter_ns(), t0_unix_ns=time.time_ns())
+from promptpath.tracer.strategy import ConnectionStrategy, OneConnection
 
 
 def ssl_context_for(options: RunOptions) -> ssl.SSLContext:
@@ -125,46 +80,30 @@ def alpn_for(options: RunOptions) -> tuple[str, ...]:
     return ("http/1.1", "h2")
 
 
-def transport_for(options: RunOptions) -> Transport:
-    """The transport for ``--http`` (built before t0: it loads what it needs)."""
-    if options.http == "3":
-        from promptpath.net.quic import QuicTransport  # aioquic: only when asked for
-
-        verify = not options.insecure
-        client_cert = None if options.cert is None else (options.cert, options.key)
-        return QuicTransport(
-            options.target.host,
-            cacert=options.cacert,
-            verify=verify,
-            client_cert=client_cert,
-            keylog=options.keylog_file,
-        )
-    from promptpath.net.http import TCPTransport
-
-    if options.http in ("2", "auto"):
-        import h2.connection  # noqa: F401  httpcore imports it on the first HTTP/2 connection
-    return TCPTransport(h2c=options.http == "2" and options.target.scheme == "http")
-
-
 class Tracer:
-    """Traced requests over one connection: the first opens it, a warm one reuses it.
+    """Traced requests, each into its own Timeline, over the connections ``strategy``
+    gives (default: one connection, reused while the peer keeps it open, as --warm does).
 
-    Each request gets its own Timeline; the recorder is switched to it, so every stamp a
-    transport takes lands on the request it belongs to.
-    """
+    Built before t0: it prepares the request and loads the CA store."""
 
     def __init__(
-        self, options: RunOptions, transport: Transport, *, stop_after_tokens: int | None = None
+        self,
+        options: RunOptions,
+        transport: Transport,
+        *,
+        stop_after_tokens: int | None = None,
+        strategy: ConnectionStrategy | None = None,
     ) -> None:
         self.options = options
-        self.transport = transport
+        self._transport = transport
+        self.strategy: ConnectionStrategy = strategy or OneConnection(reuse=True)
         # Stop reading after this many content tokens and leave the body unread (the
         # ghost-stream probe's client walking away); ``stopped_ns`` says when it did.
         self.stop_after_tokens = stop_after_tokens
         self.stopped_ns: int | None = None
-        self.recorder: Recorder | None = None
-        self.connection: Connection | None = None
-        self._first: Timeline | None = None
+        # What these options send, recorded on each timeline from its start, so a run that
+        # fails before its request still says what it would have sent.
+        self.sent = sent_request(options, prepare(options))
         self._ssl = ssl_context_for(options) if options.target.scheme == "https" else None
         https_proxy = options.proxy is not None and options.proxy.scheme == "https"
         # The proxy's own certificate: --proxy-cacert, else the origin's trust (--cacert, or
@@ -175,12 +114,28 @@ class Tracer:
                 cafile=options.proxy_cacert or options.cacert
             )
 
-    async def request(self, timeline: Timeline) -> PromptpathError | None:
+    @property
+    def transport(self) -> Transport:
+        return self._transport
+
+    @property
+    def connection(self) -> Connection | None:
+        """The connection the last request used (the strategy's), for a caller going on."""
+        return self.strategy.connection
+
+    @property
+    def recorder(self) -> Recorder | None:
+        return self.strategy.recorder
+
+    async def request(
+        self, timeline: Timeline, *, index: int | None = None
+    ) -> PromptpathError | None:
         """Run one request into ``timeline``; the error that ended it, if any.
 
         --timeout counts from the timeline's t0: a load-mode stream that waited for a
-        connection has spent that much of it already."""
-        self._bind(timeline)
+        connection has spent that much of it already. ``index``: the stream's number,
+        for a strategy that places streams by it."""
+        timeline.request = self.sent
         options = self.options
         # The deadline on the timeline's clock too: the stage it cuts ends exactly there,
         # not at whenever the event loop got round to the cancellation.
@@ -188,9 +143,18 @@ class Tracer:
         # overflow the nanoseconds.
         deadline_ns = timeline.t0_ns + round(min(options.timeout, MAX_TIMEOUT_S) * 1e9)
         left = max(0.0, (deadline_ns - time.perf_counter_ns()) / 1e9)
+        deadline = time.monotonic() + left
         try:
             with anyio.fail_after(left):
-                await self._exchange(timeline, time.monotonic() + left)
+                lease = await self.strategy.acquire(self, timeline, deadline, index)
+                try:
+                    if time.monotonic() >= deadline:
+                        # The time ran out on the way (or before: a tiny --timeout, a long
+                        # queue for a reused connection): nothing is sent after it.
+                        raise TimeoutError
+                    await self._send(lease.connection, timeline)
+                finally:
+                    lease.release(timeline)
         except TimeoutError:
             exc: PromptpathError = timeout_error(options, phase_of(timeline, options))
             return record_error(timeline, exc, at_ns=deadline_ns)
@@ -202,25 +166,17 @@ class Tracer:
             return None
         return record_error(timeline, exc)
 
-    def _bind(self, timeline: Timeline) -> None:
-        """Send the transport's stamps to ``timeline`` (one request at a time)."""
-        if self.recorder is None:
-            self.recorder = self.transport.recorder(timeline)
-        else:
-            self.recorder.switch(timeline)
-
     async def aclose(self) -> None:
-        if self.connection is not None:
-            with anyio.CancelScope(shield=True):
-                await self.connection.aclose()
-            self.connection = None
+        await self.strategy.aclose()
 
-    async def connect(self, timeline: Timeline, deadline: float) -> Connection:
+    async def connect(self, timeline: Timeline, deadline: float, recorder: Recorder) -> Connection:
         """The dns stage, then the transport's own (connect+tls, or quic_handshake).
 
         Through a forward proxy the name resolved is the proxy's (``proxy_dns``): the
         origin's name is the proxy's business."""
         options = self.options
+        if time.monotonic() >= deadline:
+            raise TimeoutError  # spent before the first step: nothing is dialled after it
         host, port = options.target.host, options.target.port
         proxy = options.proxy
         # --connect-to: resolve and dial HOST2:PORT2 (--resolve may pin it, as in curl);
@@ -260,10 +216,9 @@ class Tracer:
             deadline=deadline,
             proxy=hop,
         )
-        assert self.recorder is not None, "request() made the recorder"
         if time.monotonic() >= deadline:
             raise TimeoutError  # the lookup used the time up: do not dial after the deadline
-        return await self.transport.connect(spec, self.recorder)
+        return await self.transport.connect(spec, recorder)
 
     async def _resolve(
         self, timeline: Timeline, host: str, port: int, *, proxy: bool = False
@@ -280,27 +235,12 @@ class Tracer:
             proxy=proxy,
         )
 
-    async def _exchange(self, timeline: Timeline, deadline: float) -> None:
-        conn = self.connection
-        if conn is not None and conn.reusable and self._first is not None:
-            timeline.reused_connection = True
-            first = self._first
-            timeline.address, timeline.family, timeline.tls = first.address, first.family, first.tls
-        else:
-            if time.monotonic() >= deadline:
-                # Spent before the first step (a tiny --timeout, a long queue for a
-                # connection): nothing is dialled after the deadline.
-                raise TimeoutError
-            await self.aclose()  # a connection the peer closed is not reused
-            conn = self.connection = await self.connect(timeline, deadline)
-            self._first = timeline
-        if time.monotonic() >= deadline:
-            raise TimeoutError  # the time ran out on the way: nothing is sent after it
-        await self._send(conn, timeline)
-
     async def _send(self, conn: Connection, timeline: Timeline) -> None:
         """The request on ``conn`` and its whole response, into ``timeline``."""
+        # Prepared again per request, as sent: the same as ``self.sent`` for these options
+        # (a test may vary it; the record follows what went).
         prepared = prepare(self.options)
+        timeline.request = sent_request(self.options, prepared)
         head, body = await conn.request(
             WireRequest(
                 method=prepared.method,
@@ -324,269 +264,36 @@ class Tracer:
 
 
 async def trace(
-    options: RunOptions, *, on_start: Callable[[TraceResult], None] | None = None
+    options: RunOptions,
+    *,
+    on_start: Callable[[TraceResult], None] | None = None,
+    transport_factory: TransportFactory | None = None,
 ) -> TraceResult:
     """Trace one prompt (and, with --warm, a second one over the same connection).
 
     ``on_start`` receives the result as soon as it exists, so a caller interrupted by
-    Ctrl-C can still report the partial timeline."""
-    problem = None
-    if options.http == "3" and options.target.scheme != "https":
-        problem = "HTTP/3 needs an https:// target (QUIC always runs TLS)"
-    elif options.http == "3" and options.proxy is not None:
-        problem = (
-            f"HTTP/3 cannot go through the proxy {options.proxy.url} ({options.proxy.source}):"
-            " QUIC does not cross an HTTP CONNECT proxy. Use --http 2, or --noproxy"
-            f" {options.target.host} to go direct"
-        )
-    if problem is not None:
-        timeline = new_timeline()
-        exc = UsageError(problem, kind="bad_option")
-        record_error(timeline, exc)
-        return TraceResult(options=options, timeline=timeline)
-    if options.resolver is not None:
-        from promptpath.net.dnsquery import load_dnspython
-
-        load_dnspython()  # dnspython loads lazily inside the first query: not DNS time
-    if options.target.scheme == "https":
-        import cryptography.x509  # noqa: F401  the certificate is parsed with it
-    transport = transport_for(options)  # imports, CA store: before t0, not the network
-    # A full collection in the middle of a stream stalls the read loop for ~20 ms
-    # (measured), which would show as a late token. Collect now, then hold the collector
-    # off until the trace is done; reference counting still frees what it can.
-    gc.collect()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return await _trace(options, transport, on_start)
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-async def _trace(
-    options: RunOptions,
-    transport: Transport,
-    on_start: Callable[[TraceResult], None] | None,
-) -> TraceResult:
-    tracer = Tracer(options, transport)  # loads the CA store: before t0, not the network
-    timeline = new_timeline()
-    result = TraceResult(options=options, timeline=timeline)
-    if on_start is not None:
-        on_start(result)
-    try:
-        await tracer.request(timeline)
-        if options.warm and result.exc is None:
-            warm = TraceResult(options=options, timeline=new_timeline())
-            await tracer.request(warm.timeline)
-            result.warm = warm
-    finally:
-        await tracer.aclose()
-    finish_tls(timeline.tls)
-    tls = timeline.tls
-    if tls is not None and tls.client_cert_sent and options.cert is not None:
-        tls.client_cert = pem_cert_info(options.cert)  # after the trace: parsing costs ms
+    Ctrl-C can still report the partial timeline. ``transport_factory`` builds the
+    transport instead of --http's (a test's scripted one)."""
+    refused = refusal(options)
+    if refused is not None:
+        return refused_result(options, refused)
+    # Imports, the transport, the CA store, the request: before t0, not the network.
+    session = Session(options, transport_factory=transport_factory)
+    tracer = Tracer(options, session.transport, strategy=OneConnection(reuse=options.warm))
+    with gc_held():
+        result = session.new_result(tracer.sent)
+        if on_start is not None:
+            on_start(result)
+        try:
+            await tracer.request(result.timeline)
+            if options.warm and result.exc is None:
+                warm = session.new_result(tracer.sent)
+                await tracer.request(warm.timeline)
+                result.warm = warm
+        finally:
+            await tracer.aclose()
+    session.finish([result])
     return result
-
-
-# -- the body -----------------------------------------------------------------------------
-
-
-async def consume(
-    head: ResponseHead,
-    body: Body,
-    timeline: Timeline,
-    options: RunOptions,
-    *,
-    stop_after: int | None = None,
-) -> bool:
-    """Judge the response and feed its body to the decoder, piece by piece (every transport).
-
-    True when it stopped early, ``stop_after`` content tokens in: the rest is left unread."""
-    if head.status >= 300:
-        body_text = await read_limited(body)
-        refused = client_cert_status(timeline, body_text)
-        if refused is not None:
-            raise refused
-        raise status_error(
-            timeline, body_text, key_env=options.api_key_env, key_sent=key_sent(options)
-        )
-    if not is_event_stream(timeline):
-        raise not_a_stream_error(timeline, await read_limited(body, 2048), options.provider)
-    ingest = BodyIngest(timeline, options.provider)
-    last_ns = head.t_ns
-    try:
-        while (piece := await next_piece(ingest, body)) is not None:
-            last_ns = piece.t_ns
-            if piece.end:
-                break
-            ingest.feed(piece.data, piece.t_ns, piece.read_index)
-            while ingest.backlog:
-                # A compressed read decodes in steps: let the deadline (and, in load mode,
-                # the other streams) in between them.
-                await anyio.lowlevel.checkpoint()
-                ingest.resume()
-            if stop_after is not None and ingest.tokens >= stop_after:
-                return True
-    except TransportError as err:
-        # A reset after the terminal marker cuts nothing; before it, the stream is truncated.
-        reason = network_reason(err.reason, timeline)
-        failure = ingest.ended_abruptly(reason, time.perf_counter_ns())
-        if failure is not None:
-            raise failure from err
-        return False
-    ingest.finish(last_ns)
-    return False
-
-
-#: nginx (``ssl_verify_client on``) completes the handshake without or with a refused
-#: client certificate, then answers 400 "No required SSL certificate was sent" / "The SSL
-#: certificate error" (495/496 where an error_page shows its own codes): checked by hand
-#: with nginx 1.22. A TLS failure all the same.
-_CLIENT_CERT_STATUSES = (400, 495, 496)
-
-
-def client_cert_status(timeline: Timeline, body: bytes) -> PromptpathError | None:
-    """The TLS error for an HTTP answer that refuses the client certificate the server
-    asked for, or None when the answer is about something else."""
-    tls = timeline.tls
-    if (
-        tls is None
-        or not tls.client_cert_requested
-        or timeline.status not in _CLIENT_CERT_STATUSES
-        or b"certificate" not in body.lower()
-    ):
-        return None
-    stage = timeline.stage("tls")
-    if stage is not None:
-        stage.ok = False
-    host = tls.sni or "the server"
-    how = f"it answered HTTP {timeline.status} after the handshake"
-    return client_cert_refused(sent=tls.client_cert_sent, host=host, how=how)
-
-
-async def next_piece(ingest: BodyIngest, body: Body) -> BodyPiece | None:
-    """The next piece of the body, or None when the server kept it open past the end.
-
-    After the terminal marker (or an error event) the body should end at once; a server
-    that keeps it open gets AFTER_END_GRACE_S, and must not turn a complete answer into a
-    timeout."""
-    if not ingest.terminal:  # no cancel scope per piece: with many streams they add up
-        try:
-            return await body.__anext__()
-        except StopAsyncIteration:
-            return None
-    with anyio.move_on_after(AFTER_END_GRACE_S):
-        try:
-            return await body.__anext__()
-        except StopAsyncIteration:
-            return None
-    ingest.timeline.close_after_end = (
-        f"still open {AFTER_END_GRACE_S:g} s after the end of the stream"
-    )
-    return None
-
-
-async def read_limited(body: Body, limit: int = SNIFF_LIMIT) -> bytes:
-    """Up to ``limit`` bytes of a body that only explains an error (never waits long)."""
-    data = b""
-    with anyio.move_on_after(SNIFF_WAIT_S):
-        try:
-            async for piece in body:
-                data += piece.data
-                if len(data) >= limit or piece.end:
-                    break
-        except TransportError:
-            pass
-    return data[:limit]
-
-
-# -- errors -------------------------------------------------------------------------------
-
-
-def network_reason(reason: str, timeline: Timeline) -> str:
-    """Words for a transport failure: how the peer closed (seen at the socket), and why."""
-    close = timeline.close
-    what = {
-        "rst": "the peer reset the connection (RST)",
-        "fin": "the peer closed the connection (FIN)",
-        "tls_close_notify": "the peer closed the TLS session (close_notify)",
-    }.get(close.kind if close is not None else "", "")
-    return "; ".join(p for p in (what, reason.strip()) if p) or "connection failed"
-
-
-def transport_error(
-    err: TransportError | OSError, timeline: Timeline, options: RunOptions
-) -> PromptpathError:
-    """The one mapping from a transport's failure to a PromptpathError with its stage."""
-    stage = phase_of(timeline, options)
-    reason = err.reason if isinstance(err, TransportError) else str(err)
-    if isinstance(err, TransportError) and err.protocol:
-        return StreamError(
-            f"HTTP protocol error in stage {stage!r}: {network_reason(reason, timeline)}",
-            stage=stage,
-            kind="protocol_error",
-        )
-    cls = ConnectError if stage in ("dns", "connect", "quic_handshake") else StreamError
-    return cls(
-        f"network error in stage {stage!r}: {network_reason(reason, timeline)}",
-        stage=stage,
-        kind="network_error",
-    )
-
-
-def timeout_error(options: RunOptions, stage: ErrorStage) -> TraceTimeout:
-    """The error for a trace that --timeout cut short in ``stage`` (naming the proxy when
-    the time ran out on the way to it or waiting for its answer)."""
-    where = ""
-    if options.proxy is not None and stage in ("proxy_dns", "proxy_connect", "proxy_tls", "tunnel"):
-        where = f" (the proxy {options.proxy.url})"
-    return TraceTimeout(
-        f"timed out after {options.timeout:g} s in stage {stage!r}{where}",
-        stage=stage,
-        kind="timeout",
-        timeout_s=options.timeout,
-    )
-
-
-def record_error(
-    timeline: Timeline, exc: PromptpathError, *, at_ns: int | None = None
-) -> PromptpathError:
-    """Close the stages left open at ``at_ns`` (default now) and put ``exc``, stamped with
-    that moment, on the timeline; return it."""
-    now = time.perf_counter_ns() if at_ns is None else at_ns
-    for stage in timeline.stages:
-        if stage.end_ns is None:
-            # A stage begun after the deadline (the loop was late to cancel) ends as it began.
-            stage.end_ns, stage.ok = max(now, stage.start_ns), False
-    timeline.error = ErrorInfo.from_error(exc, now)
-    return exc
-
-
-def phase_of(timeline: Timeline, options: RunOptions) -> ErrorStage:
-    """The stage a trace was in, from the stage left open or the milestones it reached."""
-    open_stage = timeline.current_stage
-    if open_stage in _CONNECT_STAGES:
-        return cast(ErrorStage, open_stage)  # timeline stage names are plain str
-    m = timeline.milestones
-    quic = options.http == "3"
-    proxied = options.proxy is not None
-    if not timeline.reused_connection and "connected" not in m:
-        if "dns_done" not in m:
-            return "proxy_dns" if proxied else "dns"
-        if proxied:
-            return "proxy_connect" if timeline.stage("proxy_connect") is None else "tunnel"
-        return "quic_handshake" if quic else "connect"
-    https_over_tcp = options.target.scheme == "https" and not quic
-    if https_over_tcp and not timeline.reused_connection and "tls_done" not in m:
-        return "tls"
-    if "request_sent" not in m:
-        return "request"
-    if "ttfb" not in m:
-        return "wait"
-    if "ttft" not in m:
-        return "first_token"
-    return "stream"
 
 
 def pair_options(options: RunOptions) -> tuple[RunOptions, RunOptions]:
@@ -619,8 +326,10 @@ async def trace_pair(
 
 __all__ = [
     "AFTER_END_GRACE_S",
+    "ConnectionStrategy",
     "TraceResult",
     "Tracer",
+    "consume",
     "new_timeline",
     "pair_options",
     "phase_of",
@@ -629,4 +338,6 @@ __all__ = [
     "timeout_error",
     "trace",
     "trace_pair",
+    "transport_error",
+    "transport_for",
 ]

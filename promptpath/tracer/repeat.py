@@ -4,14 +4,15 @@
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 
 import anyio
 
-from promptpath.net.tlsinfo import finish_tls
 from promptpath.options import RunOptions
-from promptpath.tracer.orchestrator import Tracer, TraceResult, new_timeline, trace, transport_for
+from promptpath.result import TraceResult
+from promptpath.tracer.orchestrator import Tracer, trace
+from promptpath.tracer.session import Session, TransportFactory, gc_held, refusal
+from promptpath.tracer.strategy import OneConnection
 
 #: Called with each run's index and result: as it starts, and as it ends.
 OnRun = Callable[[int, TraceResult], None]
@@ -25,13 +26,11 @@ async def trace_repeated(
     reuse: bool = False,
     on_start: OnRun | None = None,
     on_run: OnRun | None = None,
+    transport_factory: TransportFactory | None = None,
 ) -> list[TraceResult]:
     """``count`` traced prompts, ``interval_s`` apart (end of one to start of the next)."""
-    quic_refused = options.http == "3" and (
-        options.target.scheme != "https" or options.proxy is not None
-    )
-    if reuse and not quic_refused:  # trace() words why HTTP/3 cannot run, once per run
-        return await _reused(options, count, interval_s, on_start, on_run)
+    if reuse and refusal(options) is None:  # trace() words why HTTP/3 cannot run, per run
+        return await _reused(options, count, interval_s, on_start, on_run, transport_factory)
     results: list[TraceResult] = []
     for index in range(count):
         if index and interval_s:
@@ -41,7 +40,7 @@ async def trace_repeated(
             if on_start is not None:
                 on_start(index, result)
 
-        result = await trace(options, on_start=started)
+        result = await trace(options, on_start=started, transport_factory=transport_factory)
         results.append(result)
         if on_run is not None:
             on_run(index, result)
@@ -54,36 +53,25 @@ async def _reused(
     interval_s: float,
     on_start: OnRun | None,
     on_run: OnRun | None,
+    transport_factory: TransportFactory | None,
 ) -> list[TraceResult]:
-    # What trace() loads before t0, so the first run does not time it.
-    if options.resolver is not None:
-        from promptpath.net.dnsquery import load_dnspython
-
-        load_dnspython()
-    if options.target.scheme == "https":
-        import cryptography.x509  # noqa: F401
-    # The Tracer reuses its connection while the peer keeps it open, and opens a new one
+    # The one connection is reused while the peer keeps it open, and a new one opened
     # (dns, connect, tls stages and all) when it did not: that run's timeline shows it.
-    tracer = Tracer(options, transport_for(options))
-    was_enabled = gc.isenabled()
+    session = Session(options, transport_factory=transport_factory)
+    tracer = Tracer(options, session.transport, strategy=OneConnection(reuse=True))
     results: list[TraceResult] = []
     try:
         for index in range(count):
             if index and interval_s:
                 await anyio.sleep(interval_s)
-            # As trace() does: no full collection in the middle of a stream, and the one
-            # made here before t0 (it takes ~10 ms, which the request stage would show).
-            gc.collect()
-            gc.disable()
-            result = TraceResult(options=options, timeline=new_timeline())
-            if on_start is not None:
-                on_start(index, result)
-            try:
+            # As trace() does, per run: the collection made before t0 (it takes ~10 ms,
+            # which the request stage would show), none in the middle of a stream.
+            with gc_held():
+                result = session.new_result(tracer.sent)
+                if on_start is not None:
+                    on_start(index, result)
                 await tracer.request(result.timeline)
-            finally:
-                if was_enabled:
-                    gc.enable()
-            finish_tls(result.timeline.tls)
+            session.finish([result])
             results.append(result)
             if on_run is not None:
                 on_run(index, result)

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import json
 import platform
-import re
 from dataclasses import dataclass
 
+from promptpath.core.headers import (
+    KEY_HEADERS,
+    SECRET_HEADERS,
+    carries_key,
+    is_secret_header,
+    redact_headers,
+)
+from promptpath.core.timeline import SentRequest
 from promptpath.options import ClientName, HTTPChoice, Provider, RunOptions
 from promptpath.tracer.ingest import DECODABLE
 
@@ -17,32 +24,6 @@ CONTROLS_FIELD = "promptpath"
 #: every other shape's, so a server log can tell a diagnostic run from the application
 #: while a hop that matches the client's own tokens still sees them first.
 PRODUCT = "promptpath/0.1"
-
-#: Headers that carry the API key, in any of the dialects' spellings.
-KEY_HEADERS = frozenset({"authorization", "x-api-key", "api-key"})
-
-#: Headers that carry credentials: never printed, logged or written to JSON.
-SECRET_HEADERS = frozenset(
-    {
-        "authorization",
-        "proxy-authorization",
-        "x-api-key",
-        "api-key",
-        "apikey",
-        "cookie",
-        "set-cookie",
-        "x-auth",
-        "x-csrf-token",
-        "x-xsrf-token",
-    }
-)
-#: The last word of a header name that makes it a credential (``X-Goog-Api-Key``,
-#: ``x-amz-security-token``). Whole words only: ``x-promptpath-tokens`` counts tokens and
-#: ``X-Session-Sticky`` pins a route; redacting either would hide data, not a secret.
-_SECRET_LAST_WORDS = frozenset(
-    {"key", "apikey", "token", "secret", "password", "passwd", "authorization", "credentials"}
-)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedRequest:
@@ -223,9 +204,24 @@ def prepare(options: RunOptions) -> PreparedRequest:
     )
 
 
+def sent_request(options: RunOptions, prepared: PreparedRequest) -> SentRequest:
+    """What ``prepared`` puts on the wire, as the timeline records it (credentials redacted)."""
+    shape = SHAPES[options.client]
+    return SentRequest(
+        method=prepared.method,
+        path=options.target.path,
+        headers=tuple(redact_headers(prepared.headers)),
+        body_bytes=len(prepared.body),
+        key_sent=carries_key(prepared.headers),
+        client=options.client,
+        not_offered=shape.not_offered,
+        http_preference=shape.http,
+    )
+
+
 def key_sent(options: RunOptions) -> bool:
     """Whether the request carries a key at all (from the environment or from -H)."""
-    return any(n.lower() in KEY_HEADERS and v.strip() for n, v in request_headers(options))
+    return carries_key(request_headers(options))
 
 
 def sent_header(options: RunOptions, name: str) -> str | None:
@@ -255,14 +251,21 @@ def _refuses(param: str) -> bool:
         return False
 
 
-def is_secret_header(name: str) -> bool:
-    """Credentials by name: the well-known ones, and names whose last word says key/token/secret."""
-    lowered = name.lower()
-    return lowered in SECRET_HEADERS or re.split(r"[-_.]", lowered)[-1] in _SECRET_LAST_WORDS
-
-
-def redact_headers(
-    headers: list[tuple[str, str]] | tuple[tuple[str, str], ...],
-) -> list[tuple[str, str]]:
-    """Headers safe to show: credentials replaced by a marker that keeps only their presence."""
-    return [(n, "[redacted]" if is_secret_header(n) else v) for n, v in headers]
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "CONTROLS_FIELD",
+    "KEY_HEADERS",  # re-exported from core.headers, where the table lives
+    "PRODUCT",
+    "SECRET_HEADERS",
+    "SHAPES",
+    "ClientShape",
+    "PreparedRequest",
+    "is_secret_header",
+    "key_sent",
+    "offered_encodings",
+    "prepare",
+    "redact_headers",
+    "request_headers",
+    "sent_header",
+    "sent_request",
+]

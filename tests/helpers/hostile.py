@@ -1,187 +1,180 @@
-"""Hostile event-stream servers on loopback: a compression bomb, an endless stream, lines
-as long as the framer takes. Each one answers every request with HTTP/1.1 200 and a
-chunked body that it keeps writing as fast as the client reads, until the client leaves,
-the wire budget is spent or ``MAX_SERVE_S`` passes (a test that fails must not leave a
-writer running).
+"""Hostile peers on loopback: an origin and a CONNECT proxy that echo what they were sent.
 
-The bodies are built once per server from a repeated block, so the server costs little
-CPU beside the client it is measuring: deflate after a full flush starts from an empty
-window, so the same input block compresses to the same bytes every time and the gzip
-stream is a header, a first block, and one block's bytes repeated.
+A hop promptpath is pointed at may copy any request header anywhere it likes: into its
+own response headers (``X-Request-Id``, ``Via``, ``Server``), into the status text, into
+an error body, into a stream's error event. It may also send control characters, bytes
+that decode to C1 controls, and JSON with lone surrogates. Both peers here are real
+sockets on 127.0.0.1 (a thread per connection); what they answer is a function of the
+request they read, so every case of the hostile-output test is one small function.
+
+Facts checked by hand (h11 0.16, httpcore 1.0.9, promptpath's own client):
+- h11 takes ESC, BEL, DEL and obs-text bytes 0x80-0xFF in a header value (the last arrive
+  as latin-1: 0x9b is U+009B, the one-byte CSI an 8-bit terminal obeys); rich drops the BEL
+  when it prints. A NUL or a CR in a header value is refused as a protocol error whose
+  message quotes the whole line: ``illegal header line: bytearray(b'x-request-id: a\\x00b')``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
-import time
-import zlib
-from collections.abc import Iterator
-from dataclasses import dataclass
-
-#: The longest a hostile server writes to one connection, whatever the client does.
-MAX_SERVE_S = 90.0
-
-#: One OpenAI chat-completions token event (47 bytes on the wire, uncompressed).
-TOKEN_EVENT = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 
-def _event_block(event: bytes, size: int) -> bytes:
-    return event * max(1, size // len(event))
+@dataclass(frozen=True, slots=True)
+class Request:
+    """What the peer read: the request line and headers (name as sent), and the body."""
+
+    line: str
+    headers: list[tuple[str, str]]
+    body: bytes = b""
+
+    def header(self, name: str) -> str:
+        return next((v for k, v in self.headers if k.lower() == name.lower()), "")
+
+    def every_header(self) -> str:
+        """Every request header as ``name: value`` lines, in one string."""
+        return "\n".join(f"{k}: {v}" for k, v in self.headers)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Body:
-    """What one hostile server sends: ``first`` once, then ``repeat`` until told to stop."""
-
-    headers: bytes  # extra response header lines, each ending in CRLF
-    first: bytes
-    repeat: bytes
-    wire_budget: int  # bytes of body to write at most (the chunked framing not counted)
-    pause_s: float = 0.0  # between two writes (lets each write be a read of its own)
-    status: bytes = b"200 OK"
-    content_type: bytes = b"text/event-stream"
-
-    def pieces(self) -> Iterator[bytes]:
-        sent = 0
-        piece = self.first
-        while sent < self.wire_budget:
-            yield piece
-            sent += len(piece)
-            piece = self.repeat
+Respond = Callable[[Request], bytes]
 
 
-def gzip_bomb(*, wire_mb: float = 3.0) -> Body:
-    """Gzip of endless small token events: ~330x (1 MiB of events is 3,117 bytes), so
-    3 MB on the wire decode to ~1 GB, ~21 million events. No terminal marker."""
-    block = _event_block(TOKEN_EVENT, 1 << 20)
-    gz = zlib.compressobj(9, zlib.DEFLATED, 31)  # 31: a gzip header and trailer
-    first = gz.compress(block) + gz.flush(zlib.Z_FULL_FLUSH)
-    repeat = gz.compress(block) + gz.flush(zlib.Z_FULL_FLUSH)
-    return Body(
-        headers=b"content-encoding: gzip\r\n",
-        first=first,
-        repeat=repeat,
-        wire_budget=int(wire_mb * 1e6),
-    )
-
-
-def endless_events(*, wire_mb: float = 2000.0) -> Body:
-    """Uncompressed token events, as fast as the client reads them, never a terminal marker."""
-    block = _event_block(TOKEN_EVENT, 64 << 10)
-    return Body(headers=b"", first=block, repeat=block, wire_budget=int(wire_mb * 1e6))
-
-
-def trickle_events(*, wire_mb: float = 2000.0) -> Body:
-    """One token event per chunk, each its own write (TCP_NODELAY), 1 ms apart: slower
-    than the client decodes (~16,000 events/s at load 7), so each write is a socket read
-    of its own. 50 us apart the client fell behind under load and read them 64 KiB at a
-    time (51 reads in 10 s)."""
-    return Body(
-        headers=b"",
-        first=TOKEN_EVENT,
-        repeat=TOKEN_EVENT,
-        wire_budget=int(wire_mb * 1e6),
-        pause_s=0.001,
-    )
-
-
-def long_lines_bomb(*, line_mb: float = 8.0, wire_mb: float = 6.0) -> Body:
-    """Gzip of token events each carrying ``line_mb`` MB of text (under the framer's
-    16 MiB line limit): every event is valid, and each one alone is large."""
-    text = b"y" * int(line_mb * 1e6)
-    event = b'data: {"choices":[{"delta":{"content":"' + text + b'"}}]}\n\n'
-    gz = zlib.compressobj(9, zlib.DEFLATED, 31)
-    first = gz.compress(event) + gz.flush(zlib.Z_FULL_FLUSH)
-    repeat = gz.compress(event) + gz.flush(zlib.Z_FULL_FLUSH)
-    return Body(
-        headers=b"content-encoding: gzip\r\n",
-        first=first,
-        repeat=repeat,
-        wire_budget=int(wire_mb * 1e6),
-    )
-
-
-def nested_error(*, depth: int = 60_000) -> Body:
-    """A 500 whose JSON error body nests ``depth`` arrays: deeper than json.loads can go."""
-    return Body(
-        headers=b"",
-        first=b"[" * depth,
-        repeat=b"",
-        wire_budget=depth,
-        status=b"500 Internal Server Error",
-        content_type=b"application/json",
-    )
-
-
-def _read_request(conn: socket.socket) -> None:
+def _read_request(conn: socket.socket) -> Request | None:
     data = b""
     while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value.strip())
-    while len(rest) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        rest += chunk
+        piece = conn.recv(65536)
+        if not piece:
+            return None
+        data += piece
+        if len(data) > 1 << 20:
+            return None
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = []
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers.append((name.strip(), value.strip()))
+    request = Request(lines[0], headers)
+    length = int(request.header("content-length") or 0)
+    while len(body) < length:
+        piece = conn.recv(65536)
+        if not piece:
+            break
+        body += piece
+    return Request(lines[0], headers, body)
 
 
-def _serve_one(conn: socket.socket, body: Body) -> None:
-    deadline = time.monotonic() + MAX_SERVE_S
-    with conn, contextlib.suppress(OSError):
-        conn.settimeout(10)
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        _read_request(conn)
-        conn.sendall(
-            b"HTTP/1.1 %s\r\ncontent-type: %s\r\n" % (body.status, body.content_type)
-            + body.headers
-            + b"transfer-encoding: chunked\r\n\r\n"
-        )
-        for piece in body.pieces():
-            if time.monotonic() > deadline:
-                break
-            conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
-            if body.pause_s:
-                time.sleep(body.pause_s)
-        conn.sendall(b"0\r\n\r\n")
+def response(
+    status: str, headers: list[tuple[str, str]], body: bytes, *, close: bool = True
+) -> bytes:
+    """One HTTP/1.1 response; header values are written as latin-1 (obs-text kept)."""
+    head = [f"HTTP/1.1 {status}", *(f"{k}: {v}" for k, v in headers)]
+    head.append(f"content-length: {len(body)}")
+    if close:
+        head.append("connection: close")
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+
+
+def sse(*events: dict[str, object] | str) -> bytes:
+    """An SSE body: each dict as a ``data:`` event, each str as raw text, then [DONE]."""
+    out = []
+    for event in events:
+        out.append(event if isinstance(event, str) else f"data: {json.dumps(event)}\n\n")
+    out.append("data: [DONE]\n\n")
+    return "".join(out).encode()
+
+
+def chunk(text: str) -> dict[str, object]:
+    """An OpenAI chat-completions chunk carrying ``text``."""
+    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+
+
+@dataclass
+class _Listener:
+    handle: Callable[[socket.socket], None]
+    sock: socket.socket = field(default_factory=socket.socket)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _addr = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(10)
+            with contextlib.suppress(OSError):
+                self.handle(conn)
 
 
 @contextlib.contextmanager
-def hostile_server(body: Body) -> Iterator[int]:
-    """Serve ``body`` to every connection on 127.0.0.1; yields the port."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.settimeout(0.2)
-    stop = threading.Event()
-    writers: list[threading.Thread] = []
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except (TimeoutError, OSError):
-                continue
-            writer = threading.Thread(target=_serve_one, args=(conn, body), daemon=True)
-            writer.start()
-            writers.append(writer)
-
-    thread = threading.Thread(target=accept, daemon=True)
+def _listening(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    listener = _Listener(handle)
+    listener.sock.bind(("127.0.0.1", 0))
+    listener.sock.listen(16)
+    listener.sock.settimeout(0.2)
+    thread = threading.Thread(target=listener.serve, daemon=True)
     thread.start()
     try:
-        yield listener.getsockname()[1]
+        yield listener.sock.getsockname()[1]
     finally:
-        stop.set()
-        thread.join(2)
-        listener.close()
-        for writer in writers:
-            writer.join(MAX_SERVE_S)
+        listener.stop.set()
+        thread.join(5)
+        listener.sock.close()
+
+
+@contextlib.contextmanager
+def hostile_origin(respond: Respond) -> Iterator[int]:
+    """An HTTP/1.1 origin on 127.0.0.1 answering each request with ``respond(request)``."""
+
+    def handle(conn: socket.socket) -> None:
+        request = _read_request(conn)
+        if request is not None:
+            conn.sendall(respond(request))
+
+    with _listening(handle) as port:
+        yield port
+
+
+def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := src.recv(65536):
+            dst.sendall(data)
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)
+
+
+@contextlib.contextmanager
+def hostile_proxy(answer: Respond) -> Iterator[int]:
+    """A CONNECT proxy on 127.0.0.1: ``answer(request)`` is its reply to CONNECT; a 2xx
+    reply opens the tunnel to the requested 127.0.0.1 port (nothing off loopback)."""
+
+    def handle(conn: socket.socket) -> None:
+        request = _read_request(conn)
+        if request is None:
+            return
+        reply = answer(request)
+        conn.sendall(reply)
+        if not reply.startswith(b"HTTP/1.1 2"):
+            return
+        method, target, _version = request.line.split(" ", 2)
+        host, _, port = target.rpartition(":")
+        assert method == "CONNECT" and host in ("127.0.0.1", "localhost"), request.line
+        with socket.create_connection(("127.0.0.1", int(port)), timeout=10) as upstream:
+            back = threading.Thread(target=_pipe, args=(upstream, conn), daemon=True)
+            back.start()
+            _pipe(conn, upstream)
+            back.join(10)
+
+    with _listening(handle) as port:
+        yield port
+
+
+__all__ = ["Request", "chunk", "hostile_origin", "hostile_proxy", "response", "sse"]

@@ -186,6 +186,25 @@ def test_api_key_is_sent_to_the_target_but_never_shown(keyed: RefServer) -> None
     assert code == ExitCode.HTTP_STATUS and "OPENAI_API_KEY" in body["error"]["message"]
 
 
+def test_the_request_as_sent_is_recorded_once_for_json_and_the_terminal(keyed: RefServer) -> None:
+    env = {"OPENAI_API_KEY": SECRET}
+    code, body, stderr = run_json(url(keyed), "--cacert", str(keyed.ca), "-v", env=env)
+    assert code == 0, body["error"]
+    sent = body["request"]
+    assert sent["method"] == "POST" and sent["path"] == "/v1/chat/completions"
+    assert sent["key_sent"] is True and sent["body_bytes"] > len('{"model":')
+    headers = [(h["name"], h["value"]) for h in sent["headers"]]
+    assert ("authorization", "[redacted]") in headers
+    # -v prints the same record, line for line, in the order sent.
+    shown = [line[2:].split(": ", 1) for line in stderr.splitlines() if line.startswith("> ")]
+    assert [tuple(pair) for pair in shown] == headers
+    assert body["client"]["user_agent"] == dict(headers)["user-agent"]
+    # Without a key the record says so, and carries no credential header at all.
+    code, body, _ = run_json(url(keyed), "--cacert", str(keyed.ca), env={})
+    assert body["request"]["key_sent"] is False
+    assert "authorization" not in {h["name"] for h in body["request"]["headers"]}
+
+
 def test_api_key_from_a_named_env_var_for_anthropic(keyed: RefServer) -> None:
     env = {"MY_ANTHROPIC": SECRET}
     code, body, stderr = run_json(

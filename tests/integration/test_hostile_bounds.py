@@ -27,7 +27,7 @@ import jsonschema
 import pytest
 
 from promptpath.core.exitcodes import ExitCode
-from tests.helpers import hostile
+from tests.helpers import bombs
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
 #: Kill a child that outlives every bound by far: the test fails rather than hangs.
@@ -167,7 +167,7 @@ def check_huge_timeout(report: dict[str, Any], stderr: str) -> None:
 @dataclass(frozen=True, slots=True)
 class Case:
     name: str
-    body: Callable[[], hostile.Body] | None  # None: a port that listens and never answers
+    body: Callable[[], bombs.Body] | None  # None: a port that listens and never answers
     args: tuple[str, ...]
     code: ExitCode
     max_wall_s: float
@@ -180,21 +180,21 @@ CASES = [
     # bounds leave ~10 s for the load to get worse; an idle machine is ~2 s faster.
     # 3 MB of gzip, ~1 GB of events. Before: 49.97 s wall for --timeout 10, 364 MB RSS.
     # Measured: 11.8-14.4 s, 71-72 MB.
-    Case("gzip_bomb", hostile.gzip_bomb, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
+    Case("gzip_bomb", bombs.gzip_bomb, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
          check_bomb),
     # Events as fast as the client reads, never [DONE]. Measured: 12.4-15.1 s, 71-72 MB.
-    Case("endless", hostile.endless_events, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
+    Case("endless", bombs.endless_events, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
          check_endless),
     # One event per write, 1 ms apart: a socket read per event (the timeline keeps a
     # record per read). Measured: 12.4-12.9 s, 48-49 MB, 3,608-5,603 reads.
-    Case("trickle", hostile.trickle_events, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
+    Case("trickle", bombs.trickle_events, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
          check_trickle),
     # Gzip of 8 MB-long events. Measured: 11.3-13.4 s, 77 MB.
-    Case("long_lines", hostile.long_lines_bomb, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
+    Case("long_lines", bombs.long_lines_bomb, ("--timeout", "10"), ExitCode.TIMEOUT, 25, 130,
          check_long_lines),
     # A 500 whose body nests 60,000 arrays. Before: RecursionError, exit 70.
     # Measured: 1.0-1.8 s, 46 MB.
-    Case("nested_error_body", hostile.nested_error, ("--timeout", "10"), ExitCode.HTTP_STATUS,
+    Case("nested_error_body", bombs.nested_error, ("--timeout", "10"), ExitCode.HTTP_STATUS,
          15, 100, check_nested_error),
     # Before: connected after the deadline, "request -0.6 ms". Measured: 1.1-4.4 s (the
     # start-up under load: imports), 46 MB.
@@ -212,7 +212,7 @@ def test_bounded_under_every_input(case: Case, tmp_path: Path) -> None:
         if case.body is None:
             port, connected = stack.enter_context(silent_listener())
         else:
-            port, connected = stack.enter_context(hostile.hostile_server(case.body())), None
+            port, connected = stack.enter_context(bombs.hostile_server(case.body())), None
         url = f"http://127.0.0.1:{port}{PATH}"
         child = run_child(["run", url, "--json", *case.args], tmp_path)
         if connected is not None:

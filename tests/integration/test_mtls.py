@@ -353,3 +353,20 @@ def test_serve_client_ca_turns_http3_off_unless_asked(clients: ClientFiles, tmp_
     config = ServerConfig(port=0, self_signed=str(tmp_path / "certs"), client_ca=str(clients.ca))
     with start_in_thread(config) as handle:
         assert handle.http3 is False  # hypercorn's HTTP/3 would not ask for the certificate
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_repeated_runs_name_the_client_certificate_with_or_without_reuse(
+    mtls: RefServer, clients: ClientFiles, reuse: bool
+) -> None:
+    # One session set-up serves single, repeated and reused runs: --reuse used to skip
+    # the step that reads the certificate we sent, so its subject came back null.
+    args = [url(mtls.port), "--cacert", str(mtls.ca), "--cert", str(clients.combined)]
+    res = run_cli("run", *args, "--count", "2", *(["--reuse"] if reuse else []), "--json")
+    assert res.exit_code == 0, res.stderr
+    runs = json.loads(res.stdout)["runs"]
+    assert [r["reused_connection"] for r in runs] == [False, reuse]
+    for run in runs:
+        client = run["tls"]["client_cert"]
+        assert client["requested"] is True and client["sent"] is True
+        assert client["subject"].startswith("CN=alice") and "client CA" in client["issuer"]

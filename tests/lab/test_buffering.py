@@ -21,6 +21,7 @@ from promptpath.options import RunOptions, parse_target
 from promptpath.probes.suite import run_probes, select
 from tests.helpers import proxylab
 from tests.helpers.cli import run_cli
+from tests.helpers.probesettings import probe_settings
 from tests.helpers.refserver import RefServer, reference_server
 
 pytestmark = pytest.mark.lab
@@ -50,11 +51,17 @@ def probe(
         provider="openai",
         model="test-model",
         max_tokens=max_tokens,
-        probe_options={"canary": canary, "idle_max": 5.0},
         **kw,
     )
     said: list[str] = []
-    findings = anyio.run(run_probes, options, None, select(["buffering"]), said.append)
+    findings = anyio.run(
+        run_probes,
+        options,
+        None,
+        select(["buffering"]),
+        said.append,
+        probe_settings(canary=canary, idle_max=5.0),
+    )
     assert len(findings) == 1
     return findings[0], said
 

@@ -27,6 +27,7 @@ from promptpath.core.findings import Finding, Verdict
 from promptpath.probes.suite import run_probes, select
 from tests.helpers import proxylab
 from tests.helpers.cli import run_cli
+from tests.helpers.probesettings import probe_settings
 from tests.helpers.refserver import RefServer, reference_server
 
 pytestmark = pytest.mark.lab
@@ -54,13 +55,19 @@ def probe(url: str, *, canary: bool = False, **args: Any) -> tuple[Finding, list
             target=url + CHAT,
             model="m",
             max_tokens=64,
-            probe_options={"canary": canary, "idle_max": 5.0},
             **args,
         ),
         environ={},
     )
     said: list[str] = []
-    (finding,) = anyio.run(run_probes, options, None, select(["buffering"]), said.append)
+    (finding,) = anyio.run(
+        run_probes,
+        options,
+        None,
+        select(["buffering"]),
+        said.append,
+        probe_settings(canary=canary, idle_max=5.0),
+    )
     return finding, said
 
 

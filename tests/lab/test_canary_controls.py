@@ -30,6 +30,7 @@ from promptpath.options import RunOptions, parse_target
 from promptpath.probes.idle_timeout import pause_controls
 from promptpath.probes.suite import run_probes, select
 from tests.helpers import litellmlab, proxylab
+from tests.helpers.probesettings import probe_settings
 from tests.helpers.refserver import RefServer, reference_server
 from tests.lab.test_idle_timeout import NGINX_LAZY_S, assert_near
 
@@ -62,10 +63,16 @@ def idle_probe(
         model=litellmlab.MODEL,
         http="1.1",
         api_key=api_key,
-        probe_options={"canary": True, "idle_max": IDLE_MAX_S, "canary_controls": via},
     )
     said: list[str] = []
-    findings = anyio.run(run_probes, options, None, select(["idle-timeout"]), said.append)
+    findings = anyio.run(
+        run_probes,
+        options,
+        None,
+        select(["idle-timeout"]),
+        said.append,
+        probe_settings(canary=True, idle_max=IDLE_MAX_S, controls=via),
+    )
     assert len(findings) == 1
     return findings[0], said
 
@@ -158,9 +165,15 @@ def buffering_probe(base_url: str, *, via: str) -> Finding:
         model=litellmlab.MODEL,
         http="1.1",
         api_key=litellmlab.MASTER_KEY,
-        probe_options={"canary": True, "canary_controls": via},
     )
-    findings = anyio.run(run_probes, options, None, select(["buffering"]), lambda _: None)
+    findings = anyio.run(
+        run_probes,
+        options,
+        None,
+        select(["buffering"]),
+        lambda _: None,
+        probe_settings(canary=True, controls=via),
+    )
     assert len(findings) == 1
     return findings[0]
 

@@ -29,6 +29,7 @@ from promptpath.probes.dns_cache import DNSCacheProbe
 from promptpath.report.json import dns_json
 from promptpath.tracer.orchestrator import TraceResult
 from tests.helpers.dnslab import NSD, Dnsmasq, Unbound, ask, free_port
+from tests.helpers.probesettings import probe_settings
 
 pytestmark = pytest.mark.lab
 
@@ -51,23 +52,28 @@ def nsd(lab: ExitStack, tmp: Path, name: str, *, ttl: int, records: list[str]) -
     return server
 
 
-def run_options(resolver: str, authoritative: str | None, **kw: object) -> RunOptions:
+def run_options(resolver: str, **kw: object) -> RunOptions:
     return RunOptions(
         target=parse_target(f"http://{WWW}:8080/v1/chat/completions"),
         provider="openai",
         model="m",
         resolver=resolver,
-        authoritative=authoritative,
         family=socket.AF_INET,
         timeout=5.0,
-        probe_options={"dns_recheck_s": RECHECK_S},
         **kw,  # type: ignore[arg-type]
     )
 
 
-async def run_probe(opts: RunOptions, result: TraceResult | None = None) -> Finding:
+async def run_probe(
+    opts: RunOptions, result: TraceResult | None = None, *, authoritative: str | None = None
+) -> Finding:
     messages: list[str] = []
-    ctx = ProbeContext(options=opts, result=result, progress=messages.append)
+    ctx = ProbeContext(
+        options=opts,
+        result=result,
+        progress=messages.append,
+        settings=probe_settings(dns_recheck=RECHECK_S, authoritative=authoritative),
+    )
     probe = DNSCacheProbe()
     cost = probe.cost(ctx)
     start = time.monotonic()
@@ -116,8 +122,8 @@ async def test_unbound_serving_an_expired_old_address_fails_with_ede_and_ttl_30(
     old.stop()
     await asyncio.sleep(2.0)  # past the 1 s TTL
 
-    opts = run_options(unbound.address, new.address)
-    finding = await run_probe(opts, refused_trace(opts, OLD))
+    opts = run_options(unbound.address)
+    finding = await run_probe(opts, refused_trace(opts, OLD), authoritative=new.address)
 
     assert finding.verdict is Verdict.FAIL, finding.summary
     assert {"ede_stale_answer", "ttl_not_counting_down", "disjoint_from_authoritative"} <= (
@@ -160,7 +166,7 @@ async def test_unbound_serving_stale_while_the_authority_is_down_fails(
     auth.stop()
     await asyncio.sleep(2.0)
 
-    finding = await run_probe(run_options(unbound.address, auth.address))
+    finding = await run_probe(run_options(unbound.address), authoritative=auth.address)
 
     assert finding.verdict is Verdict.FAIL, finding.summary
     assert {"ede_stale_answer", "authoritative_unreachable"} <= signal_names(finding)
@@ -179,7 +185,7 @@ async def test_dnsmasq_min_cache_ttl_inflates_the_ttl_and_warns(
     )
     ask(dnsmasq.port, WWW)  # fills the cache
 
-    finding = await run_probe(run_options(dnsmasq.address, auth.address))
+    finding = await run_probe(run_options(dnsmasq.address), authoritative=auth.address)
 
     assert finding.verdict is Verdict.WARN, finding.summary
     assert signal_names(finding) == {"ttl_inflated"}
@@ -200,7 +206,7 @@ async def test_dnsmasq_inflated_cache_holding_the_old_address_after_a_change_fai
     auth.publish([f"www IN A {NEW}"])  # serial + 1, same port
     await asyncio.sleep(1.5)  # the zone's TTL has run out; dnsmasq's floor has not
 
-    finding = await run_probe(run_options(dnsmasq.address, auth.address))
+    finding = await run_probe(run_options(dnsmasq.address), authoritative=auth.address)
 
     assert finding.verdict is Verdict.FAIL, finding.summary
     assert {"ttl_inflated", "disjoint_from_authoritative"} <= signal_names(finding)
@@ -217,7 +223,7 @@ async def test_dnsmasq_serving_stale_entries_at_ttl_0_fails(lab: ExitStack, tmp_
     old.stop()
     await asyncio.sleep(2.0)
 
-    finding = await run_probe(run_options(dnsmasq.address, new.address))
+    finding = await run_probe(run_options(dnsmasq.address), authoritative=new.address)
 
     assert finding.verdict is Verdict.FAIL, finding.summary
     assert {
@@ -252,8 +258,8 @@ async def test_dnsmasq_local_data_with_a_constant_ttl_warns_not_fails(
             local_ttl=42,
         )
     )
-    opts = run_options(dnsmasq.address, None)
-    finding = await run_probe(opts, refused_trace(opts, OLD))
+    opts = run_options(dnsmasq.address)
+    finding = await run_probe(opts, refused_trace(opts, OLD), authoritative=None)
 
     assert finding.verdict is Verdict.WARN, finding.summary
     assert "ttl_constant" in signal_names(finding)
@@ -282,7 +288,7 @@ async def test_dnsmasq_local_data_shadowing_the_public_zone_warns_not_fails(
             local_ttl=42,
         )
     )
-    finding = await run_probe(run_options(dnsmasq.address, auth.address))
+    finding = await run_probe(run_options(dnsmasq.address), authoritative=auth.address)
 
     assert finding.verdict is Verdict.WARN, finding.summary
     assert {"ttl_constant", "disjoint_from_authoritative"} <= signal_names(finding)
@@ -295,7 +301,7 @@ async def test_dnsmasq_local_data_shadowing_the_public_zone_warns_not_fails(
 async def test_clean_unbound_cache_passes(lab: ExitStack, tmp_path: Path) -> None:
     auth = nsd(lab, tmp_path, "nsd", ttl=30, records=[f"www IN A {OLD}"])
     unbound = lab.enter_context(Unbound(tmp_path / "unbound", zone=ZONE, upstream_port=auth.port))
-    finding = await run_probe(run_options(unbound.address, auth.address))
+    finding = await run_probe(run_options(unbound.address), authoritative=auth.address)
     assert finding.verdict is Verdict.PASS, finding.summary
     assert signal_names(finding) == set()
     resolvers = finding.evidence["resolvers"]
@@ -319,7 +325,7 @@ async def test_a_resolver_named_as_the_authority_is_flagged_lame_not_trusted(
         Unbound(tmp_path / "unbound", zone=ZONE, upstream_port=auth.port, allow_snoop=snoop)
     )
     await resolve_with(unbound.address, WWW, family=socket.AF_INET, timeout=3)  # warm it
-    finding = await run_probe(run_options(unbound.address, unbound.address))
+    finding = await run_probe(run_options(unbound.address), authoritative=unbound.address)
     assert finding.verdict is Verdict.WARN, finding.summary
     assert signal_names(finding) == {"named_authoritative_lame"}, finding.summary
     assert finding.summary.startswith(f"--authoritative {unbound.address} is not authoritative")
@@ -335,10 +341,10 @@ async def test_missing_name_is_a_clear_failure_not_a_crash(lab: ExitStack, tmp_p
     auth = nsd(lab, tmp_path, "nsd", ttl=30, records=[f"www IN A {OLD}"])
     unbound = lab.enter_context(Unbound(tmp_path / "unbound", zone=ZONE, upstream_port=auth.port))
     opts = dataclasses.replace(
-        run_options(unbound.address, auth.address),
+        run_options(unbound.address),
         target=parse_target(f"http://nope.{ZONE}:8080/v1/chat/completions"),
     )
-    finding = await run_probe(opts)
+    finding = await run_probe(opts, authoritative=auth.address)
     assert finding.verdict is Verdict.FAIL
     assert signal_names(finding) == {"name_missing"}
     assert "NXDOMAIN" in finding.summary
@@ -351,7 +357,7 @@ async def test_resolver_that_cannot_reach_the_zone_times_out_and_fails(
     dead = free_port()
     auth = nsd(lab, tmp_path, "nsd", ttl=30, records=[f"www IN A {OLD}"])
     unbound = lab.enter_context(Unbound(tmp_path / "unbound", zone=ZONE, upstream_port=dead))
-    finding = await run_probe(run_options(unbound.address, auth.address))
+    finding = await run_probe(run_options(unbound.address), authoritative=auth.address)
     assert finding.verdict is Verdict.FAIL
     assert "resolver_failed" in signal_names(finding)
     assert f"no answer from {unbound.address} (timeout)" in finding.summary

@@ -20,6 +20,7 @@ from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions, parse_target
 from promptpath.probes.suite import run_probes, select
 from tests.helpers import proxylab
+from tests.helpers.probesettings import probe_settings
 from tests.helpers.refserver import RefServer, reference_server
 
 pytestmark = pytest.mark.lab
@@ -60,10 +61,16 @@ def probe(base_url: str, *, canary: bool, idle_max: float) -> tuple[Finding, lis
         provider="openai",
         model="test-model",
         http="1.1",
-        probe_options={"canary": canary, "idle_max": idle_max},
     )
     said: list[str] = []
-    findings = anyio.run(run_probes, options, None, select(["idle-timeout"]), said.append)
+    findings = anyio.run(
+        run_probes,
+        options,
+        None,
+        select(["idle-timeout"]),
+        said.append,
+        probe_settings(canary=canary, idle_max=idle_max),
+    )
     assert len(findings) == 1
     return findings[0], said
 

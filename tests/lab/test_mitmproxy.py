@@ -36,6 +36,7 @@ from promptpath.options import RunOptions, parse_target
 from promptpath.probes.suite import run_probes, select
 from tests.helpers import mitmlab, proxylab
 from tests.helpers.cli import run_cli
+from tests.helpers.probesettings import probe_settings
 from tests.helpers.refserver import RefServer, reference_server
 
 pytestmark = pytest.mark.lab
@@ -141,9 +142,15 @@ def probe(proxy: proxylab.Proxy, *, canary: bool) -> Finding:
         model="test-model",
         max_tokens=64,
         cacert=proxy.ca,
-        probe_options={"canary": canary, "idle_max": 5.0},
     )
-    findings = anyio.run(run_probes, options, None, select(["buffering"]), lambda _: None)
+    findings = anyio.run(
+        run_probes,
+        options,
+        None,
+        select(["buffering"]),
+        lambda _: None,
+        probe_settings(canary=canary, idle_max=5.0),
+    )
     assert len(findings) == 1
     return findings[0]
 

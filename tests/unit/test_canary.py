@@ -40,12 +40,11 @@ HOSTILE = Behaviour(
 PAUSE = canary_controls(tokens=6, rate=20.0, pause_after=3, pause_s=1.5, keepalive_s=0.5)
 
 
-def options(via: str = "both") -> RunOptions:
+def options() -> RunOptions:
     return RunOptions(
         target=parse_target("http://127.0.0.1:8080/v1/chat/completions"),
         provider="openai",
         model="m",
-        probe_options={"canary": True, "canary_controls": via},
     )
 
 
@@ -64,7 +63,7 @@ def test_paced_stream_overrides_every_server_default_that_shapes_it() -> None:
 
 @pytest.mark.parametrize("via", ["both", "headers", "body"])
 def test_pause_with_keepalives_reaches_the_server_by_the_way_asked(via: str) -> None:
-    got, sources = server_view(with_controls(options(via), PAUSE))
+    got, sources = server_view(with_controls(options(), PAUSE, via))
     assert got == Behaviour(
         ttft_ms=0, tokens=6, rate=20.0, pause_after=3, pause_s=1.5, keepalive_s=0.5, batch=1
     )
@@ -77,9 +76,9 @@ def test_the_client_writes_the_body_field_the_server_reads() -> None:
 
 
 def test_headers_only_leaves_the_body_without_the_field() -> None:
-    body = json.loads(prepare(with_controls(options("headers"), PAUSE)).body)
+    body = json.loads(prepare(with_controls(options(), PAUSE, "headers")).body)
     assert CONTROLS_FIELD not in body
-    body = json.loads(prepare(with_controls(options("body"), PAUSE)).body)
+    body = json.loads(prepare(with_controls(options(), PAUSE, "body")).body)
     assert body[CONTROLS_FIELD]["pause-s"] == "1.5"
 
 

@@ -7,13 +7,28 @@ import dataclasses
 import pytest
 
 from promptpath.commands import RunArgs, build_options
+from promptpath.core import cleartext
+from promptpath.core.addr import is_loopback
 from promptpath.core.errors import UsageError
 from promptpath.options import RunOptions
-from promptpath.tracer.cleartext import check_cleartext, cleartext_note, is_loopback
+from promptpath.tracer.cleartext import check_cleartext
+from promptpath.tracer.request import key_sent
 
 pytestmark = pytest.mark.unit
 
 KEY = {"OPENAI_API_KEY": "sk-test-0123456789"}
+
+
+def cleartext_note(opts: RunOptions, address: str) -> str | None:
+    """The report's note for a run of ``opts`` that went to ``address`` (as the terminal
+    words it from the recorded request)."""
+    return cleartext.cleartext_note(
+        scheme=opts.target.scheme,
+        key_sent=key_sent(opts),
+        address=address,
+        target_host=opts.target.host,
+        proxy_scheme=None if opts.proxy is None else opts.proxy.scheme,
+    )
 
 
 def options(url: str, env: dict[str, str] | None = None, **args: object) -> RunOptions:

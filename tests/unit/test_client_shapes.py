@@ -11,7 +11,7 @@ from promptpath.commands import RunArgs, build_options
 from promptpath.core.errors import UsageError
 from promptpath.options import ClientName, RunOptions, parse_target
 from promptpath.report.json import client_json
-from promptpath.tracer.request import SHAPES, offered_encodings, prepare
+from promptpath.tracer.request import SHAPES, offered_encodings, prepare, sent_request
 
 
 def _opts(client: ClientName, provider: str = "openai", **kw: object) -> RunOptions:
@@ -22,6 +22,11 @@ def _opts(client: ClientName, provider: str = "openai", **kw: object) -> RunOpti
         client=client,
         **kw,  # type: ignore[arg-type]
     )
+
+
+def _shown(options: RunOptions) -> dict[str, object]:
+    """The client object of --json, from the request as the tracer records it."""
+    return client_json(options, sent_request(options, prepare(options)))
 
 
 OLLAMA_UA = (
@@ -120,7 +125,7 @@ def test_every_shape_in_the_cli_choice_has_a_table_entry_and_vice_versa() -> Non
 
 def test_browser_leaves_out_the_encodings_it_cannot_decode_and_says_so() -> None:
     assert SHAPES["browser"].not_offered == ("br", "zstd")
-    shown = client_json(_opts("browser"))
+    shown = _shown(_opts("browser"))
     assert shown["accept_encoding"] == "gzip, deflate" and shown["not_offered"] == ["br", "zstd"]
 
 
@@ -136,7 +141,7 @@ def test_an_explicit_header_wins_over_the_shape(header: str) -> None:
 
 
 def test_json_shows_what_was_sent_after_h() -> None:
-    shown = client_json(_opts("curl", headers=(("Accept-Encoding", "gzip"),)))
+    shown = _shown(_opts("curl", headers=(("Accept-Encoding", "gzip"),)))
     assert shown == {
         "as": "curl",
         "default_for_provider": False,
@@ -146,7 +151,7 @@ def test_json_shows_what_was_sent_after_h() -> None:
         "not_offered": [],
         "http_preference": "auto",
     }
-    assert client_json(_opts("curl"))["accept_encoding"] is None
+    assert _shown(_opts("curl"))["accept_encoding"] is None
 
 
 @pytest.mark.parametrize(

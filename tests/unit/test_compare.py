@@ -467,3 +467,34 @@ def test_compare_json_shows_the_median_run_of_each_side_and_counts_every_run() -
     assert (ttfb["http2"], ttfb["http3"], ttfb["samples"]) == (70.0, 60.0, {"http2": 3, "http3": 3})
     assert [r["ttft_ms"]["from_request"] for r in body["results"]] == [75.0, 65.0]
     assert body["summary"][-1].startswith("3 run(s) of HTTP/2 and 3 of HTTP/3, interleaved")
+
+
+def test_a_failed_side_echoing_the_key_is_redacted_and_escaped_on_the_terminal_and_in_json() -> (
+    None
+):
+    import dataclasses
+
+    key = "sk-compare-0123456789abcdefghij"
+    options = dataclasses.replace(
+        _options(),
+        target=parse_target(f"https://api.example.com/v1/chat/completions?api_key={key}"),
+        api_key=key,
+    )
+    h2, h3 = pair_options(options)
+    failed = Timeline(t0_ns=T0, t0_unix_ns=0)
+    failed.stages.append(Stage(name="dns", start_ns=T0, end_ns=T0 + MS))
+    failed.error = ErrorInfo.from_error(
+        ConnectError(f"peer said \x1b]0;x\x07 {key[:15]}", stage="quic_handshake", kind="refused")
+    )
+    results = [
+        TraceResult(options=h2, timeline=_timeline(h3=False)),
+        TraceResult(options=h3, timeline=failed),
+    ]
+    out = io.StringIO()
+    render_compare(Console(file=out, width=100, no_color=True), results)
+    text = out.getvalue()
+    # The header line printed the raw URL: its api_key query value is a secret too.
+    assert key[:12] not in text and "\x1b" not in text
+    assert "peer said \\x1b]0;x [redacted]" in text
+    body = json.dumps(compare_json(results))
+    assert key[:12] not in body

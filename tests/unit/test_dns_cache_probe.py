@@ -19,6 +19,7 @@ from promptpath.probes.dns_cache import (
     recheck_seconds,
     used_addresses,
 )
+from promptpath.probes.settings import DNSCacheSettings, ProbeSettings
 from promptpath.tracer.orchestrator import TraceResult
 
 
@@ -27,32 +28,41 @@ def options(url: str = "https://api.example.com/v1/chat/completions", **kw: obje
 
 
 def ctx_with(timeline: Timeline | None, **kw: object) -> ProbeContext:
+    settings = kw.pop("settings", ProbeSettings())
+    assert isinstance(settings, ProbeSettings)
     opts = options(**kw)
     result = None if timeline is None else TraceResult(options=opts, timeline=timeline)
-    return ProbeContext(options=opts, result=result)
+    return ProbeContext(options=opts, result=result, settings=settings)
+
+
+def recheck(seconds: float) -> ProbeSettings:
+    return ProbeSettings(dns_cache=DNSCacheSettings(recheck_s=seconds))
 
 
 def test_probe_is_registered_under_its_name() -> None:
     assert REGISTRY["dns-cache"] is DNSCacheProbe
 
 
-def test_recheck_defaults_reads_and_clamps_the_probe_option() -> None:
-    assert recheck_seconds(options()) == DEFAULT_RECHECK_S
-    assert recheck_seconds(options(probe_options={"dns_recheck_s": "1.5"})) == 1.5
-    assert recheck_seconds(options(probe_options={"dns_recheck_s": -4})) == 0.0
-    assert recheck_seconds(options(probe_options={"dns_recheck_s": 1e9})) == 60.0
-    with pytest.raises(UsageError):
-        recheck_seconds(options(probe_options={"dns_recheck_s": "soon"}))
+def test_recheck_defaults_reads_and_clamps_the_probe_setting() -> None:
+    assert recheck_seconds(ProbeSettings()) == DEFAULT_RECHECK_S
+    assert recheck_seconds(recheck(2.5)) == 2.5
+    assert recheck_seconds(recheck(1e9)) == 60.0
+    for too_short in (1.5, -4.0):
+        with pytest.raises(UsageError, match="--dns-recheck must be at least 2 s"):
+            recheck(too_short)
 
 
 def test_the_shortest_useful_recheck_is_published_for_the_command_line() -> None:
-    # Two whole-second TTLs under 2 s apart may legitimately be equal.
-    assert MIN_RECHECK_S == 2.0
+    # Two whole-second TTLs under 2 s apart may legitimately be equal: the bound the
+    # command line checks (probes/settings.py) is the countdown the signals need.
+    from promptpath.probes.dns_signals import MIN_COUNTDOWN_S
+
+    assert MIN_RECHECK_S == MIN_COUNTDOWN_S == 2.0
     assert DEFAULT_RECHECK_S >= MIN_RECHECK_S
 
 
 def test_cost_declares_queries_and_seconds_including_the_recheck() -> None:
-    cost = DNSCacheProbe().cost(ctx_with(None, probe_options={"dns_recheck_s": 2}))
+    cost = DNSCacheProbe().cost(ctx_with(None, settings=recheck(2)))
     assert cost.dns_queries == MAX_QUERIES
     assert cost.seconds >= 2 + 10
     assert "DNS queries" in cost.describe()

@@ -27,7 +27,7 @@ from promptpath.core.errors import (
     UsageKind,
     http_status_kind,
 )
-from promptpath.core.timeline import ErrorInfo
+from promptpath.core.timeline import CONNECT_STAGES, ErrorInfo, StageName
 
 PACKAGE = Path(promptpath.__file__).parent
 SCHEMA = json.loads((PACKAGE / "report/schema.json").read_text())
@@ -69,6 +69,15 @@ def _error_objects(node: object) -> Iterator[dict[str, object]]:
     elif isinstance(node, list):
         for value in node:
             yield from _error_objects(value)
+
+
+def test_every_recorded_stage_is_a_stage_an_error_can_name() -> None:
+    # phase_of returns the open stage as it stands: each StageName must be an ErrorStage,
+    # and CONNECT_STAGES is the whole of StageName, in the order a trace opens them.
+    assert set(get_args(StageName)) <= set(get_args(ErrorStage))
+    assert get_args(StageName) == CONNECT_STAGES
+    order = [s for s in get_args(ErrorStage) if s in CONNECT_STAGES]
+    assert order == list(CONNECT_STAGES)
 
 
 def test_every_error_object_in_the_schema_uses_the_closed_sets() -> None:

@@ -17,8 +17,17 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "promptpath"
 
-#: Modules every layer may use: plain data and the error tree.
-SHARED = ("promptpath.core.timeline", "promptpath.core.errors", "promptpath.core.exitcodes")
+#: Modules every layer may use: plain data, the error tree, and the pure helpers that
+#: would otherwise be written again in each layer (addresses, credential headers, stream
+#: media types). These import nothing of promptpath beyond each other.
+SHARED = (
+    "promptpath.core.timeline",
+    "promptpath.core.errors",
+    "promptpath.core.exitcodes",
+    "promptpath.core.addr",
+    "promptpath.core.headers",
+    "promptpath.core.media",
+)
 
 #: layer prefix -> prefixes it may import (besides itself and SHARED)
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -26,18 +35,48 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.net": (),  # the socket layer: no options, tracer, probes or reporters
     "promptpath.streams": (),
     "promptpath.tracer.ingest": ("promptpath.streams",),
+    # What a run hands reporters: its options and what the run found, nothing that traces.
+    "promptpath.result": ("promptpath.core.findings", "promptpath.options"),
+    # How requests find connections: the transport seam and nothing of the tracer above it.
+    "promptpath.tracer.strategy": ("promptpath.net.transport",),
     # The export renderers read the JSON report (a dict), never a TraceResult or a socket.
     "promptpath.report.runs": (),
     "promptpath.report.har": ("promptpath.report.runs",),
     "promptpath.report.junit": ("promptpath.report.runs",),
     "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
+    # The option table is read by every --help: typer and the probes' plain settings only.
+    "promptpath.flags": ("promptpath.probes.settings",),
+    # (net.dnsmsg parses --authoritative, imported only when one is given)
+    "promptpath.probes.settings": ("promptpath.net.dnsmsg",),
 }
+_ABOVE_PLAN = (
+    "promptpath.modes",
+    "promptpath.runner",
+    "promptpath.reporting",
+    "promptpath.report",
+    "promptpath.commands",
+    "promptpath.cli",
+)
 #: layer prefix -> prefixes it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "promptpath.tracer": ("promptpath.probes", "promptpath.report", "promptpath.commands"),
-    "promptpath.report": ("promptpath.net", "promptpath.probes", "promptpath.commands"),
+    # Reporters read a TraceResult (promptpath.result) and what its timeline recorded,
+    # including the request as sent: they never prepare, trace or touch a socket.
+    "promptpath.report": (
+        "promptpath.net",
+        "promptpath.tracer",
+        "promptpath.probes",
+        "promptpath.commands",
+    ),
     "promptpath.probes": ("promptpath.report", "promptpath.commands", "promptpath.cli"),
     "promptpath.server": ("promptpath.tracer", "promptpath.probes", "promptpath.report"),
+    # The top floor, bottom up: options -> plan -> modes -> the command. Each storey reads
+    # the ones below it only.
+    "promptpath.plan": _ABOVE_PLAN,
+    "promptpath.resolve": _ABOVE_PLAN,
+    "promptpath.modes": ("promptpath.commands", "promptpath.cli", "promptpath.resolve"),
+    "promptpath.runner": ("promptpath.commands", "promptpath.cli", "promptpath.modes"),
+    "promptpath.reporting": ("promptpath.commands", "promptpath.cli", "promptpath.modes"),
     # Writes and pushes what the report holds: it neither traces nor parses the command line.
     "promptpath.export": (
         "promptpath.net",
@@ -156,3 +195,14 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     # The check above must be able to fail.
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_the_shared_helpers_import_nothing_but_each_other() -> None:
+    # Every layer may import SHARED, so SHARED must not lead back up into a layer.
+    wrong = sorted(
+        f"{module} imports {dep}"
+        for module in SHARED
+        for dep in GRAPH[module]
+        if not any(_within(dep, ok) for ok in SHARED)
+    )
+    assert not wrong, "\n".join(wrong)

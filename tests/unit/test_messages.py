@@ -157,3 +157,27 @@ def test_invalid_utf8_inside_events_is_counted_not_silently_replaced() -> None:
 def test_invalid_utf8_in_an_ndjson_line_is_counted() -> None:
     line = NDJSONDecoder().feed(b'{"a":"\xff"}\n{"b":1}\n', 1)
     assert [x.invalid_utf8 for x in line] == [1, 0]
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_an_error_chunk_followed_by_done_is_still_an_error(split: bool) -> None:
+    # Gateways (and OpenAI itself) send {"error": ...} inside a 200 stream and then
+    # [DONE]; openai-python raises APIError on the error chunk. Once reported as a clean
+    # success (exit 0) because the marker overwrote the error.
+    tl = Timeline(t0_ns=0, t0_unix_ns=0)
+    tl.response_headers = [("content-type", "text/event-stream")]
+    ingest = BodyIngest(tl, "openai")
+    token = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n'
+    error = b'data: {"error":{"message":"upstream overloaded","type":"server_error"}}\n\n'
+    done = b"data: [DONE]\n\n"
+    if split:
+        for i, piece in enumerate((token, error, done)):
+            ingest.feed(piece, i + 1, i)
+    else:
+        ingest.feed(token + error + done, 1, 0)
+    with pytest.raises(StreamError) as info:
+        ingest.finish(5)
+    assert info.value.kind == "error_event"
+    assert "upstream overloaded" in info.value.message
+    assert tl.stream_end == "error"
+    assert [e.text for e in tl.events if e.kind == "content"] == ["hi"]  # kept

@@ -105,3 +105,17 @@ def test_a_dumb_terminal_gets_no_live_line() -> None:
         )
         is not None
     )
+
+
+def test_a_probe_note_is_redacted_and_its_control_characters_spelled_out() -> None:
+    from promptpath.core.redaction import Redactor
+
+    key = "sk-live-0123456789abcdefXYZ"
+    redactor = Redactor.of([key])
+    lines: list[str] = []
+    live = LiveProgress(None, fallback=lines.append, redactor=redactor)
+    live.note(f"hop said \x1b]0;pwned\x07 {key[:14]}")
+    assert lines == ["hop said \\x1b]0;pwned\\x07 [redacted]"]
+    on_terminal = LiveProgress(io_console(), fallback=lines.append, redactor=redactor)
+    on_terminal.note(f"server: \x1b[2J{key}")
+    assert on_terminal.line(on_terminal._note_ns).startswith("server: \\x1b[2J[redacted] · ")

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from promptpath.core.errors import HTTPStatusError, http_status_kind
 from promptpath.core.findings import Finding, Verdict
+from promptpath.core.headers import is_secret_header
 from promptpath.core.timeline import (
     CertInfo,
     CloseKind,
@@ -29,7 +30,6 @@ from promptpath.options import RunOptions, parse_target
 from promptpath.report.json import dumps, result_json
 from promptpath.report.redact import MARKER, Redactor, vocabulary
 from promptpath.tracer.orchestrator import TraceResult
-from promptpath.tracer.request import is_secret_header
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
 #: Built once: jsonschema.validate would check the schema itself on every example.
@@ -216,3 +216,198 @@ def test_every_close_kind_the_socket_layer_records_is_valid_json(kind: CloseKind
     body = json.loads(dumps(result_json(result, exit_code=7)))
     VALIDATOR.validate(body)
     assert body["stream"]["closed_by"] == kind
+
+
+# -- every spelling, every piece, every channel -------------------------------------------
+
+KEY = "sk-proj-Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2"
+
+
+@pytest.mark.parametrize(
+    ("text", "left"),
+    [
+        (f"cut at the snippet limit: {KEY[:16]}…", "cut at the snippet limit: [redacted]…"),
+        (f"cut at the front: …{KEY[-13:]} end", "cut at the front: …[redacted] end"),
+        (f"a middle piece {KEY[5:17]}!", "a middle piece [redacted]!"),
+        # 11 characters do not identify a key (sk-proj- is everyone's): the threshold.
+        (f"too short {KEY[:11]}", f"too short {KEY[:11]}"),
+    ],
+)
+def test_any_twelve_character_piece_of_a_key_is_redacted_wherever_the_text_was_cut(
+    text: str, left: str
+) -> None:
+    assert Redactor.of([KEY]).text(text) == left
+
+
+def test_a_basic_credential_is_found_as_its_token_its_pair_and_its_password() -> None:
+    import base64
+
+    token = base64.b64encode(b"alice:correct-horse").decode()
+    redactor = Redactor.of([f"Basic {token}"])
+    assert redactor.text(f"Via: 1.1 Basic {token}") == f"Via: 1.1 {MARKER}"
+    assert redactor.text(f"b64 {token}") == f"b64 {MARKER}"
+    assert redactor.text("user alice:correct-horse") == f"user {MARKER}"
+    assert redactor.text("pw correct-horse.") == f"pw {MARKER}."
+    assert redactor.text("alice is a user name, not a secret") == (
+        "alice is a user name, not a secret"
+    )
+
+
+def test_a_key_is_found_url_encoded_as_servers_echo_it() -> None:
+    key = "sk/ab+cd ef/gh==xyz"
+    echoed = "a sk%2fab%2bcd%20ef%2fgh%3d%3dxyz b sk%2Fab%2Bcd+ef%2Fgh%3D%3Dxyz c"
+    assert Redactor.of([key]).text(echoed) == f"a {MARKER} b {MARKER} c"
+
+
+def test_a_key_is_found_base64_encoded() -> None:
+    import base64
+
+    encoded = base64.b64encode(KEY.encode()).decode()
+    assert Redactor.of([KEY]).text(f"token={encoded}") == f"token={MARKER}"
+
+
+def test_the_proxy_password_and_pair_are_secrets_of_the_run() -> None:
+    from promptpath.proxies import parse_proxy_url
+
+    proxy = parse_proxy_url("http://bob:s3cret-passw0rd@127.0.0.1:3128", source="--proxy")
+    options = RunOptions(
+        target=parse_target("https://h/v1/chat/completions"),
+        provider="openai",
+        model="m",
+        proxy=proxy,
+    )
+    redactor = Redactor.for_options(options)
+    assert redactor.text("bob:s3cret-passw0rd and s3cret-passw0rd") == f"{MARKER} and {MARKER}"
+
+
+_echo_keys = st.one_of(
+    st.sampled_from([KEY, "Bearer " + KEY, "sk-ant-api03-" + "x" * 20]),
+    st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=12, max_size=40),
+)
+_controls = st.text(st.sampled_from("\x1b\x00\x07\r\n\x9b\u202e\ud800[]/"), max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=_echo_keys, cut=st.integers(min_value=0, max_value=40), noise=_controls)
+def test_terminal_text_and_every_export_keep_no_piece_of_the_key_and_no_control(
+    key: str, cut: int, noise: str
+) -> None:
+    """A server and a proxy that echo the key everywhere: response headers, the proxy's
+    headers and reason, an error message cut ``cut`` characters into the key, an event,
+    a finding, with control characters around it. The terminal (-v), the JSON, HAR, JUnit
+    and Prometheus keep no 12-character piece of it, and the terminal no control."""
+    import base64
+    import io
+    import re
+
+    from rich.console import Console
+
+    from promptpath.core.redaction import PIECE
+    from promptpath.report import har, junit, prometheus, terminal
+
+    assume_key = key.split(" ", 1)[-1]
+    options = RunOptions(
+        target=parse_target("https://h/v1/chat/completions"),
+        provider="openai",
+        model="m",
+        api_key=assume_key,
+        verbose=True,
+    )
+    result = _result(options, noise + key + noise)
+    tl = result.timeline
+    tl.response_headers = [
+        ("x-request-id", key),
+        ("via", f"1.1 {noise}{key}"),
+        ("server", noise + base64.b64encode(assume_key.encode()).decode()),
+        ("content-type", "application/json"),
+    ]
+    assert tl.proxy is not None
+    tl.proxy.headers = [("via", key), ("proxy-agent", noise + key)]
+    tl.proxy.reason = f"refused {key}{noise}"
+    tl.proxy.status = 407
+    tl.proxy.tunnel = True
+    cut_text = f"body: {assume_key[: PIECE + cut]}…{noise}"
+    assert tl.error is not None
+    tl.error.message = cut_text
+
+    out = io.StringIO()
+    console = Console(file=out, width=100, color_system=None, force_terminal=False)
+    terminal.render(console, result)
+    body = result_json(result, exit_code=6)
+    channels = {
+        "terminal": out.getvalue(),
+        "json": dumps(body),
+        "har": json.dumps(har.render(body)),
+        "junit": junit.render(body),
+        "prometheus": prometheus.render(body),
+    }
+    encoded = base64.b64encode(assume_key.encode()).decode()
+    pieces = {s[i : i + PIECE] for s in (assume_key, encoded) for i in range(len(s) - PIECE + 1)}
+    for channel, text in channels.items():
+        for piece in pieces:
+            # A piece of one of the schema's own words (a key spelt "client_cert_required")
+            # is ours as much as theirs: the redactor keeps those words whole.
+            if piece in MARKER or any(piece in word for word in vocabulary()):
+                continue
+            assert piece not in text, (channel, piece)
+    bad = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+    assert bad.search(channels["terminal"]) is None
+    json.loads(channels["json"])
+    channels["json"].encode("utf-8")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    secret=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=12),
+    start=st.integers(min_value=0, max_value=200),
+    length=st.integers(min_value=12, max_value=200),
+    before=st.text(max_size=30),
+    after=st.text(max_size=30),
+)
+def test_no_piece_survives_at_any_offset_the_prefilter_included(
+    secret: str, start: int, length: int, before: str, after: str
+) -> None:
+    from promptpath.core.redaction import PIECE
+
+    piece = secret[start : start + length]
+    if len(piece) < PIECE:
+        piece = secret[-PIECE:]
+    cleaned = Redactor.of([secret], keep=frozenset()).text(before + piece + after)
+    assert not any(piece[i : i + PIECE] in cleaned for i in range(len(piece) - PIECE + 1))
+
+
+def _template_only(body: Any) -> Any:
+    """The same report with every string emptied: what the page says on its own."""
+    if isinstance(body, dict):
+        return {k: _template_only(v) for k, v in body.items()}
+    if isinstance(body, list):
+        return [_template_only(v) for v in body]
+    return "" if isinstance(body, str) else body
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(headers=st.lists(st.tuples(_names, _values), max_size=4), key=_values)
+def test_html_and_svg_reports_keep_no_secret(headers: list[tuple[str, str]], key: str) -> None:
+    from html import escape
+
+    from promptpath.report.html import render_html
+    from promptpath.report.svg import render_svg
+
+    options = RunOptions(
+        target=parse_target("https://h/v1/chat/completions"),
+        provider="openai",
+        model="m",
+        api_key=key or None,
+        headers=tuple(headers),
+    )
+    body = json.loads(dumps(result_json(_result(options, key), exit_code=6)))
+    skeleton = _template_only(body)
+    own = render_html(skeleton) + render_svg(skeleton)
+    outputs = render_html(body) + render_svg(body)
+    secrets = [key] + [v for n, v in headers if is_secret_header(n)]
+    for secret in (s for s in secrets if len(s) >= 8 and s not in MARKER):
+        # Each spelling a page could carry it in: raw, HTML-escaped, inside the JSON block.
+        for form in {secret, escape(secret), json.dumps(secret, ensure_ascii=True)[1:-1]}:
+            if form in own or any(form in word for word in vocabulary()):
+                continue  # our own words, never data
+            assert form not in outputs, secret

@@ -11,7 +11,6 @@ from promptpath.core.exitcodes import ExitCode
 from promptpath.core.series import (
     MIN_SAMPLES,
     RunSample,
-    parse_plan,
     sample_of,
     series_exit_code,
     single_values,
@@ -20,6 +19,7 @@ from promptpath.core.series import (
 )
 from promptpath.core.slo import SLOResult, evaluate, parse_slo
 from promptpath.core.timeline import ErrorInfo, Stage, StreamEvent, Timeline
+from promptpath.resolve import parse_plan
 
 MS = 1_000_000
 NO_DEADLINE = settings(deadline=None)

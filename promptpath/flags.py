@@ -1,0 +1,611 @@
+"""Every option of `run` and `probe`, declared once, in the groups `--help` shows.
+
+A ``Flag`` is one row: the parameter name the command receives (``dest``), its spellings,
+type, default, help line and help panel. ``cli.py`` builds each command's signature from
+this table (``signature``), so `run` and `probe` share one declaration of every option
+they both take; ``resolve.py`` turns the parsed values into a Plan. Adding an option is one
+row here plus the code that reads it in the Plan.
+
+This module must stay cheap to import (`--help` and `--version` load it): typer and the
+standard library only. The choices of --provider, --http and --as are spelled out rather
+than imported; tests/unit/test_cli_help.py holds them equal to the Literal types the
+values are checked against. Defaults a probe owns come from ``probes/settings.py``, a
+module of plain dataclasses kept cheap for this reason.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, TypeVar
+
+import typer
+
+from promptpath.probes.settings import (
+    CanarySettings,
+    DNSCacheSettings,
+    IdleTimeoutSettings,
+    TLSSettings,
+)
+
+# -- help panels (curl's --help categories) -------------------------------------------------
+TARGET: Final = "Target and request"
+PATH: Final = "Path, TLS and proxy"
+PROBES: Final = "Probes"
+SERIES: Final = "Series and load"
+OUTPUT: Final = "Output and exports"
+PANELS: Final = (TARGET, PATH, PROBES, SERIES, OUTPUT)
+
+PROVIDER_CHOICES: Final = "openai|responses|anthropic|ollama"
+HTTP_CHOICES: Final = "1.1|2|3|auto"
+CLIENT_CHOICES: Final = "openai-python|anthropic-python|ollama-python|curl|browser|identity"
+
+F = TypeVar("F", bound=Callable[..., None])
+
+RUN: Final = frozenset({"run"})
+BOTH: Final = frozenset({"run", "probe"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Flag:
+    """One option: how it is spelt, typed and shown, and which commands take it."""
+
+    dest: str  # the parameter name, and the key of the parsed value (resolve.Values)
+    decls: tuple[str, ...]
+    type: Any  # the annotation typer parses the value into
+    default: object
+    help: str
+    panel: str
+    metavar: str | None = None
+    commands: frozenset[str] = BOTH
+    extra: Mapping[str, Any] = field(default_factory=dict)  # more typer.Option arguments
+    #: The probe setting this option fills, as "<probe field>.<setting>" of
+    #: probes.settings.ProbeSettings (resolve.probe_settings fills them from the table).
+    setting: str | None = None
+
+    def parameter(self) -> inspect.Parameter:
+        option = typer.Option(
+            *self.decls,
+            help=self.help,
+            metavar=self.metavar,
+            rich_help_panel=self.panel,
+            **self.extra,
+        )
+        return inspect.Parameter(
+            self.dest,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=self.default,
+            annotation=Annotated[self.type, option],
+        )
+
+
+_canary = CanarySettings()
+_dns = DNSCacheSettings()
+_idle = IdleTimeoutSettings()
+_tls = TLSSettings()
+
+FLAGS: tuple[Flag, ...] = (
+    # -- target and request ------------------------------------------------------------
+    Flag(
+        dest="provider",
+        decls=("--provider",),
+        type=str | None,
+        default=None,
+        metavar=PROVIDER_CHOICES,
+        help="The API dialect (default: from the URL path).",
+        panel=TARGET,
+    ),
+    Flag(
+        dest="model",
+        decls=("--model", "-m"),
+        type=str | None,
+        default=None,
+        metavar="NAME",
+        help="Model name.",
+        panel=TARGET,
+    ),
+    Flag(
+        dest="prompt",
+        decls=("--prompt", "-p"),
+        type=str | None,
+        default=None,
+        metavar="PROMPT",
+        help="The prompt to send.",
+        panel=TARGET,
+    ),
+    Flag(
+        dest="max_tokens",
+        decls=("--max-tokens",),
+        type=int | None,
+        default=None,
+        metavar="N",
+        help="Cap on generated tokens (default 64: probes cost money).",
+        panel=TARGET,
+    ),
+    Flag(
+        dest="header",
+        decls=("--header", "-H"),
+        type=list[str] | None,
+        default=None,
+        metavar="'NAME: VALUE'",
+        help="Extra request header 'Name: value' (repeatable).",
+        panel=TARGET,
+    ),
+    Flag(
+        dest="client",
+        decls=("--as",),
+        type=str | None,
+        default=None,
+        metavar=CLIENT_CHOICES,
+        help="Shape the request like this client (its Accept-Encoding, User-Agent, Accept"
+        " and HTTP version). [default: the provider's SDK]",
+        panel=TARGET,
+    ),
+    Flag(
+        dest="api_key_env",
+        decls=("--api-key-env",),
+        type=str | None,
+        default=None,
+        metavar="NAME",
+        help="Env var holding the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).",
+        panel=TARGET,
+    ),
+    Flag(
+        dest="timeout",
+        decls=("--timeout",),
+        type=float | None,
+        default=None,
+        metavar="SECONDS",
+        help="Deadline for the whole request, in seconds. [default: 60]",
+        panel=TARGET,
+    ),
+    Flag(
+        dest="warm",
+        decls=("--warm",),
+        type=bool,
+        default=False,
+        help="Then send a second request over the same connection.",
+        panel=SERIES,
+    ),
+    Flag(
+        dest="compare_http",
+        decls=("--compare-http",),
+        type=bool,
+        default=False,
+        help="Trace over HTTP/2 and HTTP/3 and compare them.",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    Flag(
+        dest="compare_runs",
+        decls=("--compare-runs",),
+        type=int | None,
+        default=None,
+        metavar="N",
+        help="Runs per protocol for --compare-http, interleaved (default 5): each"
+        " metric's noise floor comes from its own spread.",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    # -- path, TLS and proxy -----------------------------------------------------------
+    Flag(
+        dest="http",
+        decls=("--http",),
+        type=str | None,
+        default=None,
+        metavar=HTTP_CHOICES,
+        help="HTTP version; auto: h2 via ALPN, else 1.1."
+        " [default: the --as client's: 1.1 for the Python SDKs, else auto]",
+        panel=PATH,
+    ),
+    Flag(
+        dest="resolve",
+        decls=("--resolve",),
+        type=list[str] | None,
+        default=None,
+        metavar="HOST:PORT:ADDR",
+        help="Connect to ADDR for HOST:PORT instead of resolving (repeatable).",
+        panel=PATH,
+    ),
+    Flag(
+        dest="connect_to",
+        decls=("--connect-to",),
+        type=list[str] | None,
+        default=None,
+        metavar="HOST1:PORT1:HOST2:PORT2",
+        help="Connect to HOST2:PORT2 for requests to HOST1:PORT1 (SNI and Host stay HOST1).",
+        panel=PATH,
+    ),
+    Flag(
+        dest="ipv4",
+        decls=("-4",),
+        type=bool,
+        default=False,
+        help="IPv4 only.",
+        panel=PATH,
+    ),
+    Flag(
+        dest="ipv6",
+        decls=("-6",),
+        type=bool,
+        default=False,
+        help="IPv6 only.",
+        panel=PATH,
+    ),
+    Flag(
+        dest="resolver",
+        decls=("--resolver",),
+        type=str | None,
+        default=None,
+        metavar="ADDR[:PORT]",
+        help="Use this DNS resolver ADDR[:PORT] instead of the system's.",
+        panel=PATH,
+    ),
+    Flag(
+        dest="cacert",
+        decls=("--cacert",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="PEM file of CAs to trust.",
+        panel=PATH,
+    ),
+    Flag(
+        dest="insecure",
+        decls=("--insecure/--no-insecure", "-k"),
+        type=bool | None,
+        default=None,
+        help="Do not verify the certificate (default: verify).",
+        panel=PATH,
+    ),
+    Flag(
+        dest="cert",
+        decls=("--cert",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="Client certificate (PEM) for servers that ask for one; may hold the key too.",
+        panel=PATH,
+    ),
+    Flag(
+        dest="key",
+        decls=("--key",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="Private key (PEM, unencrypted) for --cert.",
+        panel=PATH,
+    ),
+    Flag(
+        dest="allow_cleartext",
+        decls=("--allow-cleartext",),
+        type=bool,
+        default=False,
+        help="Send the API key over plain http:// to a non-loopback address too.",
+        panel=PATH,
+    ),
+    Flag(
+        dest="proxy",
+        decls=("--proxy", "-x"),
+        type=str | None,
+        default=None,
+        metavar="URL",
+        help="Forward proxy http(s)://[USER:PASS@]HOST:PORT (default: HTTPS_PROXY, HTTP_PROXY,"
+        " ALL_PROXY); '' for none.",
+        panel=PATH,
+    ),
+    Flag(
+        dest="noproxy",
+        decls=("--noproxy",),
+        type=str | None,
+        default=None,
+        metavar="LIST",
+        help="Hosts to reach directly: comma list of names, IPs, CIDRs or '*' (default: NO_PROXY).",
+        panel=PATH,
+    ),
+    Flag(
+        dest="proxy_user",
+        decls=("--proxy-user",),
+        type=str | None,
+        default=None,
+        metavar="USER:PASS",
+        help="Proxy credentials (Basic).",
+        panel=PATH,
+    ),
+    Flag(
+        dest="proxy_cacert",
+        decls=("--proxy-cacert",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="PEM CAs for an https:// proxy's certificate.",
+        panel=PATH,
+    ),
+    # -- probes ------------------------------------------------------------------------
+    Flag(
+        dest="probe",
+        decls=("--probe",),
+        type=list[str] | None,
+        default=None,
+        metavar="NAME",
+        help="Run a probe after the trace: buffering, idle-timeout, dns-cache,"
+        " ghost-stream, ratelimit, tls, cors or all (repeatable).",
+        panel=PROBES,
+        commands=RUN,
+    ),
+    Flag(
+        dest="authoritative",
+        decls=("--authoritative",),
+        type=str | None,
+        default=_dns.authoritative,
+        metavar="ADDR[:PORT]",
+        help="Authoritative DNS server for the dns-cache probe.",
+        panel=PROBES,
+        setting="dns_cache.authoritative",
+    ),
+    Flag(
+        dest="dns_recheck",
+        decls=("--dns-recheck",),
+        type=float,
+        default=_dns.recheck_s,
+        metavar="SECONDS",
+        help="dns-cache probe: seconds between the two TTL queries.",
+        panel=PROBES,
+        setting="dns_cache.recheck_s",
+    ),
+    Flag(
+        dest="idle_max",
+        decls=("--idle-max",),
+        type=float,
+        default=_idle.max_s,
+        metavar="SECONDS",
+        help="idle-timeout probe: longest idle wait, seconds.",
+        panel=PROBES,
+        setting="idle_timeout.max_s",
+    ),
+    Flag(
+        dest="tls_warn_days",
+        decls=("--tls-warn-days",),
+        type=int,
+        default=_tls.warn_days,
+        metavar="DAYS",
+        help="tls probe: warn this close to expiry.",
+        panel=PROBES,
+        setting="tls.warn_days",
+        extra={"min": 0},
+    ),
+    Flag(
+        dest="tls_fail_days",
+        decls=("--tls-fail-days",),
+        type=int,
+        default=_tls.fail_days,
+        metavar="DAYS",
+        help="tls probe: fail this close to expiry.",
+        panel=PROBES,
+        setting="tls.fail_days",
+        extra={"min": 0},
+    ),
+    Flag(
+        dest="canary",
+        decls=("--canary",),
+        type=bool,
+        default=_canary.on,
+        help="TARGET is promptpath serve (maybe behind proxies): use its send times.",
+        panel=PROBES,
+        setting="canary.on",
+    ),
+    Flag(
+        dest="canary_admin",
+        decls=("--canary-admin",),
+        type=str | None,
+        default=None,
+        metavar="URL",
+        help="ghost-stream probe: the canary's own address (promptpath serve), when the"
+        " path does not pass GET /stats/requests/ID.",
+        panel=PROBES,
+        setting="ghost_stream.admin",
+    ),
+    Flag(
+        dest="canary_controls",
+        decls=("--canary-controls",),
+        type=str,
+        default=_canary.controls,
+        metavar="both|headers|body",
+        help="How --canary probes send their controls: x-promptpath-* headers, the body's"
+        " promptpath field, or both.",
+        panel=PROBES,
+        setting="canary.controls",
+    ),
+    # -- series and load ---------------------------------------------------------------
+    Flag(
+        dest="count",
+        decls=("--count",),
+        type=int,
+        default=1,
+        metavar="N",
+        help="Trace N prompts in a row and aggregate them.",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    Flag(
+        dest="interval",
+        decls=("--interval",),
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="Pause between the runs of a series, in seconds.",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    Flag(
+        dest="reuse",
+        decls=("--reuse",),
+        type=bool,
+        default=False,
+        help="A series keeps one connection (warm figures), not fresh ones.",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    Flag(
+        dest="concurrency",
+        decls=("--concurrency",),
+        type=str | None,
+        default=None,
+        metavar="C|C1,C2,..",
+        help="Streams in flight at once (load mode); a list sweeps and prints the curve.",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    Flag(
+        dest="connections",
+        decls=("--connections",),
+        type=int | None,
+        default=None,
+        metavar="K",
+        help="Load mode: spread the streams over K connections [default: 1 for HTTP/2 and"
+        " HTTP/3, one per stream for HTTP/1.1].",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    Flag(
+        dest="slo",
+        decls=("--slo",),
+        type=list[str] | None,
+        default=None,
+        metavar="EXPR",
+        help="Exit 9 unless METRIC OP VALUE holds, e.g. 'ttft_p95<800ms', 'error_rate<=5%'"
+        " (repeatable).",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    Flag(
+        dest="yes",
+        decls=("--yes",),
+        type=bool,
+        default=False,
+        help="Go ahead with a series above the spend threshold.",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    # -- output and exports ------------------------------------------------------------
+    Flag(
+        dest="json_out",
+        decls=("--json",),
+        type=bool,
+        default=False,
+        help="Print one JSON object on stdout.",
+        panel=OUTPUT,
+    ),
+    Flag(
+        dest="fail_on",
+        decls=("--fail-on",),
+        type=str,
+        default="fail",
+        metavar="warn|fail",
+        help="Exit 1 when a finding is at or above this verdict.",
+        panel=OUTPUT,
+    ),
+    Flag(
+        dest="verbose",
+        decls=("--verbose", "-v"),
+        type=bool,
+        default=False,
+        help="Show request headers (keys redacted).",
+        panel=OUTPUT,
+    ),
+    Flag(
+        dest="junit",
+        decls=("--junit",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="Also write the run as JUnit XML to FILE.",
+        panel=OUTPUT,
+        commands=RUN,
+    ),
+    Flag(
+        dest="har",
+        decls=("--har",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="Also write the run as a HAR 1.2 log to FILE.",
+        panel=OUTPUT,
+        commands=RUN,
+    ),
+    Flag(
+        dest="prom_textfile",
+        decls=("--prom-textfile",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="Also write Prometheus metrics to FILE (node_exporter textfile collector; atomic).",
+        panel=OUTPUT,
+        commands=RUN,
+    ),
+    Flag(
+        dest="pushgateway",
+        decls=("--pushgateway",),
+        type=str | None,
+        default=None,
+        metavar="URL",
+        help="Also push Prometheus metrics to this Pushgateway (job promptpath).",
+        panel=OUTPUT,
+        commands=RUN,
+    ),
+    Flag(
+        dest="label",
+        decls=("--label",),
+        type=list[str] | None,
+        default=None,
+        metavar="NAME=VALUE",
+        help="Label on every exported metric, e.g. region=eu-west (repeatable).",
+        panel=OUTPUT,
+        commands=RUN,
+    ),
+)
+
+BY_DEST: Final[Mapping[str, Flag]] = {flag.dest: flag for flag in FLAGS}
+
+
+def flags_of(command: str) -> tuple[Flag, ...]:
+    """The options ``command`` takes, in declaration (and --help) order."""
+    return tuple(flag for flag in FLAGS if command in flag.commands)
+
+
+def defaults() -> dict[str, object]:
+    """Every option's value when none is given (what `probe` passes for `run`-only ones)."""
+    return {flag.dest: flag.default for flag in FLAGS}
+
+
+def signature(leading: Iterable[inspect.Parameter], command: str) -> inspect.Signature:
+    """The signature typer reads for ``command``: ``leading`` (context, arguments), then
+    every option the table gives it."""
+    params = [*leading, *(flag.parameter() for flag in flags_of(command))]
+    return inspect.Signature(params, return_annotation=None)
+
+
+def declare(command: str, *leading: inspect.Parameter) -> Callable[[F], F]:
+    """Decorator: give a ``(ctx, ..., **values)`` function the table's options as its
+    signature, so typer declares them and passes them back as keyword arguments."""
+
+    def apply(func: F) -> F:
+        sig = signature(leading, command)
+        func.__signature__ = sig  # type: ignore[attr-defined]
+        func.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
+        return func
+
+    return apply
+
+
+__all__ = [
+    "BY_DEST",
+    "FLAGS",
+    "PANELS",
+    "Flag",
+    "declare",
+    "defaults",
+    "flags_of",
+    "signature",
+]

@@ -1,0 +1,279 @@
+"""The path below HTTP, hop by hop: TCP SYNs (and, for HTTP/3, UDP datagrams) with rising
+TTL toward the address and port a trace used, as ``mtr --tcp`` / tcptraceroute do.
+
+No raw socket and no capability: on Linux an ordinary socket with ``IP_RECVERR``
+(``IPV6_RECVERR``) receives the ICMP errors its own packets caused on its error queue,
+with the address of the router that sent them (``SO_EE_OFFENDER``). A TCP probe is a
+non-blocking ``connect()`` with a small TTL: a router's ICMP time-exceeded, the
+destination's SYN/ACK (the connect completes; it is closed at once with a reset) or its
+RST. A UDP probe is one 1200-byte datagram shaped as a QUIC long-header packet of a
+reserved version (RFC 9000 §15: ``0x?a?a?a?a``): a QUIC server answers it with a Version
+Negotiation packet, which says both "the destination" and "1200-byte datagrams get
+through", the size QUIC's Initials need.
+
+Timing: ``perf_counter_ns`` right before ``connect()``/``send()`` and right after the
+selector woke for that socket; the selector waits on every open probe at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import selectors
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+Protocol = Literal["tcp", "udp"]
+ReplyKind = Literal[
+    "time_exceeded",  # a router on the way: TTL ran out there
+    "unreachable",  # ICMP destination/port unreachable (from a router, or the destination)
+    "synack",  # the destination accepted the connection
+    "rst",  # the destination refused it (its own answer all the same)
+    "quic_vn",  # the destination answered the UDP probe with QUIC version negotiation
+    "none",  # no answer within the timeout
+]
+DESTINATION_KINDS = ("synack", "rst", "quic_vn")
+
+
+def at_destination(reply: ProbeReply, destination: str) -> bool:
+    """The destination answered: SYN/ACK, RST, QUIC, or an ICMP error it sent itself
+    (a closed UDP port, a host that prohibits the port)."""
+    return reply.kind in DESTINATION_KINDS or (
+        reply.responder is not None and reply.responder == destination
+    )
+
+IP_RECVERR = 11  # linux/in.h
+IPV6_RECVERR = 25  # linux/in6.h
+SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6 = 2, 3
+_EE = struct.Struct("=IBBBBII")  # struct sock_extended_err
+QUIC_PROBE_BYTES = 1200  # RFC 9000 §14.1: the smallest datagram an Initial may ride in
+_GREASE_VERSION = 0x1A2A3A4A
+
+
+class PathUnsupported(OSError):
+    """This system cannot receive its probes' ICMP errors (no Linux error queue)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeReply:
+    """One probe at one TTL, and what came back."""
+
+    ttl: int
+    round: int
+    kind: ReplyKind
+    responder: str | None = None  # who answered: a router, or the destination
+    rtt_ns: int | None = None
+    icmp: tuple[int, int] | None = None  # ICMP type and code, when an ICMP error came
+
+
+def recverr_available(family: int) -> str | None:
+    """None when this system delivers ICMP errors to an unprivileged socket; else why not."""
+    if not sys.platform.startswith("linux"):
+        return f"needs Linux error queues (IP_RECVERR); this is {sys.platform}"
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as s:
+            level, option = _recverr(family)
+            s.setsockopt(level, option, 1)
+    except OSError as exc:
+        return f"this kernel refuses IP_RECVERR ({exc.strerror or exc})"
+    return None
+
+
+def _recverr(family: int) -> tuple[int, int]:
+    if family == socket.AF_INET6:
+        return socket.IPPROTO_IPV6, IPV6_RECVERR
+    return socket.IPPROTO_IP, IP_RECVERR
+
+
+def quic_probe_datagram() -> bytes:
+    """A long-header packet of a reserved version, padded to 1200 bytes."""
+    dcid, scid = secrets.token_bytes(8), secrets.token_bytes(8)
+    head = bytes([0xC0 | secrets.randbelow(16)]) + struct.pack(">I", _GREASE_VERSION)
+    head += bytes([len(dcid)]) + dcid + bytes([len(scid)]) + scid
+    return head + secrets.token_bytes(QUIC_PROBE_BYTES - len(head))
+
+
+def _offender(ancillary: list[tuple[int, int, bytes]]) -> tuple[str | None, tuple[int, int] | None]:
+    """The router's address and the ICMP type/code from an error-queue message."""
+    for _level, _type, data in ancillary:
+        if len(data) < _EE.size:
+            continue
+        _errno, origin, icmp_type, icmp_code, _pad, _info, _data = _EE.unpack(data[: _EE.size])
+        if origin not in (SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6):
+            continue
+        offender = data[_EE.size :]
+        family = struct.unpack("=H", offender[:2])[0] if len(offender) >= 2 else 0
+        if family == socket.AF_INET and len(offender) >= 8:
+            return socket.inet_ntop(socket.AF_INET, offender[4:8]), (icmp_type, icmp_code)
+        if family == socket.AF_INET6 and len(offender) >= 24:
+            return socket.inet_ntop(socket.AF_INET6, offender[8:24]), (icmp_type, icmp_code)
+        return None, (icmp_type, icmp_code)
+    return None, None
+
+
+@dataclass(slots=True)
+class _Open:
+    sock: socket.socket
+    ttl: int
+    round: int
+    sent_ns: int
+    address: str  # the destination's
+
+
+def _open_probe(
+    protocol: Protocol, family: int, address: tuple[str, int], ttl: int, rnd: int
+) -> _Open:
+    kind = socket.SOCK_STREAM if protocol == "tcp" else socket.SOCK_DGRAM
+    sock = socket.socket(family, kind)
+    sock.setblocking(False)
+    level, option = _recverr(family)
+    sock.setsockopt(level, option, 1)
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, ttl)
+    else:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ttl)
+    if protocol == "tcp":
+        # A destination's SYN/ACK completes the connect: close it with a reset, not a FIN.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sent = time.perf_counter_ns()
+        err = sock.connect_ex(address)
+        if err not in (0, errno.EINPROGRESS):
+            sock.close()
+            raise OSError(err, os.strerror(err))
+        return _Open(sock=sock, ttl=ttl, round=rnd, sent_ns=sent, address=address[0])
+    sock.connect(address)
+    datagram = quic_probe_datagram()
+    sent = time.perf_counter_ns()
+    sock.send(datagram)
+    return _Open(sock=sock, ttl=ttl, round=rnd, sent_ns=sent, address=address[0])
+
+
+def _answer(probe: _Open, protocol: Protocol, now: int) -> ProbeReply | None:
+    """What the woken socket says: None when it woke for nothing yet."""
+
+    def reply(
+        kind: ReplyKind, responder: str | None, icmp: tuple[int, int] | None = None
+    ) -> ProbeReply:
+        return ProbeReply(
+            ttl=probe.ttl,
+            round=probe.round,
+            kind=kind,
+            responder=responder,
+            rtt_ns=now - probe.sent_ns,
+            icmp=icmp,
+        )
+
+    try:
+        _data, ancillary, _flags, _addr = probe.sock.recvmsg(512, 1024, socket.MSG_ERRQUEUE)
+    except (BlockingIOError, InterruptedError):
+        ancillary = None
+    if ancillary is not None:
+        responder, icmp = _offender(ancillary)
+        # Time exceeded: ICMP type 11, ICMPv6 type 3; anything else says unreachable.
+        exceeded = 3 if probe.sock.family == socket.AF_INET6 else 11
+        kind: ReplyKind = "time_exceeded" if icmp and icmp[0] == exceeded else "unreachable"
+        return reply(kind, responder, icmp)
+    if protocol == "tcp":
+        err = probe.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if err == 0:
+            return reply("synack", probe.address)
+        if err == errno.ECONNREFUSED:
+            return reply("rst", probe.address)
+        return None
+    try:
+        probe.sock.recv(2048)
+    except OSError:  # nothing yet (or an error the error queue will tell)
+        return None
+    return reply("quic_vn", probe.address)
+
+
+def trace_path(
+    address: tuple[str, int],
+    family: int,
+    *,
+    protocol: Protocol = "tcp",
+    rounds: int = 3,
+    max_ttl: int = 15,
+    timeout_s: float = 1.0,
+    spacing_s: float = 0.005,
+) -> list[ProbeReply]:
+    """Every probe's reply, ``rounds`` rounds of TTL 1.. (the first round stops raising
+    the TTL once the destination answered; later rounds go only as far as it was).
+
+    Blocking: run it in a worker thread. Raises PathUnsupported where ICMP errors cannot
+    be received unprivileged."""
+    reason = recverr_available(family)
+    if reason is not None:
+        raise PathUnsupported(reason)
+    replies: list[ProbeReply] = []
+    limit = max_ttl
+    for rnd in range(rounds):
+        got = _one_round(address, family, protocol, rnd, limit, timeout_s, spacing_s)
+        replies += got
+        reached = [r.ttl for r in got if at_destination(r, address[0])]
+        if reached:
+            limit = min(limit, min(reached))
+    return sorted(replies, key=lambda r: (r.ttl, r.round))
+
+
+def _one_round(
+    address: tuple[str, int],
+    family: int,
+    protocol: Protocol,
+    rnd: int,
+    limit: int,
+    timeout_s: float,
+    spacing_s: float,
+) -> list[ProbeReply]:
+    selector = selectors.DefaultSelector()
+    waiting: dict[int, _Open] = {}
+    replies: list[ProbeReply] = []
+    next_ttl, reached_at = 1, None
+    events = selectors.EVENT_READ | (selectors.EVENT_WRITE if protocol == "tcp" else 0)
+    next_send = time.perf_counter()
+    try:
+        while waiting or (next_ttl <= limit and reached_at is None):
+            now = time.perf_counter()
+            if next_ttl <= limit and reached_at is None and now >= next_send:
+                probe = _open_probe(protocol, family, address, next_ttl, rnd)
+                waiting[probe.sock.fileno()] = probe
+                selector.register(probe.sock, events)
+                next_ttl += 1
+                next_send = now + spacing_s
+            deadline = min((p.sent_ns for p in waiting.values()), default=time.perf_counter_ns())
+            wait = deadline / 1e9 + timeout_s - time.perf_counter()
+            if next_ttl <= limit and reached_at is None:
+                wait = min(wait, max(0.0, next_send - time.perf_counter()))
+            for key, _mask in selector.select(max(0.0, wait)):
+                stamp = time.perf_counter_ns()
+                woke = waiting.get(key.fd)
+                if woke is None:
+                    continue
+                reply = _answer(woke, protocol, stamp)
+                if reply is None:
+                    continue
+                replies.append(reply)
+                if at_destination(reply, address[0]):
+                    reached_at = woke.ttl if reached_at is None else min(reached_at, woke.ttl)
+                selector.unregister(woke.sock)
+                woke.sock.close()
+                del waiting[key.fd]
+            expired = time.perf_counter_ns() - int(timeout_s * 1e9)
+            for fd, probe in list(waiting.items()):
+                if probe.sent_ns <= expired:
+                    replies.append(ProbeReply(ttl=probe.ttl, round=rnd, kind="none"))
+                    selector.unregister(probe.sock)
+                    probe.sock.close()
+                    del waiting[fd]
+    finally:
+        for probe in waiting.values():
+            probe.sock.close()
+        selector.close()
+    if reached_at is not None:  # probes past the destination only repeat its answer
+        replies = [r for r in replies if r.ttl <= reached_at]
+    return replies

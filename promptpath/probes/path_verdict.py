@@ -1,0 +1,319 @@
+"""The path probe's reading of a hop-by-hop trace, the way an expert reads mtr. Pure.
+
+Routers forward packets in hardware and answer TTL-expired probes from a slow, rate-limited
+control plane: a hop's own RTT or loss says how busy that router's CPU is, not how the path
+treats traffic through it. So:
+
+* a latency step is blamed on a hop only when it persists at every later hop and at the
+  destination: each hop's *floor* is the lowest median from it to the destination, and the
+  RTT a hop adds is its floor minus the previous hop's;
+* a hop slower or lossier than the hops after it deprioritises its own ICMP replies (it is
+  reported, and explicitly not as the problem);
+* loss counts against the path only when it reaches the destination;
+* a hop that never answers is silent, and the trace goes on past it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from promptpath.core.findings import Finding, Verdict
+
+PROBE = "path"
+Kind = Literal["time_exceeded", "unreachable", "synack", "rst", "quic_vn", "none"]
+DESTINATION_KINDS = ("synack", "rst", "quic_vn")
+
+#: A hop's own median this far above the floor after it is its ICMP's slowness, not the
+#: path's: both a fixed margin (timer and scheduling noise) and a share of the floor.
+SLOW_ALONE_MS = 2.0
+SLOW_ALONE_SHARE = 0.5
+#: The handshake may take this much more than the destination's probe RTT before the extra
+#: is the server's (accept queue, SYN cookies) rather than the path's.
+HANDSHAKE_SLACK_MS = 5.0
+HANDSHAKE_SLACK_SHARE = 0.5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sample:
+    """One probe: its TTL and what answered (``rtt_ms`` None: nothing did)."""
+
+    ttl: int
+    kind: Kind
+    responder: str | None
+    rtt_ms: float | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hop:
+    ttl: int
+    responders: tuple[str, ...]  # every address that answered at this TTL (ECMP shows >1)
+    sent: int
+    rtts_ms: tuple[float, ...]
+    destination: bool
+
+    @property
+    def median_ms(self) -> float | None:
+        return statistics.median(self.rtts_ms) if self.rtts_ms else None
+
+    @property
+    def loss(self) -> float:
+        return 1.0 - len(self.rtts_ms) / self.sent if self.sent else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        rtts = self.rtts_ms
+        return {
+            "ttl": self.ttl,
+            "responders": list(self.responders),
+            "sent": self.sent,
+            "answered": len(rtts),
+            "loss": round(self.loss, 3),
+            "rtt_ms": None
+            if not rtts
+            else {
+                "min": round(min(rtts), 3),
+                "median": round(statistics.median(rtts), 3),
+                "max": round(max(rtts), 3),
+            },
+            "destination": self.destination,
+        }
+
+
+def hops_of(samples: Sequence[Sample], destination: str) -> list[Hop]:
+    """Samples grouped per TTL, up to the first TTL the destination answered at."""
+    by_ttl: dict[int, list[Sample]] = {}
+    for s in samples:
+        by_ttl.setdefault(s.ttl, []).append(s)
+    hops: list[Hop] = []
+    for ttl in sorted(by_ttl):
+        group = by_ttl[ttl]
+        answered = [s for s in group if s.rtt_ms is not None]
+        at_dest = any(s.kind in DESTINATION_KINDS or s.responder == destination for s in answered)
+        responders = tuple(dict.fromkeys(s.responder for s in answered if s.responder))
+        hops.append(
+            Hop(
+                ttl=ttl,
+                responders=responders,
+                sent=len(group),
+                rtts_ms=tuple(s.rtt_ms for s in answered if s.rtt_ms is not None),
+                destination=at_dest,
+            )
+        )
+        if at_dest:
+            break
+    return hops
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reading:
+    """What the hops say, the expert's way."""
+
+    reached: bool
+    floors: dict[int, float]  # ttl -> lowest median from this hop to the destination
+    added_ms: dict[int, float]  # ttl -> RTT this hop's side adds (persisting to the end)
+    deprioritised: list[int]  # hops slow or lossy alone: their ICMP, not the path
+    silent: list[int]  # hops that never answered (the trace went on)
+    destination_loss: float
+    destination_rtt_ms: float | None
+
+    @property
+    def biggest_step(self) -> int | None:
+        if not self.added_ms:
+            return None
+        return max(self.added_ms, key=lambda ttl: self.added_ms[ttl])
+
+
+def _floors(medians: dict[int, float]) -> dict[int, float]:
+    """Each hop's floor: the lowest median from it to the destination."""
+    return {ttl: min(m for t, m in medians.items() if t >= ttl) for ttl in medians}
+
+
+def read(hops: Sequence[Hop]) -> Reading:
+    medians = {h.ttl: m for h in hops if (m := h.median_ms) is not None}
+    floors = _floors(medians)
+    deprioritised = []
+    for h in hops:
+        if h.destination or h.ttl not in medians:
+            continue
+        own, floor = medians[h.ttl], floors[h.ttl]
+        slow = own - floor > max(SLOW_ALONE_MS, SLOW_ALONE_SHARE * floor)
+        after = [x for x in hops if x.ttl > h.ttl and x.rtts_ms]
+        lossy = h.loss > 0 and bool(after) and min(x.loss for x in after) < h.loss
+        if slow or lossy:
+            deprioritised.append(h.ttl)
+    # A step is placed between hops whose own figures can be trusted: a deprioritised hop's
+    # RTT says nothing of the links on either side of it.
+    trusted = _floors({t: m for t, m in medians.items() if t not in deprioritised})
+    added: dict[int, float] = {}
+    previous = 0.0
+    for ttl in sorted(trusted):
+        added[ttl] = round(max(0.0, trusted[ttl] - previous), 3)
+        previous = trusted[ttl]
+    last = hops[-1] if hops else None
+    reached = last is not None and last.destination
+    return Reading(
+        reached=reached,
+        floors=trusted,
+        added_ms=added,
+        deprioritised=deprioritised,
+        silent=[h.ttl for h in hops if not h.rtts_ms and not h.destination],
+        destination_loss=last.loss if reached and last is not None else 1.0,
+        destination_rtt_ms=last.median_ms if reached and last is not None else None,
+    )
+
+
+def _name(hop: Hop) -> str:
+    return " / ".join(hop.responders) or "?"
+
+
+def judge(
+    *,
+    destination: str,
+    port: int,
+    tcp: Sequence[Sample],
+    udp: Sequence[Sample] | None,
+    connect_ms: float | None,
+    elapsed_s: float,
+) -> Finding:
+    """The finding for a TCP trace (and, for an HTTP/3 target, the UDP one)."""
+    hops = hops_of(tcp, destination)
+    reading = read(hops)
+    by_ttl = {h.ttl: h for h in hops}
+    notes: list[str] = []
+    advice: list[str] = []
+    verdict = Verdict.PASS
+    if reading.reached and reading.destination_rtt_ms is not None:
+        rtt = reading.destination_rtt_ms
+        summary = f"{len(hops)} hop(s) to {destination} port {port}, RTT {rtt:.1f} ms"
+        step = reading.biggest_step
+        if step is not None and len(hops) > 1:
+            # The hop before the step whose own figures count (a deprioritised one does not).
+            earlier = [ttl for ttl in reading.added_ms if ttl < step]
+            where = f"hop {step} ({_name(by_ttl[step])})"
+            side = f"at {where}"
+            if earlier:
+                before = by_ttl[max(earlier)]
+                side = f"between hop {before.ttl} ({_name(before)}) and {where}"
+            summary += f"; most of it ({reading.added_ms[step]:.1f} ms) is added {side}"
+        if reading.destination_loss > 0:
+            verdict = Verdict.WARN
+            notes.append(
+                f"{reading.destination_loss:.0%} of the probes to the destination were lost:"
+                " loss that reaches the destination is the path's"
+            )
+    else:
+        verdict = Verdict.WARN
+        answered = [h for h in hops if h.rtts_ms]
+        last = f"hop {answered[-1].ttl} ({_name(answered[-1])})" if answered else "no hop"
+        summary = (
+            f"the destination {destination} port {port} never answered a TTL-limited SYN;"
+            f" the last answer came from {last}"
+        )
+        advice.append(
+            "a firewall on the way may drop TCP probes with a low TTL: try from a host"
+            " nearer the destination, or ask its operator"
+        )
+    for ttl in reading.deprioritised:
+        hop = by_ttl[ttl]
+        notes.append(
+            f"hop {ttl} ({_name(hop)}) is slower or lossier than the hops after it: this router"
+            " deprioritises its own ICMP replies, it is not where the path loses time"
+        )
+    if reading.deprioritised:
+        advice.append(
+            "judge a hop by the hops after it: latency or loss at one hop that later hops do not"
+            " show is that router's ICMP rate limit (mtr shows it the same way)"
+        )
+    for ttl in reading.silent:
+        notes.append(f"hop {ttl} never answers TTL-expired probes (silent); the trace went on")
+    handshake = None
+    if connect_ms is not None and reading.destination_rtt_ms is not None:
+        rtt = reading.destination_rtt_ms
+        extra = connect_ms - rtt
+        handshake = {"connect_ms": connect_ms, "path_rtt_ms": rtt, "extra_ms": round(extra, 3)}
+        if extra > max(HANDSHAKE_SLACK_MS, HANDSHAKE_SLACK_SHARE * rtt):
+            notes.append(
+                f"the trace's TCP handshake took {connect_ms:.1f} ms against a path RTT of"
+                f" {rtt:.1f} ms: the extra {extra:.1f} ms is the server's (a full accept queue,"
+                " SYN cookies) or the connection went elsewhere"
+            )
+        else:
+            notes.append(
+                f"the trace's TCP handshake ({connect_ms:.1f} ms) is one path RTT"
+                f" ({rtt:.1f} ms): the connect stage is the path's"
+            )
+    quic = None
+    if udp is not None:
+        quic, quic_note, quic_bad = _udp(udp, destination, port, reading)
+        notes.append(quic_note)
+        if quic_bad:
+            verdict = Verdict.WARN if verdict is Verdict.PASS else verdict
+            advice.append(
+                "HTTP/3 needs UDP to this port end to end: allow it on the firewall, or expect"
+                " clients to fall back to HTTP/2"
+            )
+    if notes:
+        summary += "; " + "; ".join(notes)
+    return Finding(
+        probe=PROBE,
+        verdict=verdict,
+        summary=summary,
+        evidence={
+            "destination": destination,
+            "port": port,
+            "protocol": "tcp",
+            "hops": [h.as_dict() for h in hops],
+            "added_ms": {str(k): v for k, v in reading.added_ms.items()},
+            "deprioritised": reading.deprioritised,
+            "silent": reading.silent,
+            "reached": reading.reached,
+            "destination_loss": round(reading.destination_loss, 3),
+            "handshake": handshake,
+            "udp": quic,
+            "elapsed_s": round(elapsed_s, 3),
+        },
+        advice=advice,
+    )
+
+
+def _udp(
+    udp: Sequence[Sample], destination: str, port: int, tcp: Reading
+) -> tuple[dict[str, object], str, bool]:
+    hops = hops_of(udp, destination)
+    last = hops[-1] if hops else None
+    vn = any(s.kind == "quic_vn" for s in udp)
+    closed = last is not None and last.destination and not vn
+    answered = [h for h in hops if h.rtts_ms and not h.destination]
+    facts: dict[str, object] = {
+        "hops": [h.as_dict() for h in hops],
+        "quic_answered": vn,
+        "port_closed": closed,
+        "datagram_bytes": 1200,
+    }
+    if vn:
+        return (
+            facts,
+            (
+                f"1200-byte UDP datagrams reach {destination} port {port} and it answers QUIC:"
+                " HTTP/3's Initials get through"
+            ),
+            False,
+        )
+    if closed:
+        return facts, f"UDP port {port} is closed at {destination} (ICMP port unreachable)", True
+    beyond = f" after hop {answered[-1].ttl} ({_name(answered[-1])})" if answered else ""
+    return (
+        facts,
+        (
+            f"1200-byte UDP datagrams to port {port} get no answer from {destination}{beyond}:"
+            " UDP is filtered on the path, so HTTP/3 cannot work from here"
+            + (" (TCP reaches it)" if tcp.reached else "")
+        ),
+        True,
+    )
+
+
+def skipped(reason: str) -> Finding:
+    return Finding(probe=PROBE, verdict=Verdict.SKIP, summary=f"path not traced: {reason}")

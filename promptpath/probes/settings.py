@@ -1,0 +1,105 @@
+"""What each probe can be told, with its defaults and bounds: one frozen dataclass per probe.
+
+The probes read these from ``ProbeContext.settings``. A command-line option names the
+field it fills (``Flag.setting``, e.g. ``"dns_cache.recheck_s"``) and resolve.py fills
+them all from the table, so a new probe option is its Flag row, its field here, and the
+probe code that reads it. Each dataclass checks its own values (a bad one is a UsageError
+naming the option) and holds only its probe's settings: the probe's module is its only
+reader.
+
+They live here, not in each probe's module, because those modules import sockets, httpx
+and the tracer at the top: this one imports only the error tree, so `--help` (which shows
+the defaults) and a plain `run` (which probes nothing) do not pay for the probes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from promptpath.core.errors import UsageError
+
+ControlsVia = Literal["both", "headers", "body"]
+#: How --canary probes send their controls (probes/canary.py).
+VIA_CHOICES: tuple[str, ...] = get_args(ControlsVia)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CanarySettings:
+    """--canary, --canary-controls: the target is ``promptpath serve`` and obeys controls."""
+
+    on: bool = False
+    controls: ControlsVia = "both"
+
+    def __post_init__(self) -> None:
+        if self.controls not in VIA_CHOICES:
+            raise UsageError(f"--canary-controls must be one of {', '.join(VIA_CHOICES)}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DNSCacheSettings:
+    """--dns-recheck, --authoritative (the dns-cache probe)."""
+
+    #: Two whole-second TTLs closer together than this may be equal (dns_signals'
+    #: MIN_COUNTDOWN_S, held equal by a unit test).
+    MIN_RECHECK_S = 2.0
+    #: Longest pause between the two TTL queries the probe will wait.
+    MAX_RECHECK_S = 60.0
+
+    recheck_s: float = 3.0
+    authoritative: str | None = None  # ADDR[:PORT] of the zone's authoritative server
+
+    def __post_init__(self) -> None:
+        if self.recheck_s < self.MIN_RECHECK_S:
+            raise UsageError(
+                f"--dns-recheck must be at least {self.MIN_RECHECK_S:g} s: two whole-second"
+                " TTLs closer together may be equal"
+            )
+        if self.authoritative is not None:
+            from promptpath.net.dnsmsg import parse_server  # only when one is given
+
+            try:
+                parse_server(self.authoritative)
+            except UsageError as exc:
+                raise UsageError(f"--authoritative: {exc.message}", kind="bad_option") from exc
+
+    def recheck(self) -> float:
+        """The pause the probe waits, at most MAX_RECHECK_S."""
+        return min(self.recheck_s, self.MAX_RECHECK_S)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdleTimeoutSettings:
+    """--idle-max (the idle-timeout probe): the longest idle wait, seconds."""
+
+    max_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        if not self.max_s > 0:
+            raise UsageError("--idle-max must be positive")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GhostStreamSettings:
+    """--canary-admin (the ghost-stream probe): the canary's own address, if not the path's."""
+
+    admin: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TLSSettings:
+    """--tls-warn-days, --tls-fail-days (the tls probe)."""
+
+    warn_days: int = 30
+    fail_days: int = 7
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeSettings:
+    """Every probe's settings; a probe reads its own field."""
+
+    canary: CanarySettings = field(default_factory=CanarySettings)
+    dns_cache: DNSCacheSettings = field(default_factory=DNSCacheSettings)
+    idle_timeout: IdleTimeoutSettings = field(default_factory=IdleTimeoutSettings)
+    ghost_stream: GhostStreamSettings = field(default_factory=GhostStreamSettings)
+    tls: TLSSettings = field(default_factory=TLSSettings)

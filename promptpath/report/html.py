@@ -1,0 +1,374 @@
+"""``--html FILE``: one self-contained page a ticket can carry, drawn from the report object.
+
+Pure: the ``--json`` body in (already redacted), markup out. No script runs, nothing is
+fetched (no external fonts, images or styles: it opens offline and prints); the body itself
+rides along in a ``<script type="application/json">`` data block, so a reader's tool can
+take the figures from the page. Every string that came from the network is HTML-escaped
+with its control characters made visible.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+from typing import Any
+
+from promptpath.core.textsafe import visible
+from promptpath.report import charts, svg
+from promptpath.report.labels import STAGE_LABELS
+
+_CSS = """
+body { font: 14px/1.4 'DejaVu Sans', Arial, sans-serif; color: #222; margin: 24px;
+ max-width: 1000px; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 8px; }
+.sub { color: #555; } .verdict { padding: 8px 12px; border-radius: 4px; font-weight: bold; }
+.ok { background: #e6f4ea; color: #1e5e2e; } .failed { background: #fde8e8; color: #8a1c1c; }
+table { border-collapse: collapse; margin: 4px 0; } td, th { padding: 2px 10px 2px 0;
+ text-align: left; vertical-align: top; } th { color: #555; font-weight: normal; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.pass { color: #1e5e2e; } .warn { color: #8a6d00; } .fail, .error { color: #8a1c1c; }
+.skip { color: #777; } pre { background: #f6f6f6; padding: 8px; overflow-x: auto;
+ white-space: pre-wrap; word-break: break-all; } code { background: #f6f6f6; }
+svg { max-width: 100%; height: auto; }
+@media print { body { margin: 0; } details { display: block; } }
+"""
+
+
+def t(value: object) -> str:
+    """Untrusted text for the page: control characters visible, markup escaped."""
+    return escape(visible("" if value is None else str(value)))
+
+
+def _ms(value: object) -> str:
+    return f"{value:.1f}" if isinstance(value, (int, float)) else "—"
+
+
+def _cell(value: object) -> str:
+    """A fact's value as a person reads it: yes/no, whole numbers whole, ms to 0.1."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return "—" if value is None else str(value)
+
+
+def _table(rows: Iterable[Sequence[object]], head: Sequence[str] = ()) -> str:
+    out = ["<table>"]
+    if head:
+        out.append("<tr>" + "".join(f"<th>{t(h)}</th>" for h in head) + "</tr>")
+    for row in rows:
+        cells = []
+        for cell in row:
+            number = isinstance(cell, (int, float)) and not isinstance(cell, bool)
+            cells.append(f"<td{' class=n' if number else ''}>{t(_cell(cell))}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _facts(pairs: Iterable[tuple[str, object]]) -> str:
+    """Name/value rows, left-aligned; rows whose value is missing are left out."""
+    return _table((k, _cell(v)) for k, v in pairs if v not in (None, "", [], {}))
+
+
+def _verdict(line: str) -> str:
+    cls = "failed" if line.startswith("FAILED") else "ok"
+    return f"<p class='verdict {cls}'>{t(line)}</p>"
+
+
+def _stages(body: Mapping[str, Any]) -> str:
+    rows = [
+        (STAGE_LABELS.get(s["stage"], s["stage"]), s["end"] - s["start"], s["start"], s["end"])
+        for s in body.get("spans_ms") or []
+    ]
+    return _table(rows, ("stage", "ms", "from ms", "to ms"))
+
+
+def _tls(tls: Mapping[str, Any] | None) -> str:
+    if not tls:
+        return ""
+    cert = tls.get("cert") or {}
+    client = tls.get("client_cert") or {}
+    return _facts(
+        [
+            ("SNI sent", tls.get("sni")),
+            ("ALPN", f"{tls.get('alpn')} (offered {', '.join(tls.get('alpn_offered') or [])})"),
+            ("version · cipher", f"{tls.get('version')} · {tls.get('cipher')}"),
+            ("resumed", tls.get("resumed")),
+            ("verified", tls.get("verified")),
+            ("verify error", tls.get("verify_error")),
+            ("certificate", cert.get("subject")),
+            ("issuer", cert.get("issuer")),
+            ("names", ", ".join(cert.get("sans") or [])),
+            ("valid", f"{cert.get('not_before')} → {cert.get('not_after')}" if cert else None),
+            ("days left", cert.get("days_left")),
+            ("chain", cert.get("chain")),
+            ("client certificate", client.get("subject") if client.get("sent") else None),
+            ("intercepted", tls.get("intercepted") or None),
+        ]
+    )
+
+
+def _dns(dns: Mapping[str, Any] | None) -> str:
+    if not dns:
+        return ""
+    answers = ", ".join(f"{a.get('ip')} ({a.get('family')})" for a in dns.get("answers") or [])
+    return _facts(
+        [
+            ("resolver", dns.get("resolver")),
+            ("answers", answers),
+            ("used", dns.get("used")),
+            ("TTL", dns.get("ttl")),
+            ("CNAME chain", " → ".join(dns.get("cname_chain") or [])),
+            ("error", dns.get("error")),
+        ]
+    )
+
+
+def _tokens(body: Mapping[str, Any]) -> str:
+    tok = body.get("tokens") or {}
+    gaps = tok.get("gaps_ms") or {}
+    gap_line = "  ".join(f"{k} {_ms(gaps.get(k))}" for k in ("p50", "p90", "p95", "p99", "max"))
+    return _facts(
+        [
+            ("tokens", f"{tok.get('count')} (counted by {tok.get('count_source')})"),
+            ("content events", tok.get("events")),
+            ("tokens/s", tok.get("per_second")),
+            ("mean inter-token latency ms", tok.get("mean_itl_ms")),
+            ("gaps ms", gap_line if gaps else None),
+            ("coalesced by the path", tok.get("coalesced")),
+            ("stream end", (body.get("stream") or {}).get("end")),
+            ("compressed", (body.get("stream") or {}).get("compressed")),
+        ]
+    )
+
+
+def _hops(finding: Mapping[str, Any]) -> str:
+    """The path probe's hop table, as the terminal prints it under the finding."""
+    evidence = finding.get("evidence") or {}
+    hops = evidence.get("hops") if finding.get("probe") == "path" else None
+    if not isinstance(hops, list) or not hops:
+        return ""
+    deprioritised = set(evidence.get("deprioritised") or [])
+    added = evidence.get("added_ms") or {}
+    rows = []
+    for hop in hops:
+        rtt = hop.get("rtt_ms") or {}
+        note = "destination" if hop.get("destination") else ""
+        if hop.get("ttl") in deprioritised:
+            note = "deprioritises its own ICMP (not the path)"
+        elif not hop.get("answered") and not hop.get("destination"):
+            note = "silent"
+        step = added.get(str(hop.get("ttl")))
+        rows.append(
+            (
+                str(hop.get("ttl")),
+                " / ".join(hop.get("responders") or []) or "*",
+                f"{float(hop.get('loss') or 0):.0%}",
+                rtt.get("min"),
+                rtt.get("median"),
+                rtt.get("max"),
+                "" if step is None else f"+{step:.1f}",
+                note,
+            )
+        )
+    head = ("hop", "address", "loss", "min ms", "median ms", "max ms", "adds ms", "")
+    return _table(rows, head)
+
+
+def _findings(findings: Sequence[Mapping[str, Any]]) -> str:
+    if not findings:
+        return ""
+    out = ["<h2>Findings</h2>"]
+    for f in findings:
+        verdict = str(f.get("verdict", ""))
+        out.append(
+            f"<h3 class='{t(verdict)}'>[{t(verdict.upper())}] {t(f.get('probe'))}</h3>"
+            f"<p>{t(f.get('summary'))}</p>"
+        )
+        advice = f.get("advice") or []
+        if advice:
+            out.append("<ul>" + "".join(f"<li>{t(a)}</li>" for a in advice) + "</ul>")
+        out.append(_hops(f))
+        evidence = json.dumps(f.get("evidence"), indent=2, ensure_ascii=False)
+        out.append(f"<details><summary>evidence</summary><pre>{t(evidence)}</pre></details>")
+    return "".join(out)
+
+
+def _run_sections(body: Mapping[str, Any]) -> list[str]:
+    runs = svg.runs_of(body)
+    axis = svg.Axis(svg.axis_end([run for _title, run in runs]))
+    out = [_verdict(str(body.get("headline") or ""))]
+    figures, y = [], 4.0
+    for title, run in runs:
+        markup, height = svg.waterfall(run, axis, y, title)
+        figures.append(markup)
+        y += height
+    out.append("<h2>Waterfall</h2>" + svg.document(figures, y + 4, "waterfall"))
+    out.append(_stages(body))
+    markup, height = svg.token_timeline(body, axis, 4.0)
+    out.append("<h2>Token timeline</h2>" + svg.document([markup], height + 8, "token timeline"))
+    out.append(_tokens(body))
+    error = body.get("error")
+    if error:
+        out.append("<h2>Error</h2>")
+        out.append(_facts([(k, error.get(k)) for k in ("stage", "kind", "message", "at_ms")]))
+    out.append("<h2>Connection</h2>")
+    address = body.get("address") or {}
+    out.append(
+        _facts(
+            [
+                ("address", f"{address.get('ip')} port {address.get('port')}" if address else None),
+                ("HTTP", body.get("http_version")),
+                ("status", body.get("status")),
+                ("reused connection", body.get("reused_connection")),
+                ("proxy note", body.get("proxy_note")),
+            ]
+        )
+    )
+    for name, section in (("DNS", _dns(body.get("dns"))), ("TLS", _tls(body.get("tls")))):
+        if section:
+            out.append(f"<h2>{name}</h2>{section}")
+    proxy = body.get("proxy")
+    if proxy:
+        keys = ("url", "source", "address", "tunnel", "connect_status", "authenticated")
+        out.append("<h2>Proxy</h2>" + _facts([(k, proxy.get(k)) for k in keys]))
+    server = body.get("server")
+    if server:
+        rid = server.get("request_id") or {}
+        out.append(
+            "<h2>Server</h2>"
+            + _facts(
+                [
+                    ("request id", f"{rid.get('value')} ({rid.get('header')})" if rid else None),
+                    ("server's own time ms", (server.get("time") or {}).get("ms")),
+                    ("network share of the wait ms", server.get("network_ms")),
+                ]
+            )
+        )
+    headers = body.get("response_headers") or {}
+    if headers:
+        out.append("<h2>Response headers</h2>" + _table(headers.items()))
+    out.append(_findings(body.get("findings") or []))
+    return out
+
+
+def _aggregate(aggregate: Mapping[str, Any]) -> str:
+    rows = [
+        (name, *(agg.get(k) for k in ("n", "min", "p50", "p95", "p99", "max")), agg.get("unit"))
+        for name, agg in aggregate.items()
+        if isinstance(agg, Mapping)
+    ]
+    return _table(rows, ("metric", "n", "min", "p50", "p95", "p99", "max", "unit"))
+
+
+def _slo(verdicts: Sequence[Mapping[str, Any]] | None) -> str:
+    if not verdicts:
+        return ""
+    rows = [
+        (
+            v.get("expr") or v.get("metric"),
+            "" if v.get("concurrency") is None else v.get("concurrency"),
+            "met" if v.get("ok") else "BREACHED",
+            v.get("value"),
+        )
+        for v in verdicts
+    ]
+    return "<h2>SLOs</h2>" + _table(rows, ("SLO", "at concurrency", "verdict", "value"))
+
+
+def _series_sections(body: Mapping[str, Any]) -> list[str]:
+    aggregate = body.get("aggregate") or {}
+    ttft = aggregate.get("ttft_ms") or {}
+    marks = {k: float(ttft[k]) for k in ("p50", "p95") if isinstance(ttft.get(k), (int, float))}
+    runs = body.get("runs") or []
+    failed = sum(1 for r in runs if not r.get("ok"))
+    line = (
+        f"{'FAILED' if not body.get('ok') else 'OK'}: {len(runs)} runs, {failed} failed;"
+        f" TTFT p50 {_ms(ttft.get('p50'))} ms, p95 {_ms(ttft.get('p95'))} ms"
+    )
+    out = [_verdict(line), "<h2>TTFT distribution</h2>"]
+    out.append(charts.histogram(charts.ttfts(body), marks))
+    out.append("<h2>Aggregate</h2>" + _aggregate(aggregate))
+    sweep = body.get("sweep")
+    if sweep:
+        out.append("<h2>Concurrency curve</h2>" + charts.concurrency_curve(sweep))
+    out.append(_slo(body.get("slo")))
+    rows = [
+        (
+            i + 1,
+            r.get("exit_code"),
+            r.get("status"),
+            (r.get("ttft_ms") or {}).get("from_start"),
+            (r.get("milestones_ms") or {}).get("end"),
+            (r.get("error") or {}).get("message") or "",
+        )
+        for i, r in enumerate(runs)
+    ]
+    head = ("run", "exit", "status", "TTFT ms", "end ms", "error")
+    out.append("<h2>Runs</h2>" + _table(rows, head))
+    for title, run in svg.runs_of(body):
+        out.append(f"<h2>Waterfall of the {t(title)}</h2>")
+        markup, height = svg.waterfall(run, svg.Axis(svg.axis_end([run])), 4.0)
+        out.append(svg.document([markup], height + 8, "waterfall"))
+    return out
+
+
+def _compare_sections(body: Mapping[str, Any]) -> list[str]:
+    out = [_verdict("; ".join(body.get("summary") or []) or "compare")]
+    runs = svg.runs_of(body)
+    axis = svg.Axis(svg.axis_end([run for _title, run in runs]))
+    figures, y = [], 4.0
+    for title, run in runs:
+        markup, height = svg.waterfall(run, axis, y, title)
+        figures.append(markup)
+        y += height
+    out.append("<h2>Waterfalls on one axis</h2>" + svg.document(figures, y + 4, "compare"))
+    rows = [
+        (d.get("label", key), d.get("http2"), d.get("http3"), d.get("delta"), d.get("better"))
+        for key, d in (body.get("differences") or {}).items()
+        if isinstance(d, Mapping)
+    ]
+    head = ("metric", "HTTP/2", "HTTP/3", "Δ", "verdict")
+    out.append("<h2>Differences</h2>" + _table(rows, head))
+    return out
+
+
+def render_html(body: Mapping[str, Any]) -> str:
+    """The whole page for a run, series or compare report object."""
+    schema = str(body.get("schema", ""))
+    target = svg.target_of(body)
+    if schema.startswith("promptpath.series"):
+        sections = _series_sections(body)
+    elif schema.startswith("promptpath.compare"):
+        sections = _compare_sections(body)
+    else:
+        sections = _run_sections(body)
+    sub = " · ".join(
+        str(v)
+        for v in (
+            target.get("provider"),
+            target.get("model"),
+            body.get("http_version"),
+            body.get("started_at"),
+            f"schema {schema}",
+        )
+        if v
+    )
+    command = body.get("command")
+    if isinstance(command, list) and command:
+        sections.append("<h2>Reproduce</h2><pre>" + t(" ".join(map(str, command))) + "</pre>")
+    # No "<" at all inside the data block: "</script>" or "<!--" in a string cannot end it.
+    data = json.dumps(body, ensure_ascii=True).replace("<", "\\u003c").replace(">", "\\u003e")
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        # No request may leave the page, whatever a hostile string tries.
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none';"
+        " style-src 'unsafe-inline'; img-src data:\">"
+        f"<title>promptpath: {t(target.get('url'))}</title><style>{_CSS}</style></head><body>"
+        f"<h1>promptpath → {t(target.get('url'))}</h1><p class='sub'>{t(sub)}</p>"
+        + "\n".join(sections)
+        + f"<script type='application/json' id='promptpath-report'>{data}</script>"
+        + "</body></html>\n"
+    )

@@ -1,0 +1,159 @@
+"""One session context for every entry point: a single run (and --warm), --count with or
+without --reuse, and load mode all set up, hold and finish their runs here.
+
+    refusal(options)               what cannot run at all (HTTP/3 where QUIC cannot go)
+    Session(options)               preloads and the transport: before any t0
+      .new_result(tracer.sent)     a TraceResult whose timeline records the request
+      with gc_held(): ...          no full collection inside a stream
+      .finish(results)             TLS details parsed once per connection, mTLS included
+
+Which connection each request goes on is the strategy's (tracer/strategy.py: fresh,
+reuse; tracer/load.py: a pool of K), passed to the one Tracer (orchestrator.py). What
+the set-up loads and what is finished after the runs is written once here, so the entry
+points cannot drift apart again.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+
+from promptpath.core.errors import UsageError
+from promptpath.core.timeline import CertInfo, SentRequest, Timeline
+from promptpath.net.tlsinfo import finish_tls, pem_cert_info
+from promptpath.net.transport import Transport
+from promptpath.options import RunOptions
+from promptpath.result import TraceResult
+from promptpath.tracer.failure import record_error
+from promptpath.tracer.request import prepare, sent_request
+
+#: Builds the transport for a run's options (default: ``transport_for``, by --http). Tests
+#: pass a scripted one (tests/helpers/scripted.py).
+TransportFactory = Callable[[RunOptions], Transport]
+
+
+def refusal(options: RunOptions) -> UsageError | None:
+    """Why these options cannot run at all (HTTP/3 where QUIC cannot go), or None."""
+    problem = None
+    if options.http == "3" and options.target.scheme != "https":
+        problem = "HTTP/3 needs an https:// target (QUIC always runs TLS)"
+    elif options.http == "3" and options.proxy is not None:
+        problem = (
+            f"HTTP/3 cannot go through the proxy {options.proxy.url} ({options.proxy.source}):"
+            " QUIC does not cross an HTTP CONNECT proxy. Use --http 2, or --noproxy"
+            f" {options.target.host} to go direct"
+        )
+    return None if problem is None else UsageError(problem, kind="bad_option")
+
+
+def refused_result(options: RunOptions, exc: UsageError) -> TraceResult:
+    """A run that never started: its timeline carries the error and the request that
+    would have gone."""
+    timeline = new_timeline()
+    timeline.request = sent_request(options, prepare(options))
+    record_error(timeline, exc)
+    return TraceResult(options=options, timeline=timeline)
+
+
+def preload(options: RunOptions) -> None:
+    """What a first run would otherwise load inside its timed stages."""
+    if options.resolver is not None:
+        from promptpath.net.dnsquery import load_dnspython
+
+        load_dnspython()  # dnspython loads lazily inside the first query: not DNS time
+    if options.target.scheme == "https":
+        import cryptography.x509  # noqa: F401  the certificate is parsed with it
+
+
+@contextmanager
+def gc_held() -> Iterator[None]:
+    """A full collection in the middle of a stream stalls the read loop for ~20 ms
+    (measured), which would show as a late token: collect now, then hold the collector
+    off until the block ends; reference counting still frees what it can."""
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class Session:
+    """What every run of one set of options needs before its t0 and after its end.
+
+    The constructor loads what the first run would otherwise load inside a timed stage
+    (dnspython, cryptography, the transport's imports and CA store)."""
+
+    def __init__(
+        self, options: RunOptions, *, transport_factory: TransportFactory | None = None
+    ) -> None:
+        self.options = options
+        preload(options)
+        self.transport = (transport_factory or transport_for)(options)
+        self._finished: set[int] = set()
+        self._client_cert: CertInfo | None = None
+
+    def new_result(self, sent: SentRequest) -> TraceResult:
+        """A result for the next run: t0 is now, and ``sent`` (what the tracer will send)
+        is on its timeline whatever becomes of the run."""
+        timeline = new_timeline()
+        timeline.request = sent
+        return TraceResult(options=self.options, timeline=timeline)
+
+    def finish(self, results: Iterable[TraceResult]) -> None:
+        """After the runs (parsing certificates costs ms): each connection's TLS details
+        once, the warm and reused requests that share them included, and the client
+        certificate we sent, read once per session."""
+        for result in results:
+            for run in (result, result.warm):
+                tls = None if run is None else run.timeline.tls
+                if tls is None or id(tls) in self._finished:
+                    continue
+                self._finished.add(id(tls))
+                finish_tls(tls)
+                cert = self.options.cert
+                if tls.client_cert_sent and cert is not None and tls.client_cert is None:
+                    if self._client_cert is None:
+                        self._client_cert = pem_cert_info(cert)
+                    tls.client_cert = self._client_cert
+
+
+def new_timeline() -> Timeline:
+    return Timeline(t0_ns=time.perf_counter_ns(), t0_unix_ns=time.time_ns())
+
+
+def transport_for(options: RunOptions) -> Transport:
+    """The transport for ``--http`` (built before t0: it loads what it needs)."""
+    if options.http == "3":
+        from promptpath.net.quic import QuicTransport  # aioquic: only when asked for
+
+        verify = not options.insecure
+        client_cert = None if options.cert is None else (options.cert, options.key)
+        return QuicTransport(
+            options.target.host,
+            cacert=options.cacert,
+            verify=verify,
+            client_cert=client_cert,
+            keylog=options.keylog_file,
+        )
+    from promptpath.net.http import TCPTransport
+
+    if options.http in ("2", "auto"):
+        import h2.connection  # noqa: F401  httpcore imports it on the first HTTP/2 connection
+    return TCPTransport(h2c=options.http == "2" and options.target.scheme == "http")
+
+
+__all__ = [
+    "Session",
+    "TransportFactory",
+    "gc_held",
+    "new_timeline",
+    "preload",
+    "refusal",
+    "refused_result",
+    "transport_for",
+]
