@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from promptpath.core.errors import UsageError
+from promptpath.options import check_timeout
 
 #: Profile keys and the types they must have.
 PROFILE_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -64,7 +65,7 @@ def config_path(environ: dict[str, str] | None = None) -> Path:
 def load_profile(name: str, path: Path) -> dict[str, Any]:
     """The profile's values, type-checked; UsageError naming the file and key otherwise."""
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(_read_utf8(path))
     except FileNotFoundError as exc:
         raise UsageError(
             f"{name!r} is not a URL and there is no config file at {path} to define it",
@@ -82,13 +83,7 @@ def load_profile(name: str, path: Path) -> dict[str, Any]:
     if not isinstance(profile, dict):
         raise UsageError(f"profile {name!r} in {path} is not a table", kind="bad_config")
     for key, value in profile.items():
-        expected = PROFILE_KEYS.get(key)
-        if expected is None:
-            raise UsageError(f"{path}: profile {name!r} has unknown key {key!r}", kind="bad_config")
-        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-            raise UsageError(
-                f"{path}: profile {name!r} key {key!r} has the wrong type", kind="bad_config"
-            )
+        _check_value(path, name, key, value)
     if "url" not in profile:
         raise UsageError(f"{path}: profile {name!r} has no url", kind="bad_config")
     if "api_key" in profile and _too_open(path):
@@ -102,6 +97,60 @@ def load_profile(name: str, path: Path) -> dict[str, Any]:
             # Relative to the config file, not to wherever a cron job happens to run.
             profile[file_key] = str(path.parent / profile[file_key])
     return profile
+
+
+#: Profile keys whose values are tables or arrays of strings (headers, --resolve).
+_STRING_ITEMS = ("headers", "resolve")
+
+
+def _read_utf8(path: Path) -> str:
+    """The file's text: TOML is UTF-8 (and a UnicodeDecodeError is no OSError)."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise tomllib.TOMLDecodeError(
+            f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
+def _type_name(expected: type | tuple[type, ...]) -> str:
+    types = expected if isinstance(expected, tuple) else (expected,)
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false"}
+    names.update({dict: "a table", list: "an array"})
+    return " or ".join(names.get(t, t.__name__) for t in types)
+
+
+def _has_type(value: object, expected: type | tuple[type, ...]) -> bool:
+    """isinstance, except that a bool is only a bool: True is an int subclass in Python,
+    and ``timeout = true`` must not be taken as 1 s."""
+    types = expected if isinstance(expected, tuple) else (expected,)
+    if isinstance(value, bool):
+        return bool in types
+    return isinstance(value, types)
+
+
+def _check_value(path: Path, name: str, key: str, value: object) -> None:
+    """One profile value: a known key, of its type, the same check for every key."""
+    expected = PROFILE_KEYS.get(key)
+    if expected is None:
+        raise UsageError(f"{path}: profile {name!r} has unknown key {key!r}", kind="bad_config")
+    where = f"{path}: profile {name!r} key {key!r}"
+    if not _has_type(value, expected):
+        raise UsageError(
+            f"{where} has the wrong type: {_type_name(expected)}, not {type(value).__name__}",
+            kind="bad_config",
+        )
+    if key in _STRING_ITEMS:
+        items = list(value.values()) if isinstance(value, dict) else value
+        if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+            raise UsageError(f"{where} must hold strings only", kind="bad_config")
+    if key == "timeout":
+        assert isinstance(value, int | float)
+        try:
+            check_timeout(value, flag=where)
+        except UsageError as exc:
+            raise UsageError(exc.message, kind="bad_config") from None
 
 
 def _too_open(path: Path) -> bool:

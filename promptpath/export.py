@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
 import json
 import os
 import re
+import select
 import socket
+import stat
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +34,8 @@ from promptpath.environment import Environment
 
 #: A push is one small upload: a Pushgateway that takes longer than this is as good as down.
 PUSH_TIMEOUT_S = 10.0
+#: The longest an export waits to write into a FIFO (or a terminal) that does not drain.
+WRITE_TIMEOUT_S = 10.0
 PUSH_JOB = "promptpath"
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -67,6 +73,10 @@ class ExportPlan:
     def finish(self, report: Mapping[str, Any], code: int, env: Environment) -> int:
         """Write every export of ``report`` (the run's exit ``code``) and return the exit
         code: the run's own when it failed, else 10 when an export failed."""
+        # What was printed goes out first: an export to /dev/stdout appends after it.
+        for stream in (env.stdout, env.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
         failures = write_exports(report, self)
         from promptpath.core.textsafe import visible
 
@@ -106,18 +116,62 @@ def parse_labels(specs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(labels.items())
 
 
+def _special_kind(mode: int) -> str | None:
+    """What a file that is not a regular one is, or None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, name in (
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
+
+
+#: Special files an export writes through (open and write, never rename over them):
+#: /dev/null, /dev/stdout (a symlink to the terminal or a pipe), a named pipe.
+WRITABLE_SPECIALS = ("character device", "FIFO")
+
+
 def check_writable(path: Path, flag: str) -> None:
-    """Fail now, before any request, if ``path`` cannot be written; the run costs money."""
+    """Fail now, before any request, if ``path`` cannot be written; the run costs money.
+
+    A symlink is followed: the export goes to its target, and the link stays. A character
+    device or a FIFO is written through; a block device or a socket is refused."""
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a directory", kind="bad_option")
-    directory = path.parent
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise UsageError(
+            f"{flag} {path}: cannot write there ({exc.strerror or exc})", kind="bad_option"
+        ) from exc
+    special = None if mode is None else _special_kind(mode)
+    if special is not None and special not in WRITABLE_SPECIALS:
+        raise UsageError(
+            f"{flag} {path}: is a {special}; an export goes to a regular file, a"
+            " character device or a FIFO",
+            kind="bad_option",
+        )
+    if special is not None or (mode is not None and _names_a_descriptor(path)):
+        # Written through, never replaced (write_export): writable is all there is to know.
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{flag} {path}: cannot write there (read-only)", kind="bad_option")
+        return
+    target = Path(os.path.realpath(path))  # a symlink's target is the file written
+    directory = target.parent
     if not directory.is_dir():
         raise UsageError(f"{flag} {path}: no such directory {directory}", kind="bad_option")
     # Creating a file is the only test that holds for root, ACLs and read-only mounts alike.
     try:
-        with tempfile.NamedTemporaryFile(dir=directory, prefix=f".{path.name}.", suffix=".check"):
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=f".{target.name}.", suffix=".check"):
             pass
-        if path.exists() and not os.access(path, os.W_OK):
+        if target.exists() and not os.access(target, os.W_OK):
             raise PermissionError(f"{path} is read-only")
     except OSError as exc:
         raise UsageError(
@@ -132,6 +186,18 @@ def _check_pushgateway(url: str) -> str:
     if parts.query or parts.fragment:
         raise UsageError("--pushgateway takes no query or fragment", kind="bad_option")
     return url.rstrip("/")
+
+
+def _file_key(path: Path) -> str:
+    """What two export paths are compared by: a regular file's real path (two names for
+    one file, through a symlink, would overwrite each other), a stream's own name (two
+    exports to one terminal or pipe are written one after the other)."""
+    if _names_a_descriptor(path):
+        return str(path)
+    with contextlib.suppress(OSError):
+        if _special_kind(os.stat(path).st_mode) is not None:
+            return str(path)
+    return os.path.realpath(path)
 
 
 def plan_exports(
@@ -158,7 +224,10 @@ def plan_exports(
         path = None if value is None else Path(value)
         if path is not None:
             check_writable(path, flag)
-            twin = next((f for f, p in paths.items() if p is not None and p == path), None)
+            key = _file_key(path)
+            twin = next(
+                (f for f, p in paths.items() if p is not None and _file_key(p) == key), None
+            )
             if twin is not None:
                 raise UsageError(f"{twin} and {flag} name the same file {path}", kind="bad_option")
         paths[flag] = path
@@ -172,6 +241,67 @@ def plan_exports(
         html=paths["--html"],
         svg=paths["--svg"],
     )
+
+
+def write_export(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` without ever replacing what is not a regular file.
+
+    A regular file (or none yet) is written atomically (``write_atomic``), at a symlink's
+    target so that the link stays a link; a character device or a FIFO is opened and
+    written through (``write_through``). As root, a rename over /dev/null or /dev/stdout
+    replaced the device node with a regular file."""
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None  # none yet, or a dangling symlink: created at the target
+    special = None if mode is None else _special_kind(mode)
+    if special is None and _names_a_descriptor(path):
+        # /dev/stdout redirected to a file: a rename would put the export in the file's
+        # place and leave the report on our stdout in an unlinked inode; append instead,
+        # after what was written there already.
+        write_through(path, text, append=True)
+    elif special is None:
+        write_atomic(Path(os.path.realpath(path)), text)
+    elif special in WRITABLE_SPECIALS:
+        write_through(path, text)
+    else:
+        raise OSError(errno.EINVAL, f"is a {special}, not written")
+
+
+_DESCRIPTOR = re.compile(r"/dev/(?:stdout|stderr|fd/\d+)|/proc/(?:self|thread-self|\d+)/fd/\d+")
+
+
+def _names_a_descriptor(path: Path) -> bool:
+    """``path`` names an open file descriptor (/dev/stdout, /dev/fd/N, /proc/self/fd/N)."""
+    return _DESCRIPTOR.fullmatch(os.path.normpath(os.path.abspath(path))) is not None
+
+
+def write_through(
+    path: Path, text: str, timeout: float = WRITE_TIMEOUT_S, *, append: bool = False
+) -> None:
+    """Open a character device or FIFO (or, with ``append``, a file behind a descriptor)
+    and write ``text`` into it, within ``timeout``: a FIFO with no reader, or one that
+    stops reading, must not hang the exit."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | (os.O_APPEND if append else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # O_NONBLOCK on a FIFO nobody has open for reading
+            raise OSError(errno.ENXIO, "a FIFO with no reader") from exc
+        raise
+    data = memoryview(text.encode("utf-8"))
+    deadline = time.monotonic() + timeout
+    try:
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                raise OSError(errno.ETIMEDOUT, f"not writable within {timeout:g} s")
+            try:
+                data = data[os.write(fd, data) :]
+            except BlockingIOError:
+                continue
+    finally:
+        os.close(fd)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -272,7 +402,7 @@ def write_exports(report: Mapping[str, Any], plan: ExportPlan) -> list[str]:
         if path is None:
             continue
         try:
-            write_atomic(path, render())
+            write_export(path, render())
         except OSError as exc:
             failures.append(f"{flag} {path}: {exc.strerror or exc}")
     if plan.pushgateway is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 from collections.abc import Mapping
@@ -30,6 +31,9 @@ ClientName = Literal[
 DEFAULT_PROMPT = "Why does my BGP session keep flapping?"
 DEFAULT_MAX_TOKENS = 64
 DEFAULT_TIMEOUT_S = 60.0
+#: The longest --timeout taken: a day. Longer is a typo (1e300 overflowed the deadline's
+#: nanoseconds), and no stream is worth waiting for past it.
+MAX_TIMEOUT_S = 86_400.0
 
 #: Path pattern -> provider, tried before the suffixes: APIs whose path says more than its
 #: last segment (Azure's /chat/completions would otherwise read as plain OpenAI).
@@ -228,6 +232,17 @@ class RunOptions:
     def connect_to_for(self, host: str, port: int) -> ConnectTo | None:
         """The first --connect-to rule for ``host:port`` (curl's order), if any."""
         return next((rule for rule in self.connect_to if rule.matches(host, port)), None)
+
+
+def check_timeout(value: float, flag: str = "--timeout") -> float:
+    """``value`` when it is a usable number of seconds: finite, positive, at most a day."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UsageError(f"{flag} must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{flag} must be a positive number of seconds")
+    if value > MAX_TIMEOUT_S:
+        raise UsageError(f"{flag} must be at most {MAX_TIMEOUT_S:g} s (a day), got {value:g}")
+    return float(value)
 
 
 def parse_target(url: str) -> Target:

@@ -50,7 +50,7 @@ def stage_label(timeline: Timeline) -> str:
         return "starting"
     label = _AWAITING[reached[-1]]
     if label == "stream":
-        return f"stream · {len(timeline.events)} events"
+        return f"stream · {len(timeline.events) + timeline.not_kept.events} events"
     return label
 
 

@@ -32,6 +32,7 @@ from promptpath.options import (
     Provider,
     RunOptions,
     check_client_cert,
+    check_timeout,
     detect_provider,
     key_from_env,
     model_from_path,
@@ -237,9 +238,7 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
     http = _http(values.text("http") or SHAPES[client].http)
     family = _family(values)
     timeout = values.get("timeout")
-    timeout = DEFAULT_TIMEOUT_S if timeout is None else float(timeout)
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
+    timeout = check_timeout(DEFAULT_TIMEOUT_S if timeout is None else timeout)
     max_tokens = values.get("max_tokens")
     max_tokens = DEFAULT_MAX_TOKENS if max_tokens is None else int(max_tokens)
     if max_tokens < 1:

@@ -53,7 +53,9 @@ def derived_bounds(timeline: Timeline) -> dict[str, tuple[int, int]]:
     bounds: dict[str, tuple[int, int]] = {}
     for name, start, end in DERIVED_STAGES:
         if name == cut and start in m and err is not None and err.t_ns is not None:
-            bounds[name] = (m[start], max(err.t_ns, m.get(end, err.t_ns)))
+            # Never negative: the stage may have begun after the deadline (the loop was
+            # late to cancel, or the deadline passed before the first step).
+            bounds[name] = (m[start], max(m[start], err.t_ns, m.get(end, err.t_ns)))
         elif start in m and end in m:
             bounds[name] = (m[start], m[end])
     return bounds
@@ -108,7 +110,8 @@ def final_silence_ns(timeline: Timeline) -> int | None:
         return None
     last = [r.t_ns for r in timeline.reads[-1:]]
     last += [timeline.milestones[k] for k in ("request_sent", "ttfb") if k in timeline.milestones]
-    return err.t_ns - max(last) if last else None
+    # A read stamped after the deadline (the loop was late to cancel) is no silence.
+    return max(0, err.t_ns - max(last)) if last else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,24 +172,31 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
         # o-series models count reasoning they never stream: those tokens were generated
         # before the first visible one, so they do not belong in the streamed rate.
         hidden = min(reasoning, usage)
-    count, source = (usage - hidden, "usage") if usage is not None else (len(content), "events")
+    # Past the ingest's cap, content events are counted, not kept (Timeline.not_kept):
+    # they count as tokens, and the last_token milestone is the last of them.
+    seen = len(content) + timeline.not_kept.content
+    count, source = (usage - hidden, "usage") if usage is not None else (seen, "events")
+    last_ns = timeline.milestones.get("last_token", content[-1].t_ns) if content else None
     per_second = mean_itl = None
-    if len(content) >= 2 and count >= 2:
-        span_ns = content[-1].t_ns - content[0].t_ns
+    if last_ns is not None and seen >= 2 and count >= 2:
+        span_ns = last_ns - content[0].t_ns
         if span_ns > 0:
             mean_itl = span_ns / 1e6 / (count - 1)
             per_second = 1000.0 / mean_itl
     err = timeline.error
     stall = None
-    if content and err is not None and err.t_ns is not None and err.stage == "stream":
-        stall = round((err.t_ns - content[-1].t_ns) / 1e6, 3)
+    # Cut while decoding what had arrived (timeline.decoding): no silence was open. A
+    # token stamped after the deadline (the loop was late to cancel) left no gap either.
+    if last_ns is not None and err is not None and err.t_ns is not None:
+        stalled = err.stage == "stream" and not timeline.decoding
+        stall = round(max(0, err.t_ns - last_ns) / 1e6, 3) if stalled else None
     return TokenMetrics(
         finished=err is None or err.stage not in ("first_token", "stream"),
         stall_ms=stall,
         count=count,
         count_source=source,
-        events=len(content),
-        all_events=len(timeline.events),
+        events=seen,
+        all_events=len(timeline.events) + timeline.not_kept.events,
         filter_events=sum(1 for e in timeline.events if e.name in FILTER_EVENTS),
         coalesced=together.path,
         read_batched=together.read_loop,
@@ -240,6 +250,15 @@ def _timeout_verdict(timeline: Timeline) -> str | None:
     deadline = (
         f"the {timeout_s:g} s deadline" if isinstance(timeout_s, float | int) else "the deadline"
     )
+    if timeline.decoding:
+        # The bytes had arrived; the client was still turning them into events.
+        wire = sum(c.nbytes for c in timeline.chunks)
+        events = len(timeline.events) + timeline.not_kept.events
+        return (
+            f"still decoding at {deadline}: {wire} bytes read had become"
+            f" {timeline.decoded_bytes} bytes and {events} events so far"
+            + (f" ({timeline.compressed}: a compression bomb?)" if timeline.compressed else "")
+        )
     cut = open_stage_at_error(timeline)
     start = derived_bounds(timeline)[cut][0] if cut is not None else err.t_ns - silence
     # A silence shorter than half the stage: data was still coming, just too slowly.

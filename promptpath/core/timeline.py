@@ -94,6 +94,17 @@ class InvalidUTF8:
     replacements: int = 0  # invalid sequences in all of them
 
 
+@dataclass(frozen=True, slots=True)
+class NotKept:
+    """What the timeline counted but did not keep, so that memory stays bounded whatever a
+    server sends (a compression bomb decodes to millions of events): events past the
+    ingest's cap, and event text past its budget."""
+
+    events: int = 0  # events decoded and counted, not kept in Timeline.events
+    content: int = 0  # of those, content events (they still count as tokens)
+    text_chars: int = 0  # characters of event text dropped (kept events included)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Token counts the server reported about itself."""
@@ -374,6 +385,11 @@ class Timeline:
     compressed: str | None = None  # Content-Encoding of the event stream, when not identity
     proxy: ProxyInfo | None = None  # set when the run went through a forward proxy
     invalid_utf8: InvalidUTF8 = InvalidUTF8()  # replaced sequences inside events
+    not_kept: NotKept = NotKept()  # events and text counted but not kept (memory bound)
+    decoded_bytes: int = 0  # body bytes after content decoding (== wire bytes when identity)
+    #: A read's bytes were still being decoded when the trace ended: an error then (a
+    #: timeout) cut the client's decoding, not a silence of the server's.
+    decoding: bool = False
     request: SentRequest | None = None  # what the tracer sent (or was about to send)
 
     # -- appending facts -------------------------------------------------------------

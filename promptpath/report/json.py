@@ -275,6 +275,12 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
                 "events": timeline.invalid_utf8.events,
                 "replacements": timeline.invalid_utf8.replacements,
             },
+            "decoded_bytes": timeline.decoded_bytes,
+            "not_kept": {
+                "events": timeline.not_kept.events,
+                "content": timeline.not_kept.content,
+                "text_chars": timeline.not_kept.text_chars,
+            },
         },
         "response_headers": {
             k.lower(): v

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import json
 import secrets
+import sys
 import time
 from collections.abc import Callable, MutableMapping
 from dataclasses import asdict, replace
@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from promptpath.server.behaviour import Behaviour, BehaviourError, applied, from_request
+from promptpath.server.body import parse_body
 from promptpath.server.dialect import (
     Dialect,
     ErrorReply,
@@ -65,7 +66,23 @@ class ReferenceApp:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
-            await self._http(scope, receive, send)
+            try:
+                await self._http(scope, receive, send)
+            except Exception as exc:  # every request is untrusted: see _internal_error
+                await self._internal_error(scope, send, exc)
+
+    async def _internal_error(self, scope: Scope, send: Send, exc: Exception) -> None:
+        """A request this app did not foresee: one escaped line on stderr and a 500 (when
+        nothing was sent yet), never a traceback, and serve goes on serving."""
+        where = ascii(str(scope.get("path", "")))[:200]
+        print(
+            f"promptpath serve: internal error answering {where}: {type(exc).__name__}:"
+            f" {ascii(str(exc))[:300]}",
+            file=sys.stderr,
+            flush=True,
+        )
+        body = b'{"error":{"message":"internal error","type":"server_error"}}'
+        await self._reply(send, 500, body, "application/json")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -209,19 +226,16 @@ class ReferenceApp:
             await self._error(send, record, dialect_cls, 413, "request body too large")
             return
         try:
-            body = json.loads(raw or b"{}")
-            params = dialect_cls.parse_request(body)
+            payload = parse_body(raw)
+            params = dialect_cls.parse_request(payload)
             if dialect_cls.model_in_path:
                 params = replace(params, model=path_model(path) or params.model)
-        except json.JSONDecodeError as exc:
-            await self._error(send, record, dialect_cls, 400, f"body is not JSON: {exc}")
-            return
         except RequestError as exc:
             await self._error(send, record, dialect_cls, 400, exc.message, param=exc.param)
             return
         # Controls may ride in the body too (gateways that strip x- headers); a header wins.
         try:
-            behaviour, sources = from_request(self.defaults, headers, body)
+            behaviour, sources = from_request(self.defaults, headers, payload)
         except BehaviourError as exc:
             await self._error(send, record, dialect_cls, 400, str(exc), param=exc.header)
             return

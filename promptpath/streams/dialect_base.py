@@ -68,6 +68,8 @@ def _load(data: str) -> JSONObject:
         raise MalformedEvent(data, f"not JSON: {_where(exc)}", pos=exc.pos) from exc
     except RecursionError as exc:
         raise MalformedEvent(data, "JSON nested too deeply to parse") from exc
+    except ValueError as exc:  # not a JSONDecodeError: an integer past 4,300 digits
+        raise MalformedEvent(data, "a JSON integer too long to read") from exc
     if not isinstance(value, dict):
         raise MalformedEvent(data, f"JSON {type(value).__name__}, not an object")
     return value

@@ -10,10 +10,11 @@ import time
 from collections.abc import Callable
 
 import anyio
+import anyio.lowlevel
 
 from promptpath.core.errors import PromptpathError
 from promptpath.core.redaction import Redactor
-from promptpath.core.timeline import Timeline, count_content
+from promptpath.core.timeline import Timeline
 from promptpath.net.tlsinfo import client_cert_refused
 from promptpath.net.transport import Body, BodyPiece, ResponseHead, TransportError
 from promptpath.options import RunOptions
@@ -88,7 +89,12 @@ async def consume(
             if piece.end:
                 break
             ingest.feed(piece.data, piece.t_ns, piece.read_index)
-            if stop_after is not None and count_content(timeline.events) >= stop_after:
+            while ingest.backlog:
+                # A compressed read decodes in steps: let the deadline (and, in load mode,
+                # the other streams) in between them.
+                await anyio.lowlevel.checkpoint()
+                ingest.resume()
+            if stop_after is not None and ingest.tokens >= stop_after:
                 return True
     except TransportError as err:
         # A reset after the terminal marker cuts nothing; before it, the stream is truncated.

@@ -75,7 +75,8 @@ def record_error(
     now = time.perf_counter_ns() if at_ns is None else at_ns
     for stage in timeline.stages:
         if stage.end_ns is None:
-            stage.end_ns, stage.ok = now, False
+            # A stage begun after the deadline (the loop was late to cancel) ends as it began.
+            stage.end_ns, stage.ok = max(now, stage.start_ns), False
     timeline.error = ErrorInfo.from_error(exc, now)
     return exc
 

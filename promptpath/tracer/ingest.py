@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from promptpath.core.errors import HTTPStatusError, StreamError, http_status_kind
 from promptpath.core.media import STREAM_TYPES, media_type
-from promptpath.core.timeline import BodyChunk, StreamEvent, Timeline, count_content
+from promptpath.core.timeline import BodyChunk, NotKept, StreamEvent, Timeline, count_content
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.streams.dialects import Provider
 from promptpath.streams.sniff import provider_hint
@@ -24,6 +25,21 @@ DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
 
 #: Bytes of an error or non-stream body we read to explain it (never more).
 SNIFF_LIMIT = 64 * 1024
+
+#: Most decoded bytes one step hands the decoder. A compressed read can inflate a
+#: thousandfold (64 KiB of gzip to 20 MB of events): it is decoded in steps, and the
+#: caller yields between them, so its deadline and its other streams get their turn.
+#: 16 KiB of token events is ~350 events, ~20 ms (benchmarks/bench_ingest.py; 64 KiB
+#: steps held the loop up to 180 ms at load 5).
+DECODE_STEP = 16 * 1024
+#: Events kept in Timeline.events; past the cap they are counted (Timeline.not_kept).
+#: A real answer of max_tokens 100k fits; each kept event costs ~200 bytes.
+MAX_KEPT_EVENTS = 100_000
+#: Past the cap, usage events are still kept, up to this many more (and the first end
+#: marker and error event always are).
+MAX_NOTABLE_EXTRA = 64
+#: Characters of event text kept over the whole stream (no report shows the text).
+MAX_KEPT_TEXT = 1 << 20
 
 STATUS_HINTS = {
     401: "check the API key ({env})",
@@ -54,7 +70,7 @@ def error_message(body: bytes, redact: Redact = _as_is) -> str:
     text = body.decode("utf-8", "replace").strip()
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a hostile body nests 64 KiB deep: still text
         return snippet(text, redact=redact)
     if isinstance(obj, dict):
         err = obj.get("error", obj)
@@ -137,6 +153,11 @@ def not_a_stream_error(
     )
 
 
+def content_seen(timeline: Timeline) -> int:
+    """Content events the stream carried: those kept, and those counted past the cap."""
+    return count_content(timeline.events) + timeline.not_kept.content
+
+
 def with_hint(err: StreamError, hint: str) -> StreamError:
     """``err`` with ``hint`` appended to its message (the JSON message and str() alike)."""
     if hint:
@@ -176,6 +197,14 @@ class BodyIngest:
         # The first bytes, kept to name the dialect they parse as when this one fails.
         self._head = bytearray()
         self._inflate: Any = None
+        # The chunk being decoded step by step (see ``backlog``), and its read's stamp.
+        self._pending = b""
+        self._more_output = False
+        self._stamp = (0, -1)
+        self._text_left = MAX_KEPT_TEXT
+        self._kinds_kept: set[str] = set()
+        #: Content events decoded so far, kept or not.
+        self.tokens = 0
         encoding = (timeline.header("content-encoding") or "identity").strip().lower()
         if encoding != "identity":
             # Compressed because the client shape accepts it, or by a hop that ignores
@@ -192,38 +221,102 @@ class BodyIngest:
                 )
 
     def feed(self, data: bytes, t_ns: int, read_index: int) -> None:
-        """One body chunk as the transport handed it over, stamped with its socket read."""
+        """One body chunk as the transport handed it over, stamped with its socket read.
+
+        Decodes its first step only: while ``backlog`` is true the caller calls ``resume``
+        (yielding between steps, so that its deadline holds inside one read)."""
+        self.timeline.chunks.append(BodyChunk(t_ns=t_ns, nbytes=len(data), read_index=read_index))
+        self._pending = data
+        self._more_output = False
+        self._stamp = (t_ns, read_index)
+        self.resume()
+
+    @property
+    def backlog(self) -> bool:
+        """Bytes of the last chunk are still to be decoded (call ``resume``)."""
+        return bool(self._pending) or self._more_output
+
+    def resume(self) -> None:
+        """Decode the next step of the last chunk: at most DECODE_STEP bytes of stream,
+        however much a compressed read inflates to."""
         tl = self.timeline
-        tl.chunks.append(BodyChunk(t_ns=t_ns, nbytes=len(data), read_index=read_index))
         if self._inflate is not None:
             try:
-                data = self._inflate.decompress(data)
+                data = self._inflate.decompress(self._pending, DECODE_STEP)
             except zlib.error as exc:
                 tl.stream_end = "error"
+                self._pending, self._more_output = b"", False
                 raise StreamError(
                     f"the {tl.compressed} event stream does not decompress: {exc}",
                     stage="stream",
                     kind="bad_encoding",
                 ) from exc
+            self._pending = self._inflate.unconsumed_tail
+            # A full step may leave output inside zlib with no input left to push it.
+            self._more_output = len(data) == DECODE_STEP and not self._inflate.eof
+        else:
+            data, self._pending = self._pending[:DECODE_STEP], self._pending[DECODE_STEP:]
+        tl.decoding = self.backlog
+        self._decode(data, *self._stamp)
+
+    def _decode(self, data: bytes, t_ns: int, read_index: int) -> None:
+        tl = self.timeline
+        tl.decoded_bytes += len(data)
         if len(self._head) < SNIFF_LIMIT:
             self._head += data[: SNIFF_LIMIT - len(self._head)]
         try:
             new = self.decoder.feed(data, t_ns, read_index)
         except StreamError as err:
+            self._pending, self._more_output = b"", False
+            tl.decoding = False
             if err.kind == "malformed_event":
                 with_hint(err, self.hint())
             # Events decoded before the bad one in the same read still happened.
             earlier = getattr(err, "events", None)
             if earlier:
                 note(tl, earlier)
-                tl.events.extend(earlier)
+                self._keep(earlier)
             tl.stream_end = "error"
             raise
         finally:
             tl.invalid_utf8 = self.decoder.invalid_utf8
         if new:
             note(tl, new)
-            tl.events.extend(new)
+            self._keep(new)
+
+    def _keep(self, new: list[StreamEvent]) -> None:
+        """Append ``new`` to the timeline within its bounds; count what does not fit.
+
+        The first MAX_KEPT_EVENTS events are kept (their text within MAX_KEPT_TEXT
+        characters in all); past the cap only the events that decide the outcome are:
+        the first end marker and error event, and usage events up to MAX_NOTABLE_EXTRA
+        more. The rest are counted in ``timeline.not_kept``."""
+        tl = self.timeline
+        events = tl.events
+        dropped = content_dropped = text_dropped = 0
+        for ev in new:
+            if ev.kind == "content":
+                self.tokens += 1
+            # The first end marker and the first error event are kept whatever came
+            # before them (the report quotes the error); usage, while there is room.
+            first = ev.kind in ("end", "error") and ev.kind not in self._kinds_kept
+            usage = ev.usage is not None and len(events) < MAX_KEPT_EVENTS + MAX_NOTABLE_EXTRA
+            if len(events) >= MAX_KEPT_EVENTS and not (first or usage):
+                dropped += 1
+                content_dropped += ev.kind == "content"
+                text_dropped += len(ev.text)
+                continue
+            if len(ev.text) > self._text_left:
+                text_dropped += len(ev.text) - self._text_left
+                ev = replace(ev, text=ev.text[: self._text_left])
+            self._text_left -= len(ev.text)
+            self._kinds_kept.add(ev.kind)
+            events.append(ev)
+        if dropped or text_dropped:
+            was = tl.not_kept
+            tl.not_kept = NotKept(
+                was.events + dropped, was.content + content_dropped, was.text_chars + text_dropped
+            )
 
     def hint(self) -> str:
         """Which ``--provider`` to try, when the bytes so far parse as another dialect."""
@@ -232,7 +325,7 @@ class BodyIngest:
     def _truncated_hint(self) -> str:
         # Only a stream with no token at all may be in the wrong dialect: tokens mean
         # this one parsed it.
-        return "" if count_content(self.timeline.events) else self.hint()
+        return "" if content_seen(self.timeline) else self.hint()
 
     @property
     def terminal(self) -> bool:
@@ -255,7 +348,7 @@ class BodyIngest:
         tl.stream_end = "truncated"
         return with_hint(
             StreamError(
-                f"stream truncated after {count_content(tl.events)} tokens: the connection"
+                f"stream truncated after {content_seen(tl)} tokens: the connection"
                 f" ended without the terminal marker ({snippet(reason, 80, self.redact)})",
                 stage="stream",
                 kind="truncated",
@@ -270,12 +363,12 @@ class BodyIngest:
         tail = self.decoder.close(closed_ns)
         if tail:
             note(tl, tail)
-            tl.events.extend(tail)
+            self._keep(tail)
         tl.invalid_utf8 = self.decoder.invalid_utf8
         if tl.stream_end == "error":
             err_event = next(e for e in tl.events if e.kind == "error")
             raise StreamError(
-                f"the server sent an error event after {count_content(tl.events)} tokens:"
+                f"the server sent an error event after {content_seen(tl)} tokens:"
                 f" {err_event.error}",
                 stage="stream",
                 kind="error_event",
@@ -285,7 +378,7 @@ class BodyIngest:
             tl.stream_end = "truncated"
             raise with_hint(
                 StreamError(
-                    f"stream truncated after {count_content(tl.events)} tokens: the body ended"
+                    f"stream truncated after {content_seen(tl)} tokens: the body ended"
                     " without the terminal marker",
                     stage="stream",
                     kind="truncated",

@@ -31,7 +31,7 @@ from promptpath.net.transport import (
     TransportError,
     WireRequest,
 )
-from promptpath.options import RunOptions
+from promptpath.options import MAX_TIMEOUT_S, RunOptions
 from promptpath.result import TraceResult
 from promptpath.tracer.body import AFTER_END_GRACE_S, consume
 from promptpath.tracer.cleartext import check_cleartext
@@ -139,14 +139,19 @@ class Tracer:
         options = self.options
         # The deadline on the timeline's clock too: the stage it cuts ends exactly there,
         # not at whenever the event loop got round to the cancellation.
-        deadline_ns = timeline.t0_ns + round(options.timeout * 1e9)
+        # Capped as check_timeout caps the option: a library caller's 1e300 must not
+        # overflow the nanoseconds.
+        deadline_ns = timeline.t0_ns + round(min(options.timeout, MAX_TIMEOUT_S) * 1e9)
         left = max(0.0, (deadline_ns - time.perf_counter_ns()) / 1e9)
+        deadline = time.monotonic() + left
         try:
             with anyio.fail_after(left):
-                lease = await self.strategy.acquire(
-                    self, timeline, time.monotonic() + left, index
-                )
+                lease = await self.strategy.acquire(self, timeline, deadline, index)
                 try:
+                    if time.monotonic() >= deadline:
+                        # The time ran out on the way (or before: a tiny --timeout, a long
+                        # queue for a reused connection): nothing is sent after it.
+                        raise TimeoutError
                     await self._send(lease.connection, timeline)
                 finally:
                     lease.release(timeline)
@@ -170,6 +175,8 @@ class Tracer:
         Through a forward proxy the name resolved is the proxy's (``proxy_dns``): the
         origin's name is the proxy's business."""
         options = self.options
+        if time.monotonic() >= deadline:
+            raise TimeoutError  # spent before the first step: nothing is dialled after it
         host, port = options.target.host, options.target.port
         proxy = options.proxy
         # --connect-to: resolve and dial HOST2:PORT2 (--resolve may pin it, as in curl);
@@ -209,6 +216,8 @@ class Tracer:
             deadline=deadline,
             proxy=hop,
         )
+        if time.monotonic() >= deadline:
+            raise TimeoutError  # the lookup used the time up: do not dial after the deadline
         return await self.transport.connect(spec, recorder)
 
     async def _resolve(

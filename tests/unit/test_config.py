@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from promptpath.commands import RunArgs, build_options
 from promptpath.core.errors import UsageError
+from tests.helpers.cli import run_cli
 
 CONFIG = """
 [profiles.prod]
@@ -141,3 +144,50 @@ def test_a_profiles_proxy_is_named_as_the_profiles_and_the_command_line_wins(
     )
     opts = build_options(RunArgs(target="corp", proxy="http://cli:8080"), environ=env)
     assert opts.proxy is not None and (opts.proxy.host, opts.proxy.source) == ("cli", "--proxy")
+
+
+URL = "url = 'https://h/v1/messages'\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [
+        # bool is an int subclass: `timeout = true` was taken as 1 s, while
+        # `max_tokens = true` was refused. Every key is now checked the same way.
+        ("timeout = true", "'timeout' has the wrong type: an integer or a number, not bool"),
+        ("max_tokens = true", "'max_tokens' has the wrong type: an integer, not bool"),
+        ("max_tokens = 2.5", "'max_tokens' has the wrong type"),
+        ("insecure = 1", "'insecure' has the wrong type: true or false, not int"),
+        ("model = true", "'model' has the wrong type: a string"),
+        ("headers = { x-team = 1 }", "'headers' must hold strings only"),
+        ("resolve = ['h:443:127.0.0.1', 7]", "'resolve' must hold strings only"),
+        ("timeout = 1e300", "'timeout' must be at most 86400 s"),
+        ("timeout = -1", "'timeout' must be a positive number"),
+        ("timeout = nan", "'timeout' must be a positive number"),
+    ],
+)
+def test_every_profile_value_is_type_checked_the_same_way(
+    tmp_path: Path, line: str, match: str
+) -> None:
+    env = {"PROMPTPATH_CONFIG": str(write(tmp_path, f"[profiles.prod]\n{URL}{line}\n"))}
+    with pytest.raises(UsageError, match=re.escape(match)) as caught:
+        build_options(RunArgs(target="prod"), environ=env)
+    assert caught.value.kind == "bad_config"
+
+
+def test_a_bool_where_a_bool_belongs_and_an_int_timeout_are_taken(tmp_path: Path) -> None:
+    text = f"[profiles.prod]\n{URL}insecure = true\ntimeout = 5\n"
+    env = {"PROMPTPATH_CONFIG": str(write(tmp_path, text))}
+    opts = build_options(RunArgs(target="prod"), environ=env)
+    assert opts.insecure is True and opts.timeout == 5.0
+
+
+def test_a_config_that_is_not_utf8_is_a_usage_error_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(b"[profiles.prod]\n" + URL.encode() + b"model = 'caf\xe9'\n")
+    res = run_cli("run", "prod", "--json", environ={"PROMPTPATH_CONFIG": str(path)})
+    # Before: UnicodeDecodeError escaped load_profile, exit 70 (internal error).
+    assert res.exit_code == 2, res.stderr
+    assert "not UTF-8 (byte 0xe9 at offset 58)" in res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    assert json.loads(res.stdout)["error"]["kind"] == "bad_config"

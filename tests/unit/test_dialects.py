@@ -239,6 +239,8 @@ def test_malformed_event_quotes_at_most_80_characters() -> None:
         ('{"a": 1,}', "not JSON: Expecting property name enclosed in double quotes at column 9"),
         ('{"a":1}\n{"b":2}', "not JSON: Extra data at line 2 column 1"),  # two data lines
         ("[" * 100_000, "JSON nested too deeply to parse"),
+        # A ValueError, not a JSONDecodeError: it escaped as an internal error (exit 70).
+        ('{"usage": {"completion_tokens": ' + "9" * 5000 + "}}", "a JSON integer too long to read"),
     ],
 )
 def test_malformed_json_message_says_where_the_parser_stopped(data: str, reason: str) -> None:

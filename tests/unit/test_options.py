@@ -9,6 +9,7 @@ from promptpath.commands import RunArgs, build_options
 from promptpath.core.errors import UsageError
 from promptpath.options import (
     ConnectTo,
+    check_timeout,
     detect_provider,
     parse_connect_to,
     parse_header,
@@ -124,7 +125,7 @@ def test_display_url_hides_credential_query_values() -> None:
     assert display_url("https://h/v1/x") == "https://h/v1/x"
 
 
-@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0.0, -1.0])
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0.0, -1.0, 1e300, 86_400.5])
 def test_timeout_must_be_a_finite_positive_number(timeout: float) -> None:
     with pytest.raises(UsageError, match="--timeout"):
         build_options(RunArgs(target="https://h/v1/messages", timeout=timeout), environ={})
@@ -283,3 +284,11 @@ def test_check_utf8_names_the_flag_and_the_byte_and_passes_real_text() -> None:
     with pytest.raises(UsageError, match="an argument"):
         check_argv_utf8(["run", os.fsdecode(b"http://h/\xff")])
     check_argv_utf8(["run", "https://h/v1/messages", "-p", "ça va"])
+
+
+def test_timeout_bound_is_a_day_and_a_bool_is_not_a_number() -> None:
+    assert check_timeout(86_400) == 86_400.0 and check_timeout(1e-9) == 1e-9
+    with pytest.raises(UsageError, match="at most 86400 s"):
+        check_timeout(1e300)
+    with pytest.raises(UsageError, match="number of seconds, got True"):
+        check_timeout(True)  # bool is an int subclass: not 1 s
