@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from promptpath.core.coalescing import coalescing
 from promptpath.core.stats import Summary, intervals_ms, summarize
 from promptpath.core.timeline import (
+    CONNECT_STAGES,
     FILTER_EVENTS,
     MILESTONES,
     Timeline,
@@ -62,19 +63,11 @@ def derived_bounds(timeline: Timeline) -> dict[str, tuple[int, int]]:
 
 
 #: Stage keys in waterfall order (the proxy's own stages first): every reporter draws them so.
-WATERFALL_STAGES = (
-    "proxy_dns",
-    "proxy_connect",
-    "proxy_tls",
-    "tunnel",
-    "dns",
-    "connect",
-    "tls",
-    "quic_handshake",
-    "request",
-    "wait",
-    "first_token",
-    "streaming",
+#: The recorded set-up stages as the timeline names them (a load-mode stream's queue aside:
+#: no waterfall draws it), then the spans between milestones.
+WATERFALL_STAGES: tuple[str, ...] = (
+    *(stage for stage in CONNECT_STAGES if stage != "queue"),
+    *(name for name, _start, _end in DERIVED_STAGES),
 )
 
 
