@@ -172,18 +172,29 @@ def test_the_svg_renders_in_chromium_with_its_bars_to_scale(
     assert _png_is_not_blank(loaded.page.screenshot())
 
 
-@pytest.mark.parametrize("hop", ["buffering", "idle-timeout"])
-def test_a_demo_hop_report_written_by_html_opens_offline_with_its_finding(
+#: Each demo hop and the finding its page must show (the clean hop's probes all pass).
+HOP_FINDINGS = {
+    "buffering": ["[FAIL] buffering"],
+    "compression": ["[FAIL] buffering"],
+    "idle-timeout": ["[FAIL] idle-timeout"],
+    "ghost-stream": ["[FAIL] ghost-stream"],
+    "clean": ["[PASS] buffering", "[PASS] idle-timeout", "[PASS] ghost-stream"],
+}
+
+
+@pytest.mark.parametrize("hop", sorted(HOP_FINDINGS))
+def test_each_demo_hop_report_written_by_html_opens_offline_with_its_findings(
     browser: chromium.Browser, tmp_path: Path, hop: str
 ) -> None:
     page_file = tmp_path / "hop.html"
     result = run_cli("demo", "--hop", hop, "--html", str(page_file))
-    assert result.exit_code == 1  # the hop is found
+    assert result.exit_code == (0 if hop == "clean" else 1)  # a broken hop is found
     loaded = browser.load(str(page_file))
     assert loaded.console_errors == []
     assert [u for u in loaded.requests if not u.startswith(("file:", "data:"))] == []
     text = loaded.page.evaluate("document.body.innerText")
-    probe = "buffering" if hop == "buffering" else "idle-timeout"
-    assert f"[FAIL] {probe}" in text
+    for finding in HOP_FINDINGS[hop]:
+        assert finding in text
     assert "promptpath demo --hop " + hop in text  # the command that reproduces it
+    assert _bars(loaded.page), "no stage bar drawn"
     assert _png_is_not_blank(loaded.page.screenshot())
