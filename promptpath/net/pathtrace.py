@@ -91,11 +91,19 @@ def _recverr(family: int) -> tuple[int, int]:
 
 
 def quic_probe_datagram() -> bytes:
-    """A long-header packet of a reserved version, padded to 1200 bytes."""
+    """A long-header Initial of a reserved version, padded to 1200 bytes.
+
+    Well-formed past the invariant header (token length 0, a length field that matches
+    what follows) so that a server which parses the whole long header before it looks at
+    the version still answers: aioquic (under hypercorn) drops a datagram whose length
+    field overruns it, which random bytes there did for most probes (seen: 1 answer in 3)."""
     dcid, scid = secrets.token_bytes(8), secrets.token_bytes(8)
-    head = bytes([0xC0 | secrets.randbelow(16)]) + struct.pack(">I", _GREASE_VERSION)
+    head = bytes([0xC0]) + struct.pack(">I", _GREASE_VERSION)  # long header, Initial
     head += bytes([len(dcid)]) + dcid + bytes([len(scid)]) + scid
-    return head + secrets.token_bytes(QUIC_PROBE_BYTES - len(head))
+    head += b"\x00"  # token length 0
+    rest = QUIC_PROBE_BYTES - len(head) - 2  # after a 2-byte length field
+    head += struct.pack(">H", 0x4000 | rest)  # varint, 2 bytes: the length of what follows
+    return head + secrets.token_bytes(rest)
 
 
 def _offender(ancillary: list[tuple[int, int, bytes]]) -> tuple[str | None, tuple[int, int] | None]:
