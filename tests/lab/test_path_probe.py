@@ -20,6 +20,7 @@ Observed by hand first, on this kernel (and written here because the tests rely 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -57,29 +58,24 @@ def lab(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PathLab]:
     with pathlab.path_lab(**kwargs) as built:
         for name in ("r1", "r2", "r3", "server"):
             built.sysctl(name, "net.ipv4.icmp_ratelimit", "0")
-        server = subprocess.Popen(
-            built.exec(
-                "server",
-                _promptpath(),
-                "serve",
-                "--host",
-                SERVER,
-                "--port",
-                str(PORT),
-                "--self-signed",
-                str(tmp_path),
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            assert '"listening"' in server.stdout.readline()
+        with _serving(built, "--self-signed", str(tmp_path)):
             yield built
-        finally:
-            server.kill()
-            server.wait(10)
+
+
+@contextlib.contextmanager
+def _serving(lab: PathLab, *tls: str) -> Iterator[None]:
+    """``promptpath serve`` in the server namespace, on its address, until the block ends."""
+    argv = [_promptpath(), "serve", "--host", SERVER, "--port", str(PORT), *tls]
+    server = subprocess.Popen(
+        lab.exec("server", *argv), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    try:
+        assert server.stdout is not None
+        assert '"listening"' in server.stdout.readline()
+        yield
+    finally:
+        server.kill()
+        server.wait(10)
 
 
 def _promptpath() -> str:
@@ -233,31 +229,8 @@ def narrow(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[PathLab]:
                 " icmp type destination-unreachable icmp code frag-needed drop\n }\n}\n",
             )
         _ca, chain, key = pathlab.big_certificate(str(tmp_path))
-        server = subprocess.Popen(
-            built.exec(
-                "server",
-                _promptpath(),
-                "serve",
-                "--host",
-                SERVER,
-                "--port",
-                str(PORT),
-                "--certfile",
-                chain,
-                "--keyfile",
-                key,
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            assert '"listening"' in server.stdout.readline()
+        with _serving(built, "--certfile", chain, "--keyfile", key):
             yield built
-        finally:
-            server.kill()
-            server.wait(10)
 
 
 @pytest.mark.parametrize("narrow", ["filtered"], indirect=True)
