@@ -35,41 +35,14 @@ from wsproto.events import (
 from wsproto.extensions import Extension, PerMessageDeflate
 from wsproto.utilities import generate_accept_token, generate_nonce
 
+from promptpath.core.wsclose import CLOSE_CODES, close_words
+
 #: Longest message kept (fragments included): as the SSE/NDJSON framers' line cap.
 MAX_MESSAGE_BYTES = 16 << 20
 #: Most bytes of a refusal's body kept to explain it.
 MAX_REFUSAL_BODY = 64 * 1024
 #: Most bytes of an answer's head before it is not an HTTP answer at all.
 MAX_HEAD_BYTES = 64 * 1024
-
-#: Close codes (RFC 6455 §7.4.1) in words, for a report.
-CLOSE_CODES = {
-    1000: "normal closure",
-    1001: "going away",
-    1002: "protocol error",
-    1003: "unsupported data",
-    1005: "no status received",
-    1006: "abnormal closure (no close frame)",
-    1007: "invalid payload data",
-    1008: "policy violation",
-    1009: "message too big",
-    1010: "mandatory extension",
-    1011: "internal error",
-    1012: "service restart",
-    1013: "try again later",
-    1014: "bad gateway",
-    1015: "TLS handshake failure",
-}
-
-
-def close_words(code: int | None) -> str:
-    """``1011 internal error``: a close code with its RFC 6455 name."""
-    if code is None:
-        return "no close code"
-    name = CLOSE_CODES.get(code)
-    if name is None and 4000 <= code <= 4999:
-        name = "application-defined"
-    return f"{code} {name}" if name else str(code)
 
 
 class UpgradeFailed(ValueError):
