@@ -74,7 +74,7 @@ class ReferenceApp:
             from promptpath.server.websocket import serve_websocket
 
             try:
-                await serve_websocket(self, scope, receive, send)
+                await serve_websocket(self, self.stats, scope, receive, send)
             except Exception as exc:  # untrusted too: one line, and hypercorn closes 1011
                 self._log_internal(scope, exc)
 
@@ -161,6 +161,10 @@ class ReferenceApp:
             return
         body = json_body(asdict(record))
         await self._reply(send, 200, body, "application/json", (("cache-control", "no-store"),))
+
+    def authorized(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        """Whether the request carries the key (always, when serve requires none)."""
+        return self._authorized(headers)
 
     def _authorized(self, headers: list[tuple[bytes, bytes]]) -> bool:
         if self.api_key is None:

@@ -22,9 +22,10 @@ import json
 import secrets
 import time
 from collections import deque
+from collections.abc import MutableMapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from promptpath.options import detect_provider
 from promptpath.server.behaviour import Behaviour, BehaviourError, applied, from_request
@@ -38,11 +39,20 @@ from promptpath.server.dialect import (
 )
 from promptpath.server.openai_dialects import Responses, openai_error_reply
 from promptpath.server.realtime_dialect import Realtime
+from promptpath.server.stats import ServerStats
 from promptpath.server.streaming import Exchange, Message, Receive, Send, write_stream
 from promptpath.server.tokens import answer_tokens, count_prompt_tokens
 
-if TYPE_CHECKING:
-    from promptpath.server.app import ReferenceApp, Scope
+Scope = MutableMapping[str, Any]
+
+
+class Host(Protocol):
+    """What a WebSocket needs of the app that serves it (server/app.py's ReferenceApp)."""
+
+    defaults: Behaviour
+
+    def authorized(self, headers: list[tuple[bytes, bytes]]) -> bool: ...
+
 
 #: Dialects with a WebSocket side, by the provider their path names.
 WS_DIALECTS: dict[str, type[Dialect]] = {"responses": Responses, "realtime": Realtime}
@@ -73,7 +83,9 @@ class WSExchange(Exchange):
         return await self._receive()
 
 
-async def serve_websocket(app: ReferenceApp, scope: Scope, receive: Receive, send: Send) -> None:
+async def serve_websocket(
+    app: Host, stats: ServerStats, scope: Scope, receive: Receive, send: Send
+) -> None:
     """Answer one WebSocket from the upgrade to its close."""
     path: str = scope["path"]
     provider = detect_provider(path)
@@ -86,7 +98,7 @@ async def serve_websocket(app: ReferenceApp, scope: Scope, receive: Receive, sen
         body = {"error": {"message": f"no WebSocket endpoint at {path}", "type": "not_found"}}
         await _refuse(send, 404, body)
         return
-    if not app._authorized(headers):
+    if not app.authorized(headers):
         await _refuse(send, 401, openai_error_reply(401, None, None).body)
         return
     try:
@@ -100,7 +112,7 @@ async def serve_websocket(app: ReferenceApp, scope: Scope, receive: Receive, sen
         return
     await send({"type": "websocket.accept", "headers": [(b"x-request-id", _id("req").encode())]})
     query = bytes(scope.get("query_string", b"")).decode("latin-1")
-    session = _Session(app, dialect_cls, path, query, headers, WSExchange(receive, send))
+    session = _Session(app, stats, dialect_cls, path, query, headers, WSExchange(receive, send))
     await session.run()
 
 
@@ -125,7 +137,8 @@ class _Session:
 
     def __init__(
         self,
-        app: ReferenceApp,
+        app: Host,
+        stats: ServerStats,
         dialect_cls: type[Dialect],
         path: str,
         query: str,
@@ -133,6 +146,7 @@ class _Session:
         ex: WSExchange,
     ) -> None:
         self.app = app
+        self.stats = stats
         self.dialect_cls = dialect_cls
         self.path = path
         self.headers = headers
@@ -207,7 +221,7 @@ class _Session:
         loop = asyncio.get_running_loop()
         t_recv = loop.time()
         started_unix_ns = time.time_ns()
-        record = app.stats.start(
+        record = self.stats.start(
             path=self.path, dialect=self.dialect_cls.name, started_unix_ns=started_unix_ns
         )
         body = dict(payload)
@@ -227,7 +241,7 @@ class _Session:
             model = self.model
             params = replace(params, model=model, prompt_tokens=self.prompt_tokens)
         if behaviour.probe_id is not None:
-            app.stats.tag(record, behaviour.probe_id)
+            self.stats.tag(record, behaviour.probe_id)
         behaviour = _streaming(behaviour)
         now = datetime.now(UTC)
         info = RequestInfo(
@@ -252,14 +266,14 @@ class _Session:
                 t_recv=t_recv,
                 http_version="1.1",
                 headers=(),
-                stats=app.stats,
+                stats=self.stats,
                 record=record,
                 report={"request_id": _id("req"), **applied(behaviour, sources)},
                 ws=True,
             )
             if not complete and ex.gone:
-                app.stats.disconnect(record, ex.gone_unix_ns)
-            app.stats.ended(record, complete=complete, t_recv_unix_ns=t_recv_unix_ns)
+                self.stats.disconnect(record, ex.gone_unix_ns)
+            self.stats.ended(record, complete=complete, t_recv_unix_ns=t_recv_unix_ns)
         finally:
             ex.close()
         cut = behaviour.truncate_after is not None and behaviour.truncate_after <= n_tokens
