@@ -10,12 +10,13 @@ own OpenTelemetry set-up is left alone.
 
 The SDK logs its failures (``Failed to export spans batch …``) through ``logging``; with no
 handler configured Python would print them on stderr as extra lines. A handler on the
-``opentelemetry`` logger keeps them, per thread, and the last becomes the one-line warning.
+``opentelemetry`` logger keeps them, per thread, and they become the one-line warning.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,21 +39,55 @@ from promptpath.report.otel import INSTRUMENTS, RunTelemetry, Span
 SCOPE = "promptpath"
 
 
-class _LastError(logging.Handler):
-    """Keeps the SDK's last warning or error per thread; prints nothing."""
+class _Captured(logging.Handler):
+    """Keeps the SDK's warnings and errors per thread (the last few); prints nothing."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
-        self.last: dict[int, str] = {}
+        self.records: dict[int, list[logging.LogRecord]] = {}
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.last[threading.get_ident()] = record.getMessage()
-        except Exception:  # a malformed record is not worth a traceback
-            self.last[threading.get_ident()] = str(record.msg)
+        kept = self.records.setdefault(threading.get_ident(), [])
+        kept.append(record)
+        del kept[:-8]
+
+    def failure(self, fallback: str) -> str:
+        """Why this thread's export failed: the SDK's last word and, when it gave up
+        retrying, the error it kept retrying on (refused, timed out)."""
+        records = self.records.pop(threading.get_ident(), [])
+        if not records:
+            return fallback
+        last = _message(records[-1])
+        cause = next(
+            (
+                r.args[0]
+                for r in records
+                if isinstance(r.args, tuple) and r.args and "Transient" in str(r.msg)
+            ),
+            None,
+        )
+        if cause is None:
+            return last
+        return f"{last.rstrip('.')}: {_cause(str(cause))}"
 
 
-_CAPTURE = _LastError()
+def _message(record: logging.LogRecord) -> str:
+    try:
+        return record.getMessage()
+    except (TypeError, ValueError):  # a malformed record is not worth a traceback
+        return str(record.msg)
+
+
+_ERRNO = re.compile(r"\[Errno -?\d+\][^\"')]*|[Rr]ead timed out|timed out")
+
+
+def _cause(text: str) -> str:
+    """``[Errno 111] Connection refused`` out of requests' nested exception text."""
+    found = _ERRNO.search(text)
+    return found.group(0).strip() if found else text
+
+
+_CAPTURE = _Captured()
 _LOGGER = logging.getLogger("opentelemetry")
 _LOGGER.addHandler(_CAPTURE)
 _LOGGER.propagate = False
@@ -150,7 +185,7 @@ def _send_spans(spans: tuple[ReadableSpan, ...], url: str, timeout_s: float) -> 
         ok = exporter.export(spans) == SpanExportResult.SUCCESS
     finally:
         exporter.shutdown()  # type: ignore[no-untyped-call]
-    return None if ok else _CAPTURE.last.pop(threading.get_ident(), "traces not accepted")
+    return None if ok else _CAPTURE.failure("traces not accepted")
 
 
 def _send_metrics(data: Any, url: str, timeout_s: float) -> str | None:
@@ -160,7 +195,7 @@ def _send_metrics(data: Any, url: str, timeout_s: float) -> str | None:
     finally:
         exporter.shutdown()
     ok = result == MetricExportResult.SUCCESS
-    return None if ok else _CAPTURE.last.pop(threading.get_ident(), "metrics not accepted")
+    return None if ok else _CAPTURE.failure("metrics not accepted")
 
 
 def export(

@@ -248,9 +248,38 @@ def test_without_the_extra_the_option_is_a_usage_error_and_the_variable_a_warnin
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # An import of opentelemetry fails as it does where the extra is not installed.
-    monkeypatch.setitem(sys.modules, "opentelemetry", None)
+    for name in ("opentelemetry", "opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+        monkeypatch.setitem(sys.modules, name, None)
     assert not otel_installed()
     with pytest.raises(UsageError, match=r"promptpath\[otel\]"):
         _plan("http://127.0.0.1:4318")
     plan, said = _plan(None, OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4318")
     assert plan is None and len(said) == 1 and "promptpath[otel]" in said[0]
+
+
+def test_the_warning_names_what_the_sdk_kept_retrying_on() -> None:
+    import logging
+    import threading
+
+    from promptpath.otlp_sdk import _CAPTURE
+
+    # The SDK's two records when it retried a refused connection until its deadline
+    # (otlp.common.http, 1.45): a transient warning with the error, then the give-up.
+    log = logging.getLogger("opentelemetry.exporter.otlp.common.http")
+    error = (
+        "HTTPConnectionPool(...): Max retries exceeded (Caused by"
+        ' NewConnectionError("...: [Errno 111] Connection refused"))'
+    )
+    log.warning(
+        "Transient error %s encountered while exporting %s batch, retrying in %.2fs.",
+        error,
+        "spans",
+        1.0,
+    )
+    log.error("Failed to export %s batch due to timeout, max retries or shutdown.", "spans")
+    assert _CAPTURE.failure("none") == (
+        "Failed to export spans batch due to timeout, max retries or shutdown:"
+        " [Errno 111] Connection refused"
+    )
+    assert _CAPTURE.failure("none") == "none"  # taken once, per thread
+    assert threading.get_ident() not in _CAPTURE.records
