@@ -231,6 +231,30 @@ def send_otlp(report: Mapping[str, Any], plan: OtlpPlan) -> OtlpOutcome:
     )
 
 
+def send_report(
+    report: Mapping[str, Any],
+    endpoint: str,
+    *,
+    resource: Mapping[str, str] | None = None,
+    timeout_s: float = TIMEOUT_S,
+) -> OtlpOutcome:
+    """``send_otlp`` for a caller with an endpoint of its own (``promptpath exporter``'s
+    ``otlp_endpoint``): the JSON report of a finished run or series, the collector's base
+    URL, the resource attributes (``service.name`` defaults to promptpath). UsageError for
+    an endpoint that is not http(s)://HOST[:PORT][/PATH]."""
+    base = check_endpoint(endpoint, "otlp_endpoint").rstrip("/")
+    attrs = {"service.name": DEFAULT_SERVICE, **(resource or {})}
+    plan = OtlpPlan(
+        traces_url=f"{base}/v1/traces",
+        metrics_url=f"{base}/v1/metrics",
+        resource=tuple(attrs.items()),
+        timeout_s=timeout_s,
+        source="otlp_endpoint",
+        shown=shown_url(base),
+    )
+    return send_otlp(report, plan)
+
+
 def _scrub(message: str, plan: OtlpPlan) -> str:
     """One line of at most 300 characters, the endpoints shown without userinfo."""
     for url in (plan.traces_url, plan.metrics_url):
@@ -252,4 +276,5 @@ __all__ = [
     "parse_resource_attributes",
     "plan_otlp",
     "send_otlp",
+    "send_report",
 ]

@@ -287,3 +287,16 @@ def test_compare_http_takes_no_otlp_endpoint(refserver_tls: RefServer) -> None:
         "--otlp-endpoint", "http://127.0.0.1:4318",
     )  # fmt: skip
     assert result.exit_code == 2 and "--otlp-endpoint" in result.stderr
+
+
+def test_send_report_exports_a_finished_report_for_other_callers(
+    healthy: dict[str, Any], receiver: OtlpReceiver
+) -> None:
+    from promptpath.otlp import send_report
+
+    receiver.clear()
+    outcome = send_report(healthy["report"], receiver.url, resource={"vantage": "fleet-1"})
+    assert outcome.exported and outcome.spans == len(healthy["spans"])
+    resource, spans = _spans(receiver)
+    assert resource["vantage"] == "fleet-1" and resource["service.name"] == "promptpath"
+    assert [s.name for s in spans] == [s.name for s in healthy["spans"]]
