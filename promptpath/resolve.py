@@ -20,13 +20,16 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from promptpath import flags
 from promptpath.core.errors import UsageError
+from promptpath.core.headers import KEY_HEADERS
 from promptpath.core.series import SeriesPlan
 from promptpath.options import (
+    BEDROCK_PROVIDERS,
     DEFAULT_CLIENT,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
     DEFAULT_PROMPT,
     DEFAULT_TIMEOUT_S,
+    AwsCredentials,
     ClientName,
     HTTPChoice,
     Provider,
@@ -187,6 +190,24 @@ def _provider(given: str | None, path: str) -> Provider:
     return detected
 
 
+def _aws(
+    provider: Provider,
+    api_key: str | None,
+    headers: tuple[tuple[str, str], ...],
+    environ: Mapping[str, str],
+    host: str,
+) -> AwsCredentials | None:
+    """SigV4 credentials for a Bedrock run that has no key of another kind (a bearer token
+    from AWS_BEARER_TOKEN_BEDROCK or a profile, a credential header given with -H)."""
+    if provider not in BEDROCK_PROVIDERS or api_key:
+        return None
+    if {name.lower() for name, _ in headers} & KEY_HEADERS:
+        return None
+    from promptpath.aws_auth import load_credentials
+
+    return load_credentials(environ, host)
+
+
 def _http(given: str) -> HTTPChoice:
     for known in HTTP_CHOICES:
         if known == given:
@@ -270,6 +291,7 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
         environ=environ,
     )
     prompt = values.text("prompt")
+    headers = parse_headers(values.texts("header"))
     return RunOptions(
         target=target,
         provider=provider,
@@ -278,7 +300,8 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
         or DEFAULT_MODEL[provider],
         prompt=prompt if prompt is not None else DEFAULT_PROMPT,
         max_tokens=max_tokens,
-        headers=parse_headers(values.texts("header")),
+        headers=headers,
+        aws=_aws(provider, api_key, headers, environ, target.host),
         api_key=api_key or None,
         api_key_env=key_env,
         client=client,

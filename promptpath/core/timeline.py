@@ -144,6 +144,9 @@ class StreamEvent:
     seq: int | None = None  # reference endpoint's event sequence number
     read_index: int = -1  # index into Timeline.reads of the read that completed it
     controls: ServerControls | None = None  # reference endpoint's report (first event)
+    #: the server's own time for the whole request, reported inside the stream (Bedrock's
+    #: metadata.metrics.latencyMs, invoke's invocationLatency), in ms
+    server_ms: float | None = None
 
 
 def content_events(events: Iterable[StreamEvent]) -> list[StreamEvent]:

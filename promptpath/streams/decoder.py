@@ -6,6 +6,7 @@ from typing import cast
 
 from promptpath.core.timeline import InvalidUTF8, StreamEvent
 from promptpath.streams.dialects import Frame, MalformedEvent, Provider, decoder_for
+from promptpath.streams.eventstream import EventStreamDecoder, EventStreamError
 from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge
 from promptpath.streams.ndjson import NDJSONDecoder
 from promptpath.streams.sse import SSEDecoder
@@ -36,11 +37,13 @@ class StreamDecoder:
     def __init__(self, provider: Provider, *, max_line: int = MAX_LINE_BYTES) -> None:
         self.provider = provider
         self._dialect = decoder_for(provider)
-        self._framer: SSEDecoder | NDJSONDecoder = (
-            SSEDecoder(max_line=max_line)
-            if self._dialect.framing == "sse"
-            else NDJSONDecoder(max_line=max_line)
-        )
+        self._framer: SSEDecoder | NDJSONDecoder | EventStreamDecoder
+        if self._dialect.framing == "sse":
+            self._framer = SSEDecoder(max_line=max_line)
+        elif self._dialect.framing == "eventstream":
+            self._framer = EventStreamDecoder()  # binary: its own bounds (MAX_MESSAGE_BYTES)
+        else:
+            self._framer = NDJSONDecoder(max_line=max_line)
         self._last_read_index = -1
         self._ended = False
         self._terminal = False
@@ -87,6 +90,10 @@ class StreamDecoder:
             error = MalformedEvent(exc.head, str(exc))
             error.events = earlier
             raise error from exc
+        except EventStreamError as exc:
+            # The messages framed before the broken one are real events too.
+            exc.events = self._decode(cast(list[Frame], exc.frames), read_index)
+            raise
         return self._decode(frames, read_index)
 
     def close(self, t_ns: int) -> list[StreamEvent]:

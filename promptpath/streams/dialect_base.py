@@ -13,13 +13,14 @@ from typing import Literal, Protocol
 
 from promptpath.core.errors import StreamError
 from promptpath.core.timeline import ContentType, EventKind, ServerControls, StreamEvent, Usage
+from promptpath.streams.eventstream import EventStreamMessage
 from promptpath.streams.ndjson import NDJSONLine
 from promptpath.streams.sse import SSEMessage
 
 __all__ = ["DialectDecoder", "Frame", "Framing", "JSONObject", "MalformedEvent"]
 
-Framing = Literal["sse", "ndjson"]
-Frame = SSEMessage | NDJSONLine
+Framing = Literal["sse", "ndjson", "eventstream"]
+Frame = SSEMessage | NDJSONLine | EventStreamMessage
 JSONObject = dict[str, object]
 
 _EXCERPT = 80
@@ -162,6 +163,7 @@ class _Maker:
         text: str = "",
         usage: Usage | None = None,
         error: str | None = None,
+        server_ms: float | None = None,
     ) -> StreamEvent:
         return StreamEvent(
             t_ns=self.t_ns,
@@ -175,6 +177,7 @@ class _Maker:
             seq=self.seq,
             read_index=self.read_index,
             controls=self.controls,
+            server_ms=server_ms,
         )
 
 
@@ -201,6 +204,8 @@ class _Dialect:
             if frame.comment:
                 return [_comment(frame, read_index)]
             return self._decode(frame.event, frame.data, _Maker(frame.t_ns, read_index))
+        if isinstance(frame, EventStreamMessage):
+            raise MalformedEvent(frame.text, "an AWS event-stream message in a text dialect")
         return self._decode("", frame.text, _Maker(frame.t_ns, read_index))
 
     def _decode(self, sse_event: str, data: str, mk: _Maker) -> list[StreamEvent]:

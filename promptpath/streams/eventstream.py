@@ -34,6 +34,7 @@ import zlib
 from dataclasses import dataclass
 
 from promptpath.core.errors import StreamError
+from promptpath.core.timeline import StreamEvent
 from promptpath.streams.framing import decode_counting
 
 __all__ = [
@@ -75,6 +76,8 @@ class EventStreamError(StreamError):
             reason=reason,
         )
         self.frames = frames
+        #: Events decoded from ``frames`` (set by ``StreamDecoder``, as MalformedEvent's).
+        self.events: list[StreamEvent] = []
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
