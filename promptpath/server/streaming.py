@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from promptpath.server.behaviour import Behaviour
-from promptpath.server.dialect import Dialect, Event, Finish, JSONObject, frame, keepalive
+from promptpath.server.dialect import Dialect, Event, Finish, JSONObject, keepalive
 from promptpath.server.stats import RequestRecord, ServerStats
 
 Message = MutableMapping[str, Any]
@@ -102,6 +102,7 @@ class EventWriter:
         self,
         ex: Exchange,
         *,
+        encode: Callable[..., bytes],
         sse: bool,
         batch: int,
         stats: ServerStats,
@@ -110,6 +111,7 @@ class EventWriter:
     ) -> None:
         self.ex = ex
         self.report = report  # rides on the first JSON event, then is spent
+        self.encode = encode  # the dialect's framing (Dialect.encode)
         self.sse = sse
         self.batch = batch
         self.stats = stats
@@ -135,13 +137,11 @@ class EventWriter:
             if event is _KEEPALIVE:
                 parts.append(keepalive(seq=self.seq, sent_unix_ns=sent_unix_ns))
             elif isinstance(event.data, str):
-                parts.append(frame(event, sse=self.sse, seq=self.seq, sent_unix_ns=sent_unix_ns))
+                parts.append(self.encode(event, seq=self.seq, sent_unix_ns=sent_unix_ns))
             else:
                 report, self.report = self.report, None
                 parts.append(
-                    frame(
-                        event, sse=self.sse, seq=self.seq, sent_unix_ns=sent_unix_ns, report=report
-                    )
+                    self.encode(event, seq=self.seq, sent_unix_ns=sent_unix_ns, report=report)
                 )
             self.seq += 1
         n_tokens = sum(1 for event in self.pending if event.content)
@@ -179,7 +179,13 @@ async def write_stream(
     if not await ex.send({"type": "http.response.start", "status": 200, "headers": raw_headers}):
         return False
     out = EventWriter(
-        ex, sse=dialect.sse, batch=behaviour.batch, stats=stats, record=record, report=report
+        ex,
+        encode=dialect.encode,
+        sse=dialect.sse,
+        batch=behaviour.batch,
+        stats=stats,
+        record=record,
+        report=report,
     )
     plan = Plan(behaviour, t_recv)
 
