@@ -32,11 +32,15 @@ EXTRA_HINT = (
 
 
 def _files(env: Mapping[str, str]) -> tuple[str, str, str]:
-    home = env.get("HOME") or os.path.expanduser("~")
+    # The run's own environment decides, even HOME: an environment without it (a test's,
+    # a bare service) reads no default files rather than the process owner's.
+    home = env.get("HOME")
 
     def path(variable: str, default: str) -> str:
         given = env.get(variable)
-        return os.path.expanduser(given) if given else os.path.join(home, ".aws", default)
+        if given:
+            return os.path.join(home, given[2:]) if home and given.startswith("~/") else given
+        return os.path.join(home, ".aws", default) if home else os.devnull
 
     profile = env.get("AWS_PROFILE") or env.get("AWS_DEFAULT_PROFILE") or "default"
     creds = path("AWS_SHARED_CREDENTIALS_FILE", "credentials")

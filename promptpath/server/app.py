@@ -32,7 +32,7 @@ from promptpath.server.dialect import (
     stamped,
 )
 from promptpath.server.dialects import dialect_for_path, path_model
-from promptpath.server.sigv4_check import SigV4Refusal, TestCredentials, check_sigv4
+from promptpath.server.sigv4_check import AwsTestKey, SigV4Refusal, check_sigv4
 from promptpath.server.stats import RequestRecord, ServerStats
 from promptpath.server.streaming import Exchange, Plan, Receive, Send, write_stream
 from promptpath.server.tokens import answer_tokens
@@ -58,7 +58,7 @@ class ReferenceApp:
         defaults: Behaviour | None = None,
         *,
         api_key: str | None = None,
-        aws_credentials: TestCredentials | None = None,
+        aws_credentials: AwsTestKey | None = None,
         on_startup: Callable[[], None] | None = None,
     ) -> None:
         self.defaults = defaults or Behaviour()

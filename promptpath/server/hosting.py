@@ -24,7 +24,7 @@ from typing import Any
 from promptpath.server.app import ReferenceApp
 from promptpath.server.behaviour import Behaviour
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
-from promptpath.server.sigv4_check import TestCredentials
+from promptpath.server.sigv4_check import AwsTestKey
 
 DEFAULT_TLS_PORT = 8443
 DEFAULT_PLAIN_PORT = 8080
@@ -51,7 +51,7 @@ class ServerConfig:
     behaviour: Behaviour = field(default_factory=Behaviour)
     api_key: str | None = field(default=None, repr=False)
     #: Bedrock requests must carry a SigV4 signature by this key (None: not checked).
-    aws_credentials: TestCredentials | None = field(default=None, repr=False)
+    aws_credentials: AwsTestKey | None = field(default=None, repr=False)
     verbose: bool = False
 
     @property

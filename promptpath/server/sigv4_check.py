@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from urllib.parse import parse_qsl, quote
 
-__all__ = ["ALGORITHM", "SigV4Refusal", "TestCredentials", "check_sigv4", "parse_test_credentials"]
+__all__ = ["ALGORITHM", "AwsTestKey", "SigV4Refusal", "check_sigv4", "parse_test_credentials"]
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 #: How far X-Amz-Date may be from the server's clock (AWS: 5 minutes).
@@ -34,7 +34,7 @@ _MISMATCH = (
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TestCredentials:
+class AwsTestKey:
     """The one key the endpoint accepts (``serve --aws-test-credentials AKID:SECRET[:TOKEN]``)."""
 
     access_key: str
@@ -51,12 +51,12 @@ class SigV4Refusal:
     status: int = 403
 
 
-def parse_test_credentials(spec: str) -> TestCredentials:
+def parse_test_credentials(spec: str) -> AwsTestKey:
     """``AKID:SECRET`` or ``AKID:SECRET:TOKEN`` (ValueError otherwise)."""
     parts = spec.split(":", 2)
     if len(parts) < 2 or not parts[0] or not parts[1]:
         raise ValueError("wants ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN]")
-    return TestCredentials(
+    return AwsTestKey(
         access_key=parts[0], secret_key=parts[1], token=parts[2] if len(parts) == 3 else None
     )
 
@@ -90,7 +90,7 @@ def check_sigv4(
     query: str,
     headers: Iterable[tuple[str, str]],
     body: bytes,
-    credentials: TestCredentials,
+    credentials: AwsTestKey,
     now: datetime,
 ) -> SigV4Refusal | None:
     """None when the request is signed by ``credentials`` over exactly what arrived."""
