@@ -36,8 +36,9 @@ from promptpath.server.dialect import (
 )
 from promptpath.streams.eventstream import encode_message
 
-#: The exceptions Bedrock's streams send mid-stream (the ``error-type`` control's choices;
-#: converse and invoke share them, invoke adds modelTimeoutException).
+#: The exceptions Bedrock's streams send mid-stream, as botocore 1.44.8's service model
+#: lists them (ConverseStreamOutput; invoke's ResponseStream adds modelTimeoutException),
+#: and the ``error-type`` control picks; boto3 names one outside the model with an empty code.
 EXCEPTIONS: dict[str, str] = {
     "throttlingException": "Too many requests, please wait before trying again.",
     "modelStreamErrorException": "The model stream failed.",
@@ -47,6 +48,8 @@ EXCEPTIONS: dict[str, str] = {
     "modelTimeoutException": "The model took too long to respond.",
 }
 DEFAULT_EXCEPTION = "modelStreamErrorException"
+CONVERSE_EXCEPTIONS = tuple(sorted(set(EXCEPTIONS) - {"modelTimeoutException"}))
+INVOKE_EXCEPTIONS = tuple(sorted(EXCEPTIONS))
 
 #: Tokens a synchronous guardrail releases at once (each batch scanned, then sent).
 GUARDRAIL_BATCH = 8
