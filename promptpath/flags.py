@@ -147,6 +147,15 @@ FLAGS: tuple[Flag, ...] = (
         panel=TARGET,
     ),
     Flag(
+        dest="guardrail",
+        decls=("--guardrail",),
+        type=str | None,
+        default=None,
+        metavar="ID:VERSION[:async]",
+        help="Bedrock: apply this guardrail (synchronous streaming mode unless ':async').",
+        panel=TARGET,
+    ),
+    Flag(
         dest="api_key_env",
         decls=("--api-key-env",),
         type=str | None,

@@ -131,6 +131,33 @@ BEDROCK_PROVIDERS = frozenset({"bedrock", "bedrock-invoke"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Guardrail:
+    """A Bedrock guardrail the request applies (converse's ``guardrailConfig``, invoke's
+    ``X-Amzn-Bedrock-Guardrail*`` headers) and its streaming mode."""
+
+    identifier: str
+    version: str
+    mode: Literal["sync", "async"] = "sync"  # Bedrock's default is synchronous
+
+
+def parse_guardrail(spec: str) -> Guardrail:
+    """``ID:VERSION`` or ``ID:VERSION:async`` (``sync`` may be written too)."""
+    parts = spec.split(":")
+    mode = parts.pop() if len(parts) == 3 else "sync"
+    if len(parts) != 2 or not all(parts) or mode not in ("sync", "async"):
+        raise UsageError(
+            f"--guardrail wants ID:VERSION[:sync|async], got {spec!r}", kind="bad_option"
+        )
+    if not all(p.isascii() and p.replace("-", "").replace("_", "").isalnum() for p in parts):
+        raise UsageError(
+            f"--guardrail: {spec!r} is not a guardrail id and version", kind="bad_option"
+        )
+    return Guardrail(
+        identifier=parts[0], version=parts[1], mode="async" if mode == "async" else "sync"
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AwsCredentials:
     """What SigV4 signs Bedrock requests with (found as botocore finds them: resolve.py)."""
 
@@ -139,7 +166,6 @@ class AwsCredentials:
     token: str | None = field(default=None, repr=False)  # a session token (temporary keys)
     region: str
     source: str  # where they came from: "environment", "shared-credentials-file", ...
-
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,6 +230,7 @@ class RunOptions:
     # SSLKEYLOGFILE from the environment the CLI was given: aioquic's secrets go there
     # (over TCP the ssl module reads the variable itself).
     keylog_file: str | None = None
+    guardrail: Guardrail | None = None  # a Bedrock guardrail the request applies
     # SigV4 credentials for Bedrock (none: not Bedrock, or a bearer token / -H key is used)
     aws: AwsCredentials | None = field(default=None, repr=False)
     # Reference-endpoint controls sent in the body's "promptpath" object (canary probes):

@@ -31,6 +31,7 @@ from promptpath.options import (
     DEFAULT_TIMEOUT_S,
     AwsCredentials,
     ClientName,
+    Guardrail,
     HTTPChoice,
     Provider,
     RunOptions,
@@ -40,6 +41,7 @@ from promptpath.options import (
     key_from_env,
     model_from_path,
     parse_connect_to,
+    parse_guardrail,
     parse_headers,
     parse_resolve,
     parse_target,
@@ -190,6 +192,18 @@ def _provider(given: str | None, path: str) -> Provider:
     return detected
 
 
+def _guardrail(spec: str | None, provider: Provider) -> Guardrail | None:
+    if spec is None:
+        return None
+    if provider not in BEDROCK_PROVIDERS:
+        raise UsageError(
+            f"--guardrail applies to Amazon Bedrock only, not the {provider} dialect: use"
+            " --provider bedrock or bedrock-invoke",
+            kind="bad_option",
+        )
+    return parse_guardrail(spec)
+
+
 def _aws(
     provider: Provider,
     api_key: str | None,
@@ -301,6 +315,7 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
         prompt=prompt if prompt is not None else DEFAULT_PROMPT,
         max_tokens=max_tokens,
         headers=headers,
+        guardrail=_guardrail(values.text("guardrail"), provider),
         aws=_aws(provider, api_key, headers, environ, target.host),
         api_key=api_key or None,
         api_key_env=key_env,

@@ -276,9 +276,7 @@ class ReferenceApp:
         if behaviour.probe_id is not None:
             self.stats.tag(record, behaviour.probe_id)
         lowered = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
-        if dialect_cls.guardrail(payload, lowered) == "sync":
-            # A synchronous guardrail holds the answer and releases each scanned batch.
-            behaviour = replace(behaviour, batch=max(behaviour.batch, GUARDRAIL_BATCH))
+        guardrail = dialect_cls.guardrail(payload, lowered)
 
         if behaviour.status is not None and behaviour.status != 200:
             await self._error(
@@ -346,6 +344,9 @@ class ReferenceApp:
                 stats=self.stats,
                 record=record,
                 report={"request_id": request_id, **applied(behaviour, sources)},
+                # A synchronous guardrail holds the answer and releases each scanned batch
+                # (the controls as asked stay as they were: this is the provider's doing).
+                hold_batch=GUARDRAIL_BATCH if guardrail == "sync" else 1,
             )
             if not complete and ex.gone:
                 self.stats.disconnect(record, ex.gone_unix_ns)

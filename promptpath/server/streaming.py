@@ -108,8 +108,13 @@ class EventWriter:
         stats: ServerStats,
         record: RequestRecord,
         report: JSONObject | None = None,
+        held: bool = False,
     ) -> None:
         self.ex = ex
+        #: The batching is a hold behind the "model" (a provider's guardrail): each event
+        #: is stamped when it was produced, so a canary sees the hold as added delay.
+        self.held = held
+        self.produced: list[int] = []
         self.report = report  # rides on the first JSON event, then is spent
         self.encode = encode  # the dialect's framing (Dialect.encode)
         self.sse = sse
@@ -121,19 +126,22 @@ class EventWriter:
 
     async def emit(self, event: Event) -> bool:
         self.pending.append(event)
+        self.produced.append(time.time_ns())
         return len(self.pending) < self.batch or await self.flush()
 
     async def keepalive(self) -> bool:
         """A keepalive must reach the wire to be any use, so it flushes the batch."""
         self.pending.append(_KEEPALIVE)
+        self.produced.append(time.time_ns())
         return await self.flush()
 
     async def flush(self) -> bool:
         if not self.pending:
             return True
         parts: list[bytes] = []
-        sent_unix_ns = time.time_ns()  # one write, one send time
-        for event in self.pending:
+        write_ns = time.time_ns()  # one write, one send time
+        for event, produced_ns in zip(self.pending, self.produced, strict=True):
+            sent_unix_ns = produced_ns if self.held else write_ns
             if event is _KEEPALIVE:
                 parts.append(keepalive(seq=self.seq, sent_unix_ns=sent_unix_ns))
             elif isinstance(event.data, str):
@@ -146,6 +154,7 @@ class EventWriter:
             self.seq += 1
         n_tokens = sum(1 for event in self.pending if event.content)
         self.pending.clear()
+        self.produced.clear()
         body = b"".join(parts)
         ok = await self.ex.send({"type": "http.response.body", "body": body, "more_body": True})
         if ok:
@@ -166,13 +175,15 @@ async def write_stream(
     stats: ServerStats,
     record: RequestRecord,
     report: JSONObject | None = None,
+    hold_batch: int = 1,
 ) -> bool:
     """Write the event stream. False when it stopped early (client gone, truncated).
 
     Every content token counts as generated when it is produced. The disconnect check
     runs on every chunk (each sleep and each send): a client that left stops the
     generation at once, unless ``ignore_disconnect`` plays a ghosting upstream.
-    ``report`` (the controls applied) goes into the first JSON event's stamp."""
+    ``report`` (the controls applied) goes into the first JSON event's stamp; ``hold_batch``
+    events at least go out per write (a provider's check releasing scanned batches)."""
     content_type = dialect.media_type + ("; charset=utf-8" if dialect.sse else "")
     raw_headers = [(b"content-type", content_type.encode())]
     raw_headers += [(k.encode(), v.encode()) for k, v in headers]
@@ -182,7 +193,8 @@ async def write_stream(
         ex,
         encode=dialect.encode,
         sse=dialect.sse,
-        batch=behaviour.batch,
+        batch=max(behaviour.batch, hold_batch),
+        held=hold_batch > 1,
         stats=stats,
         record=record,
         report=report,

@@ -35,6 +35,7 @@ CONTROLS_FIELD = "promptpath"
 #: while a hop that matches the client's own tokens still sees them first.
 PRODUCT = "promptpath/0.1"
 
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedRequest:
     method: str
@@ -258,6 +259,9 @@ def request_headers(options: RunOptions) -> list[tuple[str, str]]:
     if options.provider == "bedrock-invoke":
         # the `accept` argument of invoke_model_with_response_stream: the payloads' type
         headers.append(("x-amzn-bedrock-accept", "application/json"))
+        if options.guardrail is not None:  # its guardrailIdentifier/guardrailVersion
+            headers.append(("x-amzn-bedrock-guardrailidentifier", options.guardrail.identifier))
+            headers.append(("x-amzn-bedrock-guardrailversion", options.guardrail.version))
     user_names = {name.lower() for name, _ in options.headers}
     headers = [(n, v) for n, v in headers if n not in user_names]
     # Any credential header given with -H (Azure's api-key too) replaces the key from the
@@ -276,8 +280,27 @@ def signs(options: RunOptions) -> bool:
     return not {name.lower() for name, _ in options.headers} & KEY_HEADERS
 
 
+def _guardrail_fields(options: RunOptions) -> dict[str, object]:
+    """The body's part of a guardrail: converse's guardrailConfig, invoke's async mode."""
+    rail = options.guardrail
+    if rail is None:
+        return {}
+    if options.provider == "bedrock":
+        return {
+            "guardrailConfig": {
+                "guardrailIdentifier": rail.identifier,
+                "guardrailVersion": rail.version,
+                "streamProcessingMode": rail.mode,
+            }
+        }
+    if rail.mode == "async":
+        return {"amazon-bedrock-guardrailConfig": {"streamProcessingMode": "asynchronous"}}
+    return {}
+
+
 def prepare(options: RunOptions) -> PreparedRequest:
     fields = build_body(options.provider, options.model, options.prompt, options.max_tokens)
+    fields.update(_guardrail_fields(options))
     if options.body_controls:
         fields[CONTROLS_FIELD] = dict(options.body_controls)
     body = json.dumps(fields).encode()

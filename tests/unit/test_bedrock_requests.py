@@ -227,3 +227,35 @@ def test_without_botocore_the_error_names_the_extra(monkeypatch: pytest.MonkeyPa
         load_credentials({"AWS_ACCESS_KEY_ID": "A"}, "127.0.0.1")
     assert err.value.message == EXTRA_HINT
     assert "promptpath[bedrock]" in EXTRA_HINT and "AWS_BEARER_TOKEN_BEDROCK" in EXTRA_HINT
+
+
+# -- guardrails -------------------------------------------------------------------------
+def test_a_guardrail_goes_where_each_api_takes_it() -> None:
+    from promptpath.options import parse_guardrail
+
+    converse = json.loads(prepare(options(guardrail=parse_guardrail("gr1:2"))).body)
+    assert converse["guardrailConfig"] == {
+        "guardrailIdentifier": "gr1",
+        "guardrailVersion": "2",
+        "streamProcessingMode": "sync",
+    }
+    invoke = prepare(options(INVOKE, guardrail=parse_guardrail("gr1:DRAFT:async")))
+    headers = dict(invoke.headers)
+    assert headers["x-amzn-bedrock-guardrailidentifier"] == "gr1"
+    assert headers["x-amzn-bedrock-guardrailversion"] == "DRAFT"
+    body = json.loads(invoke.body)
+    assert body["amazon-bedrock-guardrailConfig"] == {"streamProcessingMode": "asynchronous"}
+    for bad in ("gr1", "gr1:2:later", ":2", "gr 1:2"):
+        with pytest.raises(UsageError, match="--guardrail"):
+            parse_guardrail(bad)
+
+
+def test_only_a_synchronous_guardrail_on_bedrock_is_a_provider_hold() -> None:
+    from promptpath.options import parse_guardrail
+    from promptpath.probes.buffering import provider_hold
+
+    assert provider_hold(options(guardrail=parse_guardrail("g:1"))) is not None
+    assert provider_hold(options(guardrail=parse_guardrail("g:1:async"))) is None
+    assert provider_hold(options()) is None
+    header = (("X-Amzn-Bedrock-GuardrailIdentifier", "g"),)
+    assert provider_hold(options(INVOKE, headers=header)) is not None
