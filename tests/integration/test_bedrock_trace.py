@@ -181,3 +181,43 @@ def test_no_credentials_at_all_sends_the_request_unsigned(signed: RefServer) -> 
     assert code == ExitCode.HTTP_STATUS
     assert body["error"]["kind"] == "http_403"
     assert "Missing Authentication Token" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [("crc", "message CRC32 mismatch"), ("length", "exceeds the 25296912-byte limit")],
+)
+def test_a_corrupt_frame_on_the_wire_is_bad_frame_naming_its_offset(
+    damage: str, words: str
+) -> None:
+    from promptpath.streams.eventstream import encode_message
+    from tests.helpers.rawserver import raw_server
+
+    first = encode_message(
+        [(":event-type", "contentBlockDelta"), (":message-type", "event")],
+        b'{"contentBlockIndex":0,"delta":{"text":"hi"}}',
+    )
+    second = bytearray(encode_message([(":event-type", "messageStop")], b'{"stopReason":"x"}'))
+    if damage == "crc":
+        second[-6] ^= 0x01
+    else:  # a prelude announcing 100 MB, its own CRC right: refused before buffering
+        import struct
+        import zlib
+
+        prelude = struct.pack(">II", 100 << 20, 0)
+        second = bytearray(prelude + struct.pack(">I", zlib.crc32(prelude)))
+    body = first + bytes(second)
+    raw = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/vnd.amazon.eventstream\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+    )
+    with raw_server(raw, ending="fin") as port:
+        res = run_cli("run", f"http://127.0.0.1:{port}{PATHS['bedrock']}", "--json", environ={})
+    body_json = json.loads(res.stdout)
+    jsonschema.validate(body_json, SCHEMA)
+    assert res.exit_code == ExitCode.STREAM
+    error = body_json["error"]
+    assert (error["stage"], error["kind"]) == ("stream", "bad_frame")
+    assert f"at byte {len(first)} of the body" in error["message"]
+    assert words in error["message"]
+    assert body_json["tokens"]["events"] == 1  # the message before it was whole
