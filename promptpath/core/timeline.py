@@ -147,6 +147,9 @@ class StreamEvent:
     #: the server's own time for the whole request, reported inside the stream (Bedrock's
     #: metadata.metrics.latencyMs, invoke's invocationLatency), in ms
     server_ms: float | None = None
+    #: The model the server says produced this event (OpenAI/Ollama ``model``, Anthropic
+    #: ``message.model``, Responses ``response.model``, Gemini ``modelVersion``), if named.
+    model: str | None = None
 
 
 def content_events(events: Iterable[StreamEvent]) -> list[StreamEvent]:
