@@ -127,6 +127,8 @@ PROVIDER_NAMES: Final = {
     "gemini": "gcp.gemini",
     "vertex": "gcp.vertex_ai",
     "ollama": "ollama",
+    "bedrock": "aws.bedrock",
+    "bedrock-invoke": "aws.bedrock",
 }
 
 
