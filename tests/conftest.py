@@ -20,6 +20,17 @@ _STRIPPED_ENV = (
     "SSL_CERT_DIR",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
+    # AWS: keys, the profile and the files botocore would read them from
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
     # The OTLP exporter reads these from os.environ itself (headers, TLS, endpoints).
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -35,6 +46,8 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in _STRIPPED_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
+    # Nothing may call out for AWS credentials (instance metadata) in a test.
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("COLUMNS", "100")
 
 
