@@ -37,10 +37,10 @@ SERIES: Final = "Series and load"
 OUTPUT: Final = "Output and exports"
 PANELS: Final = (TARGET, PATH, PROBES, SERIES, OUTPUT)
 
-PROVIDER_CHOICES: Final = "openai|responses|anthropic|ollama|gemini|vertex|azure"
+PROVIDER_CHOICES: Final = "openai|responses|anthropic|ollama|gemini|vertex|azure|cohere"
 HTTP_CHOICES: Final = "1.1|2|3|auto"
 CLIENT_CHOICES: Final = (
-    "openai-python|anthropic-python|ollama-python|google-genai|curl|browser|identity"
+    "openai-python|anthropic-python|ollama-python|google-genai|cohere|curl|browser|identity"
 )
 
 F = TypeVar("F", bound=Callable[..., None])

@@ -23,6 +23,7 @@ ClientName = Literal[
     "anthropic-python",
     "ollama-python",
     "google-genai",
+    "cohere",
     "curl",
     "browser",
     "identity",
@@ -46,6 +47,8 @@ PATH_PATTERNS: tuple[tuple[re.Pattern[str], Provider], ...] = (
     # Azure OpenAI: /openai/deployments/D/chat/completions?api-version=..., /openai/v1/...
     (re.compile(r"^/openai/deployments/[^/]+/chat/completions$"), "azure"),
     (re.compile(r"^/openai/v1/chat/completions$"), "azure"),
+    # Cohere v2 (api.cohere.com, api.cohere.ai, or a gateway's prefix): /v2/chat
+    (re.compile(r"/v2/chat$"), "cohere"),
 )
 
 #: Path suffix -> provider, for auto-detection from the target URL.
@@ -68,6 +71,9 @@ DEFAULT_KEY_ENV: dict[Provider, str | None] = {
     # its own, the user names one with --api-key-env (e.g. from `gcloud auth print-access-token`).
     "vertex": None,
     "azure": "AZURE_OPENAI_API_KEY",
+    # cohere 7.3.1 client.py _get_api_key_from_environment: CO_API_KEY (documented), then
+    # COHERE_API_KEY (accepted, not documented).
+    "cohere": "CO_API_KEY",
 }
 
 #: Variables read, in order, when the default one is unset (the SDKs' own order):
@@ -76,6 +82,7 @@ DEFAULT_KEY_ENV: dict[Provider, str | None] = {
 KEY_ENV_FALLBACK: dict[Provider, tuple[str, ...]] = {
     "gemini": ("GEMINI_API_KEY",),
     "azure": ("AZURE_OPENAI_AD_TOKEN",),
+    "cohere": ("COHERE_API_KEY",),
 }
 
 #: Key variables whose value is a bearer token for a provider whose API key has a header
@@ -93,6 +100,7 @@ DEFAULT_CLIENT: dict[Provider, ClientName] = {
     "gemini": "google-genai",
     "vertex": "google-genai",
     "azure": "openai-python",
+    "cohere": "cohere",
 }
 
 DEFAULT_MODEL: dict[Provider, str] = {
@@ -106,6 +114,7 @@ DEFAULT_MODEL: dict[Provider, str] = {
     "vertex": "gemini-2.5-flash",
     # Azure: the deployment in the URL is what answers; the SDK sends it as "model" too.
     "azure": "gpt-4o-mini",
+    "cohere": "command-a-03-2025",
 }
 
 _MODEL_IN_PATH = re.compile(r"/(?:models|tunedModels|deployments)/([^/:?]+)")

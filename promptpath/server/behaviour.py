@@ -43,6 +43,7 @@ class Behaviour:
 
     ttft_ms: float = 0.0  # first content token this long after the request arrived
     tokens: int = 32  # content tokens before the terminal marker (max_tokens may cut it)
+    reasoning: int = 0  # of those, the first K are the model's reasoning, not the answer
     rate: float = 50.0  # tokens per second; 0 = as fast as possible
     pause_after: int | None = None  # after this many tokens ...
     pause_s: float = 0.0  # ... wait this long
@@ -127,6 +128,7 @@ _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234
 CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "ttft-ms": ("ttft_ms", _parse_float()),
     "tokens": ("tokens", _parse_int(maximum=1_000_000)),
+    "reasoning": ("reasoning", _parse_int(maximum=1_000_000)),
     "rate": ("rate", _parse_float()),
     "pause-after": ("pause_after", _parse_int()),
     "pause-s": ("pause_s", _parse_float()),

@@ -115,6 +115,14 @@ def serve(
     tokens: Annotated[
         int | None, typer.Option(metavar="N", help="Tokens per answer [32].", rich_help_panel=_B)
     ] = None,
+    reasoning: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Send the first N tokens as the model's reasoning, then the answer [0].",
+            rich_help_panel=_B,
+        ),
+    ] = None,
     rate: Annotated[
         float | None,
         typer.Option(metavar="N", help="Tokens per second, 0 = flat out [50].", rich_help_panel=_B),
@@ -196,7 +204,7 @@ def serve(
     ] = None,
 ) -> None:
     """Run the reference endpoint: a streaming AI API (OpenAI, Responses, Anthropic,
-    Ollama) whose timing and failures you control."""
+    Ollama, Gemini, Vertex AI, Azure OpenAI, Cohere) whose timing and failures you control."""
     from promptpath.server.hosting import ServerConfig, ServerSetupError, serve_forever
 
     env = Environment.of(ctx.obj)
@@ -205,6 +213,7 @@ def serve(
             {
                 "ttft-ms": ttft_ms,
                 "tokens": tokens,
+                "reasoning": reasoning,
                 "rate": rate,
                 "pause-after": pause_after,
                 "pause-s": pause_s,

@@ -76,6 +76,8 @@ class Dialect(ABC):
     max_tokens_fields: ClassVar[tuple[str, ...]] = ("max_tokens",)
     #: The path names the model (Gemini, Vertex) or deployment (Azure): it wins over the body.
     model_in_path: ClassVar[bool] = False
+    #: The emulation can send reasoning before the answer (the ``reasoning`` control).
+    reasons: ClassVar[bool] = False
 
     def __init__(self, info: RequestInfo) -> None:
         self.info = info
@@ -134,6 +136,14 @@ class Dialect(ABC):
     @abstractmethod
     def token(self, text: str) -> Event:
         """The event carrying one content token."""
+
+    def reasoning(self, text: str) -> Event:
+        """The event carrying one reasoning token (only where ``reasons``)."""
+        raise NotImplementedError(f"the {self.name} emulation sends no reasoning")
+
+    def events_for(self, text: str, *, reasoning: bool = False) -> list[Event]:
+        """The events that carry one token: of the answer, or of the model's reasoning."""
+        return [self.reasoning(text) if reasoning else self.token(text)]
 
     @abstractmethod
     def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:

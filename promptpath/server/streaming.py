@@ -239,8 +239,9 @@ async def write_stream(
         if not await wait(plan.deadline(i)):
             return await client_left(i)
         stats.generated(record, t_recv_unix_ns)
-        if not await out.emit(dialect.token(tokens[i])):
-            return await client_left(i + 1)
+        for event in dialect.events_for(tokens[i], reasoning=i < behaviour.reasoning):
+            if not await out.emit(event):
+                return await client_left(i + 1)
 
     elapsed_ns = int((asyncio.get_running_loop().time() - t_recv) * 1e9)
     for event in dialect.closing(finish, len(tokens), elapsed_ns):

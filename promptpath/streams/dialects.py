@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Literal
 
 from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.streams.cohere import CohereDecoder
 from promptpath.streams.dialect_base import (
     DialectDecoder,
     Frame,
@@ -36,11 +37,14 @@ from promptpath.streams.google import GeminiDecoder
 
 #: The stream dialects we decode, named for the API that speaks them.
 #: ``azure`` is OpenAI chat on the wire (plus content-filter chunks); ``vertex`` is the
-#: Gemini format on Vertex AI's paths and auth.
-Provider = Literal["openai", "responses", "anthropic", "ollama", "gemini", "vertex", "azure"]
+#: Gemini format on Vertex AI's paths and auth; ``cohere`` is Cohere's v2 chat.
+Provider = Literal[
+    "openai", "responses", "anthropic", "ollama", "gemini", "vertex", "azure", "cohere"
+]
 
 __all__ = [
     "AnthropicDecoder",
+    "CohereDecoder",
     "DialectDecoder",
     "Frame",
     "Framing",
@@ -263,6 +267,7 @@ _DECODERS: dict[str, type[_Dialect]] = {
     "ollama": OllamaDecoder,
     "gemini": GeminiDecoder,
     "vertex": GeminiDecoder,
+    "cohere": CohereDecoder,
 }
 
 
