@@ -233,6 +233,12 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "from_start": metrics.milestones_ms.get("ttft"),
             "from_request": metrics.ttft_from_request_ms,
         },
+        "first_output_ms": {
+            "from_start": metrics.milestones_ms.get("first_output"),
+            "from_request": metrics.first_output_from_request_ms,
+            "after_ttft": metrics.first_output_after_ttft_ms,
+            "after": metrics.tokens.before_output or None,
+        },
         "connect_attempts": [
             {
                 "ip": a.ip,

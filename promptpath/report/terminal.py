@@ -11,6 +11,7 @@ from promptpath.core.analysis import (
     compute,
     headline,
     open_stage_at_error,
+    output_note,
 )
 from promptpath.core.analysis import stage_spans as core_stage_spans
 from promptpath.core.cleartext import cleartext_note
@@ -303,6 +304,9 @@ def render_timeline(
             f"TTFT   {m['ttft']:.1f} ms from start · "
             f"{metrics.ttft_from_request_ms or 0:.1f} ms after the request was sent"
         )
+    note = output_note(metrics)
+    if note is not None:
+        console.print(Text("OUTPUT ") + Text(note), highlight=False)
     if metrics.tokens.events:
         for i, text in enumerate(token_lines(metrics, width)):
             console.print(("tokens " if i == 0 else "       ") + text, highlight=False)
