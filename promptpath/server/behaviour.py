@@ -54,6 +54,10 @@ class Behaviour:
     status: int | None = None  # answer with this HTTP status and an error body
     body: BodyKind | None = None  # answer 200 with HTML or JSON instead of a stream
     batch: int = 1  # events per transport write
+    # Emulate a provider's content filter that releases output in checked batches (Azure
+    # OpenAI's default mode): tokens held until N are made, then written together with
+    # the filter's verdict (where the dialect has one); each stamped when it was made.
+    filter_batch: int | None = None
     accel_buffering: Literal["yes", "no"] | None = None  # X-Accel-Buffering response header
     # Extra response headers, on streams and error answers alike: lets a test play a
     # provider's rate-limit, timing or edge headers over real sockets.
@@ -139,6 +143,7 @@ CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "status": ("status", _parse_int(minimum=200, maximum=599)),  # 1xx cannot be final
     "body": ("body", _parse_choice("html", "json")),
     "batch": ("batch", _parse_int(minimum=1, maximum=10_000)),
+    "filter-batch": ("filter_batch", _parse_int(minimum=1, maximum=10_000)),
     "accel-buffering": ("accel_buffering", _parse_choice("yes", "no")),
     "ignore-disconnect": ("ignore_disconnect", _parse_yes_no),
     "probe-id": ("probe_id", _parse_probe_id),

@@ -179,6 +179,15 @@ def serve(
         int | None,
         typer.Option(metavar="N", help="Events per transport write [1].", rich_help_panel=_B),
     ] = None,
+    filter_batch: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Hold tokens and release them N at a time, as a content filter does (Azure:"
+            " with its verdict chunk).",
+            rich_help_panel=_B,
+        ),
+    ] = None,
     accel_buffering: Annotated[
         str | None,
         typer.Option(
@@ -224,6 +233,7 @@ def serve(
                 "status": status,
                 "body": body,
                 "batch": batch,
+                "filter-batch": filter_batch,
                 "accel-buffering": accel_buffering,
                 "ignore-disconnect": "yes" if ignore_disconnect else None,
             }

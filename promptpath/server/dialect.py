@@ -145,6 +145,11 @@ class Dialect(ABC):
         """The events that carry one token: of the answer, or of the model's reasoning."""
         return [self.reasoning(text) if reasoning else self.token(text)]
 
+    def filter_verdict(self) -> list[Event]:
+        """The content filter's verdict on the output since the last one (the
+        ``filter-batch`` control); none where the dialect has no filter of its own."""
+        return []
+
     @abstractmethod
     def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
         """Everything after the last token, ending with the terminal marker."""

@@ -22,6 +22,7 @@ Send = Callable[[Message], Awaitable[None]]
 
 MAX_BODY = 8 * 1024 * 1024
 _KEEPALIVE = Event("")  # placeholder in the write queue; framed as an SSE comment
+_UNBOUNDED = 1 << 62  # a batch size no stream reaches
 
 
 class Exchange:
@@ -116,22 +117,28 @@ class EventWriter:
         self.record = record
         self.seq = 0
         self.pending: list[Event] = []
+        self.made: list[int | None] = []  # per pending event: its own stamp, or None
 
-    async def emit(self, event: Event) -> bool:
+    async def emit(self, event: Event, *, made_unix_ns: int | None = None) -> bool:
+        """Queue ``event``; ``made_unix_ns`` stamps it with when it was produced instead of
+        the write's time (an emulated filter that held it is then seen as a hold)."""
         self.pending.append(event)
+        self.made.append(made_unix_ns)
         return len(self.pending) < self.batch or await self.flush()
 
     async def keepalive(self) -> bool:
         """A keepalive must reach the wire to be any use, so it flushes the batch."""
         self.pending.append(_KEEPALIVE)
+        self.made.append(None)
         return await self.flush()
 
     async def flush(self) -> bool:
         if not self.pending:
             return True
         parts: list[bytes] = []
-        sent_unix_ns = time.time_ns()  # one write, one send time
-        for event in self.pending:
+        write_unix_ns = time.time_ns()  # one write, one send time
+        for event, made in zip(self.pending, self.made, strict=True):
+            sent_unix_ns = write_unix_ns if made is None else made
             if event is _KEEPALIVE:
                 parts.append(keepalive(seq=self.seq, sent_unix_ns=sent_unix_ns))
             elif isinstance(event.data, str):
@@ -146,6 +153,7 @@ class EventWriter:
             self.seq += 1
         n_tokens = sum(1 for event in self.pending if event.content)
         self.pending.clear()
+        self.made.clear()
         body = b"".join(parts)
         ok = await self.ex.send({"type": "http.response.body", "body": body, "more_body": True})
         if ok:
@@ -178,10 +186,30 @@ async def write_stream(
     raw_headers += [(k.encode(), v.encode()) for k, v in headers]
     if not await ex.send({"type": "http.response.start", "status": 200, "headers": raw_headers}):
         return False
+    # An emulated content filter holds every token until its batch is checked: the writer
+    # then writes only when told to (release), never by count.
+    filtered = behaviour.filter_batch is not None
     out = EventWriter(
-        ex, sse=dialect.sse, batch=behaviour.batch, stats=stats, record=record, report=report
+        ex,
+        sse=dialect.sse,
+        batch=_UNBOUNDED if filtered else behaviour.batch,
+        stats=stats,
+        record=record,
+        report=report,
     )
     plan = Plan(behaviour, t_recv)
+    held = 0  # tokens the emulated filter holds
+
+    async def release() -> bool:
+        """The emulated filter passes its batch: the held tokens, then its verdict."""
+        nonlocal held
+        if not filtered or not held:
+            return True
+        held = 0
+        for event in dialect.filter_verdict():
+            if not await out.emit(event):
+                return False
+        return await out.flush()
 
     async def wait(deadline: float) -> bool:
         every = behaviour.keepalive_s
@@ -215,17 +243,21 @@ async def write_stream(
     for event in dialect.opening():
         if not await out.emit(event):
             return await client_left(0)
+    if filtered and not await out.flush():  # the opening is not the filter's to hold
+        return await client_left(0)
     for i in range(len(tokens) + 1):
         # Controls fire "after token K", i.e. once K tokens have been written.
         if behaviour.malformed_after == i and not await out.emit(dialect.malformed()):
             return False
         if behaviour.error_after == i:
+            if not await release():
+                return False
             for event in dialect.error():
                 if not await out.emit(event):
                     return False
             return await end_body()
         if behaviour.truncate_after == i:
-            if not await out.flush():
+            if not await release() or not await out.flush():
                 return False
             if http_version.startswith("1"):
                 # Return without the final body message: hypercorn then closes the
@@ -239,10 +271,16 @@ async def write_stream(
         if not await wait(plan.deadline(i)):
             return await client_left(i)
         stats.generated(record, t_recv_unix_ns)
+        made = time.time_ns() if filtered else None
         for event in dialect.events_for(tokens[i], reasoning=i < behaviour.reasoning):
-            if not await out.emit(event):
+            if not await out.emit(event, made_unix_ns=made):
                 return await client_left(i + 1)
+        held += 1
+        if filtered and held >= (behaviour.filter_batch or 1) and not await release():
+            return await client_left(i + 1)
 
+    if not await release():
+        return False
     elapsed_ns = int((asyncio.get_running_loop().time() - t_recv) * 1e9)
     for event in dialect.closing(finish, len(tokens), elapsed_ns):
         if not await out.emit(event):
