@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from promptpath.core.coalescing import coalescing
 from promptpath.core.stats import Summary, intervals_ms, summarize
+from promptpath.core.stopped import PolicyStop, policy_stop, said
 from promptpath.core.timeline import (
     CONNECT_STAGES,
     FILTER_EVENTS,
@@ -149,6 +150,8 @@ class Metrics:
     #: the reasoning's (or tool call's) lead when something else did.
     first_output_from_request_ms: float | None = None
     first_output_after_ttft_ms: float | None = None
+    #: The provider's content policy ended the answer (a finish reason, not an error).
+    stopped: PolicyStop | None = None
 
     @property
     def output_lead(self) -> str | None:
@@ -260,6 +263,7 @@ def compute(timeline: Timeline) -> Metrics:
         mostly_coalesced=mostly,
         first_output_from_request_ms=output_req,
         first_output_after_ttft_ms=output_lead,
+        stopped=policy_stop(timeline.events),
     )
 
 
@@ -348,6 +352,8 @@ def headline(timeline: Timeline, metrics: Metrics) -> str:
     note = output_note(metrics)
     if note is not None:
         parts.append(note)
+    if metrics.stopped is not None:
+        parts.append(said(metrics.stopped))
     if tok.per_second is not None:
         parts.append(f"{tok.per_second:.1f} tok/s")
     if tok.gap_summary is not None:

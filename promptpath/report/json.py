@@ -272,6 +272,14 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "closed_by": None if timeline.close is None else timeline.close.kind,
             "close_after_end": timeline.close_after_end,
             "filter_events": tok.filter_events,
+            "stopped": None
+            if metrics.stopped is None
+            else {
+                "reason": metrics.stopped.reason,
+                "field": metrics.stopped.field,
+                "prompt_blocked": metrics.stopped.prompt_blocked,
+                "tokens_before": metrics.stopped.tokens_before,
+            },
             "compressed": timeline.compressed,
             "bytes": sum(c.nbytes for c in timeline.chunks),
             "socket_reads": len(timeline.reads),

@@ -20,6 +20,7 @@ from promptpath.core.h3 import describe_h3
 from promptpath.core.headers import redact_headers
 from promptpath.core.servertime import server_account, split_words
 from promptpath.core.stats import sparkline
+from promptpath.core.stopped import said
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.options import display_url
 from promptpath.report.labels import STAGE_LABELS
@@ -310,6 +311,12 @@ def render_timeline(
     if metrics.tokens.events:
         for i, text in enumerate(token_lines(metrics, width)):
             console.print(("tokens " if i == 0 else "       ") + text, highlight=False)
+    if metrics.stopped is not None:
+        console.print(
+            Text("STOPPED ")
+            + Text(f"{said(metrics.stopped)}: the SDK raises nothing, the answer is cut short"),
+            highlight=False,
+        )
     return metrics
 
 
