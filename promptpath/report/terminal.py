@@ -11,6 +11,7 @@ from promptpath.core.analysis import (
     compute,
     headline,
     open_stage_at_error,
+    output_note,
 )
 from promptpath.core.analysis import stage_spans as core_stage_spans
 from promptpath.core.cleartext import cleartext_note
@@ -19,6 +20,7 @@ from promptpath.core.h3 import describe_h3
 from promptpath.core.headers import redact_headers
 from promptpath.core.servertime import server_account, split_words, stream_time, stream_words
 from promptpath.core.stats import sparkline
+from promptpath.core.stopped import said
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.core.wsclose import close_words
 from promptpath.options import display_url
@@ -336,9 +338,18 @@ def render_timeline(
             f"TTFT   {m['ttft']:.1f} ms from start · "
             f"{metrics.ttft_from_request_ms or 0:.1f} ms after the request was sent"
         )
+    note = output_note(metrics)
+    if note is not None:
+        console.print(Text("OUTPUT ") + Text(note), highlight=False)
     if metrics.tokens.events:
         for i, text in enumerate(token_lines(metrics, width)):
             console.print(("tokens " if i == 0 else "       ") + text, highlight=False)
+    if metrics.stopped is not None:
+        console.print(
+            Text("STOPPED ")
+            + Text(f"{said(metrics.stopped)}: the SDK raises nothing, the answer is cut short"),
+            highlight=False,
+        )
     return metrics
 
 
