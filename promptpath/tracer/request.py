@@ -189,23 +189,6 @@ SHAPES: dict[ClientName, ClientShape] = {
         http="1.1",
         extra=(("x-goog-api-client", _GENAI),),
     ),
-    # cohere 7.3.1 (core/client_wrapper.py get_headers) on httpx 0.28, observed on loopback:
-    # "User-Agent: cohere/7.3.1", "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1,
-    # and Fern's X-Fern-* build headers. Those naming the SDK are sent; X-Fern-Runtime and
-    # X-Fern-Platform (this machine's Python and kernel release) are left out, as the
-    # x-stainless-* ones are: no hop we know of treats a stream by them.
-    "cohere": ClientShape(
-        name="cohere",
-        user_agent="cohere/7.3.1",
-        accept="*/*",
-        encodings=("gzip", "deflate"),
-        http="1.1",
-        extra=(
-            ("x-fern-language", "Python"),
-            ("x-fern-sdk-name", "cohere"),
-            ("x-fern-sdk-version", "7.3.1"),
-        ),
-    ),
     # boto3 1.44.8 / botocore 1.44.8 (bedrock-runtime converse_stream and
     # invoke_model_with_response_stream), observed on loopback: no Accept header at all
     # (invoke adds X-Amzn-Bedrock-Accept), "Accept-Encoding: identity" (urllib3 through
@@ -223,6 +206,23 @@ SHAPES: dict[ClientName, ClientShape] = {
         accept="",
         encodings=("identity",),
         http="1.1",
+    ),
+    # cohere 7.3.1 (core/client_wrapper.py get_headers) on httpx 0.28, observed on loopback:
+    # "User-Agent: cohere/7.3.1", "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1,
+    # and Fern's X-Fern-* build headers. Those naming the SDK are sent; X-Fern-Runtime and
+    # X-Fern-Platform (this machine's Python and kernel release) are left out, as the
+    # x-stainless-* ones are: no hop we know of treats a stream by them.
+    "cohere": ClientShape(
+        name="cohere",
+        user_agent="cohere/7.3.1",
+        accept="*/*",
+        encodings=("gzip", "deflate"),
+        http="1.1",
+        extra=(
+            ("x-fern-language", "Python"),
+            ("x-fern-sdk-name", "cohere"),
+            ("x-fern-sdk-version", "7.3.1"),
+        ),
     ),
     # curl 7.88.1 (Debian 12), as `curl URL -d ...` runs it, observed on loopback: "Accept:
     # */*", no Accept-Encoding at all (only --compressed adds one), and h2 offered by
