@@ -16,7 +16,7 @@ treats traffic through it. So:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -53,6 +53,8 @@ class Hop:
     sent: int
     rtts_ms: tuple[float, ...]
     destination: bool
+    #: Each responder's reverse name (None: it has none), when --path-names asked for them.
+    names: tuple[str | None, ...] | None = None
 
     @property
     def median_ms(self) -> float | None:
@@ -64,9 +66,11 @@ class Hop:
 
     def as_dict(self) -> dict[str, object]:
         rtts = self.rtts_ms
+        named = {} if self.names is None else {"names": list(self.names)}
         return {
             "ttl": self.ttl,
             "responders": list(self.responders),
+            **named,
             "sent": self.sent,
             "answered": len(rtts),
             "loss": round(self.loss, 3),
@@ -81,8 +85,11 @@ class Hop:
         }
 
 
-def hops_of(samples: Sequence[Sample], destination: str) -> list[Hop]:
-    """Samples grouped per TTL, up to the first TTL the destination answered at."""
+def hops_of(
+    samples: Sequence[Sample], destination: str, names: Mapping[str, str | None] | None = None
+) -> list[Hop]:
+    """Samples grouped per TTL, up to the first TTL the destination answered at; with
+    ``names`` (address -> reverse name), each responder's name beside it."""
     by_ttl: dict[int, list[Sample]] = {}
     for s in samples:
         by_ttl.setdefault(s.ttl, []).append(s)
@@ -99,6 +106,7 @@ def hops_of(samples: Sequence[Sample], destination: str) -> list[Hop]:
                 sent=len(group),
                 rtts_ms=tuple(s.rtt_ms for s in answered if s.rtt_ms is not None),
                 destination=at_dest,
+                names=None if names is None else tuple(names.get(r) for r in responders),
             )
         )
         if at_dest:
@@ -165,7 +173,10 @@ def read(hops: Sequence[Hop]) -> Reading:
 
 
 def _name(hop: Hop) -> str:
-    return " / ".join(hop.responders) or "?"
+    """The hop's responders, each as mtr shows a named one: ``name (address)``."""
+    names = hop.names or (None,) * len(hop.responders)
+    shown = [f"{n} ({a})" if n else a for a, n in zip(hop.responders, names, strict=True)]
+    return " / ".join(shown) or "?"
 
 
 def judge(
@@ -176,9 +187,11 @@ def judge(
     udp: Sequence[Sample] | None,
     connect_ms: float | None,
     elapsed_s: float,
+    names: Mapping[str, str | None] | None = None,
 ) -> Finding:
-    """The finding for a TCP trace (and, for an HTTP/3 target, the UDP one)."""
-    hops = hops_of(tcp, destination)
+    """The finding for a TCP trace (and, for an HTTP/3 target, the UDP one); ``names``
+    the responders' reverse names, when they were asked for."""
+    hops = hops_of(tcp, destination, names)
     reading = read(hops)
     by_ttl = {h.ttl: h for h in hops}
     notes: list[str] = []
@@ -246,7 +259,7 @@ def judge(
             )
     quic = None
     if udp is not None:
-        quic, quic_note, quic_bad = _udp(udp, destination, port, reading)
+        quic, quic_note, quic_bad = _udp(udp, destination, port, reading, names)
         notes.append(quic_note)
         if quic_bad:
             verdict = Verdict.WARN if verdict is Verdict.PASS else verdict
@@ -279,9 +292,13 @@ def judge(
 
 
 def _udp(
-    udp: Sequence[Sample], destination: str, port: int, tcp: Reading
+    udp: Sequence[Sample],
+    destination: str,
+    port: int,
+    tcp: Reading,
+    names: Mapping[str, str | None] | None,
 ) -> tuple[dict[str, object], str, bool]:
-    hops = hops_of(udp, destination)
+    hops = hops_of(udp, destination, names)
     last = hops[-1] if hops else None
     vn = any(s.kind == "quic_vn" for s in udp)
     closed = last is not None and last.destination and not vn
