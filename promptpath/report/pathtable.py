@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from promptpath.core.findings import Finding
 from promptpath.report.pathrows import HEAD, hop_rows
@@ -24,7 +25,7 @@ def path_table(finding: Finding) -> Table | None:
     for row in rows:
         table.add_row(
             row.ttl,
-            row.address,
+            Text(row.address),  # a resolver's text: never read as markup
             row.loss,
             _ms(row.min_ms),
             _ms(row.median_ms),
