@@ -10,7 +10,10 @@ pumped by the impairer (``tests/helpers/impairer.py``: this kernel has no netem)
 delay sits on that one link. ``mtu`` sets that link's MTU (a path-MTU black hole when r3's
 ICMP "fragmentation needed" is then dropped with ``nft`` in r3).
 
-Every namespace is removed when the block ends, and at exit if the process dies otherwise.
+Every namespace is removed when the block ends, and at exit if the process dies otherwise;
+so is the ``/etc/netns/<namespace>/`` directory ``PathLab.resolv_conf`` makes (iproute2
+bind-mounts its files over ``/etc`` for commands run with ``ip netns exec``: the way to give
+one namespace a resolver of its own without touching the host's).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tests.helpers import impairer
 
@@ -42,6 +46,7 @@ SERVER = addr(4, 2)
 #: What a traceroute from the client sees at each TTL: the address each router answers
 #: from is the one on the link the probe came in on.
 HOPS = (addr(1, 2), addr(2, 2), addr(3, 2), SERVER)
+NETNS_ETC = Path("/etc/netns")
 
 
 class LabUnavailable(RuntimeError):
@@ -76,6 +81,13 @@ class PathLab:
     def sysctl(self, name: str, key: str, value: str) -> None:
         _run(*self.exec(name, "sysctl", "-q", "-w", f"{key}={value}"))
 
+    def resolv_conf(self, name: str, nameserver: str) -> None:
+        """Commands run in namespace ``name`` see ``nameserver`` as the system resolver (an
+        address inside that namespace: its own loopback)."""
+        directory = NETNS_ETC / self.ns(name)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "resolv.conf").write_text(f"nameserver {nameserver}\n")
+
     def nft(self, name: str, script: str) -> None:
         """Load an nftables ruleset into namespace ``name`` (``nft -f -``)."""
         result = subprocess.run(
@@ -102,6 +114,7 @@ def path_lab(*, delay_ms: float = 0.0, mtu: int | None = None) -> Iterator[PathL
         fds.clear()
         for namespace in lab.namespaces.values():
             subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+            shutil.rmtree(NETNS_ETC / namespace, ignore_errors=True)
         lab.namespaces.clear()
 
     atexit.register(remove)

@@ -15,7 +15,12 @@ Observed by hand first, on this kernel (and written here because the tests rely 
   every later hop answering; dropping forwarded UDP to the port makes the HTTP/3 trace
   time out in its QUIC handshake while TCP to the same port works;
 * 10 ms of one-way delay on the r2 ══ r3 link (the TUN impairer) shows as ~20.2 ms at r3
-  and at the server and ~0.1 ms at r1 and r2.
+  and at the server and ~0.1 ms at r1 and r2;
+* dnsmasq 2.90 on the client namespace's own 127.0.0.1:53 with ``--ptr-record`` answers
+  ``getent hosts 10.203.1.2`` there (``/etc/netns/<ns>/resolv.conf`` naming it, glibc's
+  ``hosts: files dns``) and logs one ``query[PTR]`` line per lookup (``--log-queries``); a
+  run without --path-names logged none, with it three (the server's address is the
+  --resolve pin's, answered without a query).
 """
 
 from __future__ import annotations
@@ -23,18 +28,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import require_binary
 from tests.helpers import pathlab
 from tests.helpers.pathlab import HOPS, SERVER, PathLab
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -83,11 +91,9 @@ def _promptpath() -> str:
     return str(Path(sys.executable).parent / "promptpath")
 
 
-def _probe(
-    lab: PathLab, tmp_path: Path, *extra: str, http: str = "2", user: list[str] | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``promptpath run … --probe path --json`` from the client namespace: (report, finding)."""
-    command = [
+def _command(tmp_path: Path, *extra: str, http: str = "2") -> list[str]:
+    """``promptpath run … --probe path`` toward the server namespace, pinned (no DNS)."""
+    return [
         _promptpath(),
         "run",
         f"https://localhost:{PORT}/v1/chat/completions",
@@ -101,9 +107,15 @@ def _probe(
         "5",
         "--probe",
         "path",
-        "--json",
         *extra,
     ]
+
+
+def _probe(
+    lab: PathLab, tmp_path: Path, *extra: str, http: str = "2", user: list[str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``promptpath run … --probe path --json`` from the client namespace: (report, finding)."""
+    command = _command(tmp_path, "--json", *extra, http=http)
     result = subprocess.run(
         lab.exec("client", *(user or []), *command), capture_output=True, text=True, timeout=60
     )
@@ -159,6 +171,67 @@ def test_a_silent_hop_is_shown_and_the_trace_goes_on(lab: PathLab, tmp_path: Pat
     assert _responders(f) == [[HOPS[0]], [], [HOPS[2]], [HOPS[3]]]
     assert f["evidence"]["silent"] == [2] and f["evidence"]["reached"] is True
     assert "hop 2 never answers TTL-expired probes (silent)" in f["summary"]
+
+
+PTR = {hop: f"r{i}.pathlab.test" for i, hop in enumerate(HOPS[:3], 1)}
+
+
+@contextlib.contextmanager
+def _ptr_server(lab: PathLab, tmp_path: Path) -> Iterator[Callable[[], list[str]]]:
+    """dnsmasq on the client namespace's 127.0.0.1:53 with a PTR for each router, made that
+    namespace's system resolver; yields a function listing the PTR names asked so far."""
+    dnsmasq = require_binary("dnsmasq")
+    log = tmp_path / "dnsmasq.log"
+    log.write_text("")
+    records = [
+        f"--ptr-record={'.'.join(reversed(ip.split('.')))}.in-addr.arpa,{name}"
+        for ip, name in PTR.items()
+    ]
+    argv = [dnsmasq, "--no-daemon", "--conf-file=/dev/null", "--port=53"]
+    argv += ["--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts"]
+    argv += ["--no-poll", f"--pid-file={tmp_path}/dnsmasq.pid", "--user=root"]
+    argv += ["--log-queries", f"--log-facility={log}", *records]
+    lab.resolv_conf("client", "127.0.0.1")
+    server = subprocess.Popen(
+        lab.exec("client", *argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for(lambda: "started, version" in log.read_text(), timeout=8.0, what="dnsmasq")
+        yield lambda: re.findall(r"query\[PTR\] (\S+)", log.read_text())
+    finally:
+        server.kill()
+        server.wait(10)
+
+
+def test_reverse_names_only_when_asked_and_by_the_traces_resolver_rules(
+    lab: PathLab, tmp_path: Path
+) -> None:
+    routers = sorted(f"{'.'.join(reversed(ip.split('.')))}.in-addr.arpa" for ip in PTR)
+    with _ptr_server(lab, tmp_path) as asked:
+        # A resolver named, names not asked for: not one PTR query leaves.
+        _body, f = _probe(lab, tmp_path, "--resolver", "127.0.0.1:53")
+        assert asked() == [] and "names" not in f["evidence"]
+        assert _responders(f) == [[hop] for hop in HOPS]
+        # Asked, with the system resolver: the hop table shows each router's name, and the
+        # server's from the --resolve pin (no query for it). The terminal report goes to
+        # stderr when stdout is not a terminal.
+        shown = subprocess.run(
+            lab.exec("client", *_command(tmp_path, "--path-names")),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stderr
+        for ip, name in PTR.items():
+            assert f"{name} ({ip})" in shown, shown
+        assert f"localhost ({SERVER})" in shown
+        assert sorted(asked()) == routers
+        # Asked, with --resolver: the same names, from that server, in the evidence.
+        _body, f = _probe(lab, tmp_path, "--path-names", "--resolver", "127.0.0.1:53")
+        assert sorted(asked()) == sorted(routers * 2)
+    names = [*([n] for n in PTR.values()), ["localhost"]]
+    assert [h["names"] for h in f["evidence"]["hops"]] == names
+    sources = {a["address"]: a["source"] for a in f["evidence"]["names"]["answers"]}
+    assert sources == {**{ip: "resolver 127.0.0.1:53" for ip in PTR}, SERVER: "--resolve"}
 
 
 def test_http3_checks_that_1200_byte_datagrams_reach_quic(lab: PathLab, tmp_path: Path) -> None:
