@@ -115,6 +115,8 @@ def path_lab(*, delay_ms: float = 0.0, mtu: int | None = None) -> Iterator[PathL
         for namespace in lab.namespaces.values():
             subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
             shutil.rmtree(NETNS_ETC / namespace, ignore_errors=True)
+        with contextlib.suppress(OSError):  # only when no other lab's directory is left
+            NETNS_ETC.rmdir()
         lab.namespaces.clear()
 
     atexit.register(remove)
