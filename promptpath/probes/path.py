@@ -21,7 +21,7 @@ from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.mtu import MTUProbe, mtu_finding
-from promptpath.probes.path_verdict import PROBE, Sample, judge, skipped
+from promptpath.probes.path_verdict import PROBE, Listening, Sample, judge, skipped
 
 ROUNDS = 3  # probes per hop, as mtr's and tcptraceroute's defaults
 MAX_TTL = 15
@@ -111,8 +111,8 @@ class PathProbe(Probe):
             if connect is None or connect.end_ns is None
             else round((connect.end_ns - connect.start_ns) / 1e6, 3)
         )
-        tcp_samples = _samples(list(tcp))
-        udp_samples = None if udp is None else _samples(list(udp))
+        tcp_samples = _samples(list(tcp.replies))
+        udp_samples = None if udp is None else _samples(list(udp.replies))
         looked_up = None
         if ctx.settings.path.names:
             looked_up = await _names(ctx, [*tcp_samples, *(udp_samples or [])])
@@ -124,6 +124,11 @@ class PathProbe(Probe):
             connect_ms=connect_ms,
             elapsed_s=time.perf_counter() - start,
             names=None if looked_up is None else looked_up.names,
+            listening=Listening(
+                reason=tcp.raw_reason,
+                heard=sum(r.raw for r in [*tcp.replies, *(udp.replies if udp else [])]),
+                out_of_window=tcp.out_of_window,
+            ),
         )
         if looked_up is not None:
             finding = dataclasses.replace(
