@@ -30,7 +30,7 @@ from promptpath.probes.upgrade_verdict import (
 from promptpath.tracer.body import read_limited, redact_for
 from promptpath.tracer.failure import phase_of, timeout_error, transport_error
 from promptpath.tracer.ingest import snippet, status_error
-from promptpath.tracer.orchestrator import Tracer, new_timeline
+from promptpath.tracer.orchestrator import Tracer, new_timeline, transport_for
 from promptpath.tracer.request import key_sent, prepare
 
 #: Each of the two requests' deadline, at most (the trace's --timeout if shorter).
@@ -73,9 +73,8 @@ def _handshake_ms(timeline: Timeline) -> float | None:
 
 async def try_upgrade(options: RunOptions, *, hold_s: float = HOLD_S) -> UpgradeTry:
     """One upgrade with no message after it, held open ``hold_s`` with one ping."""
-    from promptpath.net.websocket import WebSocketTransport, WSSettings
-
-    transport = WebSocketTransport(WSSettings(ping_interval_s=PING_AFTER_S, ping_max=1))
+    options = options.derive(ws_pings=(PING_AFTER_S * 1000, 1))
+    transport = transport_for(options)  # the client shape's WebSocket settings, one ping
     tracer = Tracer(options, transport)
     timeline = new_timeline()
     recorder = transport.recorder(timeline)
