@@ -126,12 +126,30 @@ def _dns(dns: Mapping[str, Any] | None) -> str:
     )
 
 
+def _first_output(body: Mapping[str, Any]) -> str | None:
+    """``1500.2 ms from start, 1200.0 ms after the first reasoning`` when the answer's
+    first text came after other content; its time alone when it came first."""
+    out = body.get("first_output_ms") or {}
+    start = out.get("from_start")
+    if not isinstance(start, (int, float)):
+        return None
+    after = out.get("after")
+    if not after:
+        return f"{_ms(start)} ms from start"
+    lead = _ms(out.get("after_ttft"))
+    return (
+        f"{_ms(start)} ms from start, {lead} ms after the first {str(after).replace('+', ' and ')}"
+    )
+
+
 def _tokens(body: Mapping[str, Any]) -> str:
     tok = body.get("tokens") or {}
     gaps = tok.get("gaps_ms") or {}
     gap_line = "  ".join(f"{k} {_ms(gaps.get(k))}" for k in ("p50", "p90", "p95", "p99", "max"))
     return _facts(
         [
+            ("TTFT ms (first content of any kind)", (body.get("ttft_ms") or {}).get("from_start")),
+            ("first output (answer text)", _first_output(body)),
             ("tokens", f"{tok.get('count')} (counted by {tok.get('count_source')})"),
             ("content events", tok.get("events")),
             ("tokens/s", tok.get("per_second")),
@@ -301,12 +319,13 @@ def _series_sections(body: Mapping[str, Any]) -> list[str]:
             r.get("exit_code"),
             r.get("status"),
             (r.get("ttft_ms") or {}).get("from_start"),
+            (r.get("first_output_ms") or {}).get("from_start"),
             (r.get("milestones_ms") or {}).get("end"),
             (r.get("error") or {}).get("message") or "",
         )
         for i, r in enumerate(runs)
     ]
-    head = ("run", "exit", "status", "TTFT ms", "end ms", "error")
+    head = ("run", "exit", "status", "TTFT ms", "first output ms", "end ms", "error")
     out.append("<h2>Runs</h2>" + _table(rows, head))
     for title, run in svg.runs_of(body):
         out.append(f"<h2>Waterfall of the {t(title)}</h2>")

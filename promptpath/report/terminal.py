@@ -11,14 +11,16 @@ from promptpath.core.analysis import (
     compute,
     headline,
     open_stage_at_error,
+    output_note,
 )
 from promptpath.core.analysis import stage_spans as core_stage_spans
 from promptpath.core.cleartext import cleartext_note
 from promptpath.core.findings import Verdict
 from promptpath.core.h3 import describe_h3
 from promptpath.core.headers import redact_headers
-from promptpath.core.servertime import server_account, split_words
+from promptpath.core.servertime import server_account, split_words, stream_time, stream_words
 from promptpath.core.stats import sparkline
+from promptpath.core.stopped import said
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.core.wsclose import close_words
 from promptpath.options import display_url
@@ -239,10 +241,12 @@ def interception_lines(timeline: Timeline) -> list[str]:
 def server_lines(timeline: Timeline, metrics: Metrics) -> list[str]:
     """The server's own account: the wait split by the time it says it spent, then the
     request id and edge a support ticket asks for."""
-    acc = server_account(timeline.response_headers, metrics.stages_ms.get("wait"))
+    acc = server_account(
+        timeline.response_headers, metrics.stages_ms.get("wait"), stream_time(timeline)
+    )
     if acc is None:
         return []
-    lines = [words] if (words := split_words(acc)) else []
+    lines = [w for w in (split_words(acc), stream_words(acc)) if w]
     ids = []
     if acc.request_id is not None:
         ids.append(f"request id {acc.request_id[1]} ({acc.request_id[0]})")
@@ -334,9 +338,18 @@ def render_timeline(
             f"TTFT   {m['ttft']:.1f} ms from start · "
             f"{metrics.ttft_from_request_ms or 0:.1f} ms after the request was sent"
         )
+    note = output_note(metrics)
+    if note is not None:
+        console.print(Text("OUTPUT ") + Text(note), highlight=False)
     if metrics.tokens.events:
         for i, text in enumerate(token_lines(metrics, width)):
             console.print(("tokens " if i == 0 else "       ") + text, highlight=False)
+    if metrics.stopped is not None:
+        console.print(
+            Text("STOPPED ")
+            + Text(f"{said(metrics.stopped)}: the SDK raises nothing, the answer is cut short"),
+            highlight=False,
+        )
     return metrics
 
 
