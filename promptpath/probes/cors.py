@@ -17,7 +17,7 @@ from promptpath.core.findings import Finding
 from promptpath.net.transport import TransportError, WireRequest
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.cors_verdict import NAME, PROBE_ORIGIN, Preflight, judge
+from promptpath.probes.cors_verdict import NAME, PROBE_ORIGIN, Preflight, judge, websocket_skip
 from promptpath.tracer.orchestrator import Tracer, new_timeline, transport_for
 from promptpath.tracer.request import SECRET_HEADERS, key_sent, sent_header
 
@@ -81,9 +81,13 @@ class CORSProbe(Probe):
     description = "may any web page call this endpoint with a key? (one preflight, no key)"
 
     def cost(self, ctx: ProbeContext) -> Cost:
+        if ctx.options.target.websocket:
+            return Cost()
         return Cost(requests=1, seconds=min(ctx.options.timeout, PREFLIGHT_TIMEOUT_S))
 
     async def run(self, ctx: ProbeContext) -> Finding:
+        if ctx.options.target.websocket:  # an OPTIONS here would go out as an upgrade
+            return websocket_skip(ctx.options.target.url)
         ctx.progress(f"cors: OPTIONS with Origin {PROBE_ORIGIN}, no key")
         preflight = await send_preflight(ctx.options)
         tl = ctx.result.timeline if ctx.result is not None else None

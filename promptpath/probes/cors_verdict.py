@@ -53,6 +53,21 @@ def _quote(headers: dict[str, str]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in headers.items())
 
 
+def websocket_skip(url: str) -> Finding:
+    """A ws:// or wss:// target: browsers send no CORS preflight before a WebSocket (the
+    Fetch standard's "establish a WebSocket connection" sends only the Origin header, for
+    the server to check), so there is no preflight to judge."""
+    scheme = url.split(":", 1)[0]
+    return Finding(
+        probe=NAME,
+        verdict=Verdict.SKIP,
+        summary=(
+            f"a {scheme}:// target: browsers send no CORS preflight before a WebSocket"
+            " (the server checks its Origin header)"
+        ),
+    )
+
+
 def judge(preflight: Preflight, response: Sequence[tuple[str, str]], *, takes_key: bool) -> Finding:
     """``takes_key``: the endpoint is authenticated (our keyed request was accepted, or a
     request was refused for want of a key). A preflight counts only when it succeeded

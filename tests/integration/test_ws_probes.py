@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import jsonschema
 import pytest
 
@@ -95,3 +96,18 @@ def test_idle_timeout_over_websocket_sees_serve_keep_a_quiet_socket_open(
     assert idle["verdict"] == "pass", idle
     assert idle["evidence"]["transport"] == "websocket"
     assert idle["evidence"]["quiet"]["close"] is None and idle["evidence"]["pinged"] is None
+
+
+def test_cors_skips_a_websocket_target_and_sends_it_nothing(refserver_plain: RefServer) -> None:
+    # Browsers send no preflight before a WebSocket; before this skip the probe's OPTIONS
+    # went out through the WebSocket transport as an upgrade GET.
+    def requests() -> int:
+        count: int = httpx.get(refserver_plain.path("/stats")).json()["requests"]
+        return count
+
+    before = requests()
+    report = probe(refserver_plain, "/v1/responses", "cors")
+    cors = finding(report, "cors")
+    assert cors["verdict"] == "skip" and "no CORS preflight" in cors["summary"], cors
+    # The trace's own upgrade is the one request the server saw.
+    assert requests() == before + 1
