@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -74,10 +73,10 @@ _LAYERS = ("unit", "integration", "lab")
 
 #: Files whose tests hold a measured time to a bound (benchmarks/flake_check.py's TIMED
 #: list, and the integration files whose deadlines and cadences are asserted). Under
-#: ``pytest -n`` (pyproject's addopts) they share one xdist group, so a single worker runs
+#: ``pytest -n`` (pyproject's addopts) they form one scheduling unit, so a single worker runs
 #: them one at a time, each beside at most the other workers' tests: the condition their
 #: bounds were measured in (flake_check.py: 10 rounds beside two CPU hogs). Every other
-#: file is a group of its own, so its module-scoped lab (an nginx, a LiteLLM) starts once.
+#: file goes whole to one worker, so its module-scoped lab (an nginx, a LiteLLM) starts once.
 _TIMED_FILES = frozenset(
     {
         "tests/integration/test_buffering_loopback.py",
@@ -90,16 +89,27 @@ _TIMED_FILES = frozenset(
         "tests/lab/test_impaired_path.py",
     }
 )
-_ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         layer = next((name for name in _LAYERS if f"/tests/{name}/" in str(item.path)), None)
         if layer is not None:
             item.add_marker(getattr(pytest.mark, layer))
-        if item.get_closest_marker("xdist_group") is None:
-            relative = item.path.resolve().relative_to(_ROOT).as_posix()
-            group = "timed" if relative in _TIMED_FILES else relative
-            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under ``pytest -n``: whole files to a worker, the timing-bounded ones all to one.
+
+    xdist's LoadScopeScheduling with our own scope (its documented extension point; its
+    ``loadfile`` mode overrides the same method). Not ``xdist_group`` marks: xdist 3.8
+    appends the group to ``item._nodeid``, which pytest 9 no longer reads (seen: no
+    ``@group`` suffix, one file's tests on three workers)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FilesTimedTogether(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "timed" if path in _TIMED_FILES else path
+
+    return FilesTimedTogether(config, log)
