@@ -139,19 +139,24 @@ def health_text(
     process: ProcessState,
     *,
     version: str,
-    modules: Sequence[str],
+    pairs: Sequence[tuple[str, str]],
 ) -> str:
-    """The body of GET /metrics."""
+    """The body of GET /metrics; every configured (target, module) pair has its counters
+    from the start (0), so a rate() over them never begins with a missing series."""
+    modules = sorted({module for _target, module in pairs})
     out = Exposition({})
     out.family("promptpath_exporter_build_info", "gauge", "The exporter's version.")
     out.sample("promptpath_exporter_build_info", 1, version=version)
     name = "promptpath_exporter_probes_total"
     out.family(name, "counter", "Probes run, by module, target and result.")
-    for (module, target, result), n in sorted(health.probes.items()):
+    # dict's |, not Counter's: Counter's union drops the zeros.
+    probes = {(m, t, r): 0 for t, m in pairs for r in RESULTS} | dict(health.probes)
+    for (module, target, result), n in sorted(probes.items()):
         out.sample(name, n, module=module, target=target, result=result)
     name = "promptpath_exporter_cache_hits_total"
     out.family(name, "counter", "Scrapes answered with the last result (the minimum interval).")
-    for (module, target), n in sorted(health.cache_hits.items()):
+    hits = {(m, t): 0 for t, m in pairs} | dict(health.cache_hits)
+    for (module, target), n in sorted(hits.items()):
         out.sample(name, n, module=module, target=target)
     name = "promptpath_exporter_scrapes_refused_total"
     out.family(name, "counter", "Scrapes refused without a probe, by reason.")

@@ -97,7 +97,7 @@ class Exporter:
             guard,
             process_state(),
             version=__version__,
-            modules=self.config.modules,
+            pairs=sorted(self.config.probes),
         )
 
     def _refuse(self, status: int, reason: str, message: str, **fields: str) -> Response:

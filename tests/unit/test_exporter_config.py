@@ -106,7 +106,7 @@ def test_a_bad_config_is_one_usage_error_naming_where(
 
 
 def test_no_targets_or_not_toml_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="no \\[targets.NAME\\]"):
+    with pytest.raises(UsageError, match=r"no \[targets\.NAME\]"):
         _load(tmp_path, BASE.split("[targets.prod]")[0])
     with pytest.raises(UsageError, match="cannot read config"):
         _load(tmp_path, "[exporter\n")

@@ -99,13 +99,22 @@ def test_health_counts_each_outcome_and_shows_the_guard_and_the_process() -> Non
             tasks=5,
         ),
         version="9.9",
-        modules=("chat", "path"),
+        pairs=[("prod", "chat"), ("prod", "path")],
     )
     got = _samples(text)
-    probes = {s[0]["result"]: s[1] for s in got["promptpath_exporter_probes_total"]}
+    probes = {
+        s[0]["result"]: s[1]
+        for s in got["promptpath_exporter_probes_total"]
+        if s[0]["module"] == "chat"
+    }
     assert probes == {"success": 1.0, "failure": 1.0, "timeout": 1.0}
+    # A pair that never ran has its counters at 0 from the start.
+    untouched = [s for s in got["promptpath_exporter_probes_total"] if s[0]["module"] == "path"]
+    assert sorted(s[0]["result"] for s in untouched) == ["failure", "success", "timeout"]
+    assert {s[1] for s in untouched} == {0.0}
     assert got["promptpath_exporter_cache_hits_total"] == [
-        ({"module": "chat", "target": "prod"}, 4.0)
+        ({"module": "chat", "target": "prod"}, 4.0),
+        ({"module": "path", "target": "prod"}, 0.0),
     ]
     refused = {s[0]["reason"]: s[1] for s in got["promptpath_exporter_scrapes_refused_total"]}
     assert set(refused) == set(REFUSALS) and refused["unknown_target"] == 2
