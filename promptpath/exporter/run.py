@@ -33,8 +33,27 @@ def run_exporter(plan: ExporterPlan, env: Environment) -> int:
     if plan.check_only:
         print(_summary(config), file=env.stdout)
         return 0
+    _preload()
     code: int = anyio.run(_serve, plan, config, env)
     return code
+
+
+def _preload() -> None:
+    """Import what every probe needs, then move everything alive to the collector's
+    permanent generation (gc.freeze): each trace starts with a full collection (its read
+    loop then runs without one), and in a long-lived process that collection would scan
+    every module object each time, ~30-40 ms measured here, blocking the other scrapes;
+    frozen, it takes ~0.02 ms and a probe's CPU fell from ~30 to ~9 ms."""
+    import gc
+
+    import promptpath.probes.suite
+    import promptpath.report.json
+    import promptpath.tracer.orchestrator
+    import promptpath.tracer.session
+
+    promptpath.probes.suite.load_builtin()
+    gc.collect()
+    gc.freeze()
 
 
 def _summary(config: ExporterConfig) -> str:
