@@ -74,6 +74,21 @@ def request(
     return status, body, time.monotonic() - start
 
 
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def samples(text: str) -> Samples:
+    """Prometheus text read by the official client's parser: each sample's labels and
+    value, by sample name (``_bucket``, ``_total`` and all)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
 def _wait_port(process: subprocess.Popen[bytes], stderr: Path) -> int:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -131,4 +146,4 @@ def exporter(
                 process.wait(5)
 
 
-__all__ = ["Exporter", "exporter", "request"]
+__all__ = ["Exporter", "Samples", "exporter", "request", "samples"]

@@ -19,9 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers.exporterlab import Exporter, exporter
+from tests.helpers.exporterlab import Exporter, exporter, samples
 from tests.helpers.refserver import RefServer
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "exporter"
@@ -92,16 +91,8 @@ def shared(
         yield running
 
 
-def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out.setdefault(s.name, []).append((s.labels, s.value))
-    return out
-
-
 def _value(text: str, name: str, **labels: str) -> float:
-    found = [v for got, v in _samples(text).get(name, []) if labels.items() <= got.items()]
+    found = [v for got, v in samples(text).get(name, []) if labels.items() <= got.items()]
     assert len(found) == 1, (name, labels, found)
     return found[0]
 
@@ -356,7 +347,7 @@ def test_every_metric_the_dashboard_and_the_rules_read_is_one_the_exporter_emits
         )[1],
         shared.get("/metrics")[1],
     ]
-    emitted = {name for text in texts for name in _samples(text)}
+    emitted = {name for text in texts for name in samples(text)}
     exprs = _shipped_exprs()
     assert len(exprs) >= 20
     read = set().union(*(_metric_names(e) for e in exprs))

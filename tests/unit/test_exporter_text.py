@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from promptpath.exporter.metrics import (
     REFUSALS,
     GuardState,
@@ -19,6 +17,7 @@ from promptpath.exporter.metrics import (
     probe_text,
 )
 from promptpath.exporter.probe import Outcome
+from tests.helpers.exporterlab import samples
 
 SAMPLE = json.loads((Path(__file__).parents[2] / "examples" / "sample-run.json").read_text())
 
@@ -37,18 +36,10 @@ def _outcome(**over: object) -> Outcome:
     return Outcome(**given)  # type: ignore[arg-type]
 
 
-def _samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    out: dict[str, list[tuple[dict[str, str], float]]] = {}
-    for family in text_string_to_metric_families(text):
-        for s in family.samples:
-            out.setdefault(s.name, []).append((s.labels, s.value))
-    return out
-
-
 def test_a_probe_answer_has_blackboxs_metrics_beside_the_textfile_exports() -> None:
     findings = [{"probe": "buffering", "verdict": "fail", "summary": "held", "advice": []}]
     report = {**SAMPLE, "findings": findings}
-    got = _samples(probe_text(Served(outcome=_outcome(report=report), cached=True, age_s=12.5)))
+    got = samples(probe_text(Served(outcome=_outcome(report=report), cached=True, age_s=12.5)))
     assert got["probe_success"] == [({}, 1.0)]
     assert got["probe_duration_seconds"] == [({}, 1.25)]
     assert got["promptpath_exporter_cached"] == [({}, 1.0)]
@@ -65,7 +56,7 @@ def test_a_probe_answer_has_blackboxs_metrics_beside_the_textfile_exports() -> N
 
 
 def test_a_timed_out_probe_names_the_stage_it_stalled_in() -> None:
-    got = _samples(
+    got = samples(
         probe_text(
             Served(
                 outcome=_outcome(success=False, timed_out_in="first_token", exit_code=8),
@@ -101,7 +92,7 @@ def test_health_counts_each_outcome_and_shows_the_guard_and_the_process() -> Non
         version="9.9",
         pairs=[("prod", "chat"), ("prod", "path")],
     )
-    got = _samples(text)
+    got = samples(text)
     probes = {
         s[0]["result"]: s[1]
         for s in got["promptpath_exporter_probes_total"]
