@@ -96,8 +96,14 @@ async def _read_request(conn: h11.Connection, stream: anyio.abc.ByteStream) -> R
 
 
 async def _send(
-    conn: h11.Connection, stream: anyio.abc.ByteStream, response: Response, *, close: bool
+    conn: h11.Connection,
+    stream: anyio.abc.ByteStream,
+    response: Response,
+    *,
+    close: bool,
+    head: bool = False,
 ) -> None:
+    """The response; to a HEAD request its headers only (h11 refuses a body there)."""
     headers = [
         ("content-type", response.content_type),
         ("content-length", str(len(response.body))),
@@ -106,7 +112,9 @@ async def _send(
     if close:
         headers.append(("connection", "close"))
     data = conn.send(h11.Response(status_code=response.status, headers=headers))
-    data = (data or b"") + (conn.send(h11.Data(data=response.body)) or b"")
+    data = data or b""
+    if not head:
+        data += conn.send(h11.Data(data=response.body)) or b""
     data += conn.send(h11.EndOfMessage()) or b""
     await stream.send(data)
 
@@ -140,7 +148,7 @@ async def serve_connection(
                 response = text(500, f"internal error: {type(exc).__name__}")
             close = closing() or conn.their_state is h11.MUST_CLOSE
             try:
-                await _send(conn, stream, response, close=close)
+                await _send(conn, stream, response, close=close, head=request.method == "HEAD")
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
                 return  # the scraper gave up and left: nothing to answer
             if close or conn.our_state is h11.MUST_CLOSE:
@@ -159,20 +167,30 @@ class Server:
         self.handler = handler
         self.connections = 0
         self.closing = False
-        self._limit = anyio.CapacityLimiter(MAX_CONNECTIONS)
+        self._slots = anyio.Semaphore(MAX_CONNECTIONS)
 
     async def _one(self, stream: anyio.abc.ByteStream) -> None:
-        async with self._limit:
-            self.connections += 1
-            try:
-                await serve_connection(stream, self.handler, closing=lambda: self.closing)
-            finally:
-                self.connections -= 1
+        self.connections += 1
+        try:
+            await serve_connection(stream, self.handler, closing=lambda: self.closing)
+        except Exception:  # one connection's failure never ends the server
+            with contextlib.suppress(Exception):
+                await stream.aclose()
+        finally:
+            self.connections -= 1
+            self._slots.release()
 
     async def _accept(self, listener: Any, tg: anyio.abc.TaskGroup) -> None:
+        """Accept while fewer than MAX_CONNECTIONS are open: past it the kernel's backlog
+        holds the next ones, and no descriptor is spent on them."""
         try:
             while True:
-                stream = await listener.accept()
+                await self._slots.acquire()
+                try:
+                    stream = await listener.accept()
+                except BaseException:
+                    self._slots.release()
+                    raise
                 tg.start_soon(self._one, stream)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass

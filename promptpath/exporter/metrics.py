@@ -27,6 +27,7 @@ REFUSALS = (
     "unknown_module",
     "module_not_allowed",
     "over_capacity",
+    "still_running",
     "over_budget",
     "draining",
     "bad_request",

@@ -174,7 +174,7 @@ class Exporter:
             last = self.guard.last(key)
             if last is None:
                 return self._refuse(
-                    503, "over_capacity", "a probe of this target and module is still running"
+                    503, "still_running", "a probe of this target and module is still running"
                 )
             return self._cached(key, last)
         if decision.action is Action.CACHED:

@@ -353,3 +353,31 @@ def test_every_metric_the_dashboard_and_the_rules_read_is_one_the_exporter_emits
     read = set().union(*(_metric_names(e) for e in exprs))
     assert {"probe_success", "promptpath_ttft_seconds", "promptpath_finding"} <= read
     assert read - emitted == set()
+
+
+def _raw(exporter_port: int, data: bytes) -> bytes:
+    """Bytes sent on one connection, and all the exporter answers until it closes."""
+    with socket.create_connection(("127.0.0.1", exporter_port), timeout=10) as sock:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_the_http_server_keeps_serving_through_bad_requests(shared: Exporter) -> None:
+    # Two requests on one keep-alive connection, a HEAD among them (headers, no body).
+    two = _raw(
+        shared.port,
+        b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\nGET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n",
+    )
+    assert two.count(b"HTTP/1.1 200") == 2 and two.endswith(b"OK\n")
+    assert b"# HELP" not in two  # the HEAD answer carried no body
+    assert _raw(shared.port, b"GARBAGE\r\n\r\n").startswith(b"HTTP/1.1 400")
+    big = b"POST /-/reload HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"x" * 100000
+    assert _raw(shared.port, big).startswith(b"HTTP/1.1 413")
+    assert shared.get("/nowhere")[0] == 404
+    assert shared.get("/-/reload")[0] == 405
+    assert shared.get("/-/ready")[0] == 200
+    assert shared.get("/metrics")[0] == 200  # still serving
