@@ -381,3 +381,29 @@ def test_the_http_server_keeps_serving_through_bad_requests(shared: Exporter) ->
     assert shared.get("/-/reload")[0] == 405
     assert shared.get("/-/ready")[0] == 200
     assert shared.get("/metrics")[0] == 200  # still serving
+
+
+def test_a_config_that_does_not_load_or_an_address_in_use_exits_2_in_one_line(
+    refserver_tls: RefServer, tmp_path: Path
+) -> None:
+    from tests.helpers.cli import run_cli
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text(_config(refserver_tls).replace("max_tokens = 8", "max_tokens = 0", 1))
+    res = run_cli("exporter", "--config", str(bad))
+    assert res.exit_code == 2
+    assert res.stderr.count("\n") == 1 and "--max-tokens must be at least 1" in res.stderr
+    assert "module 'chat'" in res.stderr and str(bad) in res.stderr
+    good = tmp_path / "good.toml"
+    good.write_text(_config(refserver_tls))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        res = run_cli("exporter", "--config", str(good), "--listen", f"127.0.0.1:{port}")
+    assert res.exit_code == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in res.stderr and "Traceback" not in res.stderr
+    res = run_cli("exporter", "--config", str(good), "--listen", "nonsense")
+    assert res.exit_code == 2 and "--listen wants HOST:PORT" in res.stderr
+    res = run_cli("exporter")
+    assert res.exit_code == 2 and "--config FILE is needed" in res.stderr
