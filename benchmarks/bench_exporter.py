@@ -14,7 +14,9 @@ keep-alive connection each, a GET /probe every ``--interval`` seconds with
 ``X-Prometheus-Scrape-Timeout-Seconds: --interval`` and a client timeout of the same.
 
 It prints the exporter's descriptors, resident memory and asyncio tasks (read from its own
-/metrics) after a warm-up and at the end, and every minute between; the scrape latency
+/metrics) before the scrapers connect, after a warm-up, every minute, at the end (the
+scrapers still connected: comparable with the start) and after they left (comparable with
+before); the scrape latency
 (p50/p99/max, all answers, and the fresh and cached ones apart) beside the probes' own
 probe_duration_seconds; and how many scrapes timed out on the client side (the number
 that must stay 0). Loopback only; every loop is bounded by --duration.
@@ -165,6 +167,8 @@ def summary(values: list[float]) -> str:
 
 async def soak(base: str, args: argparse.Namespace, restart: Any) -> dict[str, Any]:
     out = Scrapes()
+    before = await own_metrics(base)
+    print(f"before the scrapers: {before}", flush=True)
     warmup = min(10.0, args.duration / 10)
     end = time.monotonic() + warmup + args.duration
     loops = [
@@ -193,11 +197,20 @@ async def soak(base: str, args: argparse.Namespace, restart: Any) -> dict[str, A
             sample = await own_metrics(base)
             samples.append((now - t0, sample))
             print(f"{now - t0:5.0f} s: {sample}", flush=True)
-    await asyncio.gather(*loops)
-    await asyncio.sleep(2)  # the probes the last scrapes started
-    final = await own_metrics(base)
+    final = await own_metrics(base)  # the scrapers still connected, as at the start
     print(f"end: {final}", flush=True)
-    return {"scrapes": out, "start": start, "end": final, "samples": samples}
+    await asyncio.gather(*loops)
+    await asyncio.sleep(2)  # the probes the last scrapes started, the connections closed
+    after = await own_metrics(base)
+    print(f"after the scrapers: {after}", flush=True)
+    return {
+        "scrapes": out,
+        "before": before,
+        "start": start,
+        "end": final,
+        "after": after,
+        "samples": samples,
+    }
 
 
 def main() -> None:
@@ -262,8 +275,10 @@ def main() -> None:
     if args.json:
         body = {
             "args": vars(args) | {"json": str(args.json)},
+            "before": result["before"],
             "start": result["start"],
             "end": result["end"],
+            "after": result["after"],
             "samples": result["samples"],
             "results": scrapes.results,
             "client_timeouts": scrapes.client_timeouts,
