@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import select
 import socket
+import subprocess
 import time
 import urllib.error
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import require_binary
 from tests.helpers import promlab
 from tests.helpers.exporterlab import Exporter, exporter
 from tests.helpers.proxylab import free_port
@@ -202,6 +204,19 @@ def test_prometheus_scrapes_two_targets_and_modules_through_faults_and_a_restart
                     promlab.query(prom, "promptpath_exporter_scrapes_refused_total > 0"), "reason"
                 )
                 assert set(refusals) == {("url_target",), ("unknown_target",)}
+                # promtool's linter (naming, units, HELP) has nothing to say of either answer.
+                promtool = require_binary("promtool")
+                for path in ("/probe?target=a&module=chat", "/metrics"):
+                    lint = subprocess.run(
+                        [promtool, "check", "metrics"],
+                        input=running.get(path)[1],
+                        capture_output=True,
+                        text=True,
+                        timeout=30,
+                        check=False,
+                    )
+                    assert lint.returncode == 0, (path, lint.stdout, lint.stderr)
+                    assert lint.stdout + lint.stderr == "", (path, lint.stdout, lint.stderr)
         assert select.select([bait], [], [], 0)[0] == []  # the URL target saw no connection
         log = running.log()  # every line JSON (log() fails on one that is not)
         assert "Traceback" not in running.stderr.read_text()
