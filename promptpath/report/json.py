@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import asdict
 from typing import Any, cast
 
@@ -12,6 +13,8 @@ from promptpath.core.analysis import (
     compute,
     headline,
     open_stage_at_error,
+    reported_usage,
+    response_model,
     stage_spans,
 )
 from promptpath.core.coalescing import coalescing
@@ -27,6 +30,7 @@ from promptpath.core.timeline import (
     TLSInfo,
     content_events,
 )
+from promptpath.core.wsclose import close_meaning
 from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
 from promptpath.report.redact import Redactor, headers_json
 from promptpath.result import TraceResult
@@ -73,6 +77,12 @@ def arrivals_json(timeline: Timeline) -> dict[str, Any]:
         "server_sent_ms": sent,
         "omitted": len(content) - len(kept),
     }
+
+
+def _usage_json(timeline: Timeline) -> dict[str, int | None] | None:
+    """The server's own token counts (null: it reported none)."""
+    usage = reported_usage(timeline)
+    return None if usage is None else asdict(usage)
 
 
 def _gaps(summary: Summary | None) -> dict[str, float] | None:
@@ -176,6 +186,57 @@ def _proxy(timeline: Timeline) -> dict[str, Any] | None:
     }
 
 
+def websocket_json(timeline: Timeline) -> dict[str, Any] | None:
+    """The ``websocket`` object: the upgrade's outcome, the messages, the close, and the
+    ping round trips beside the TCP handshake's (null for an HTTP run)."""
+    ws = timeline.websocket
+    if ws is None:
+        return None
+    ms = timeline.ms
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 3)
+
+    upgrade = timeline.stage("upgrade")
+    rtts = [p.rtt_ns / 1e6 for p in ws.pings if p.rtt_ns is not None]
+    handshake = timeline.stage("connect") or timeline.stage("proxy_connect")
+    close = None
+    if ws.close_by is not None:
+        close = {
+            "by": ws.close_by,
+            "code": ws.close_code,
+            "meaning": close_meaning(ws.close_code),
+            "reason": ws.close_reason or None,
+            "at_ms": rounded(ms(ws.close_ns)),
+        }
+    return {
+        "upgrade_ms": None
+        if upgrade is None or upgrade.duration_ns is None
+        else round(upgrade.duration_ns / 1e6, 3),
+        "subprotocols_offered": list(ws.subprotocols_offered),
+        "subprotocol": ws.subprotocol,
+        "extensions_offered": list(ws.extensions_offered),
+        "extensions": list(ws.extensions),
+        "messages_sent": ws.messages_sent,
+        "sent_ms": rounded(ms(ws.sent_ns)),
+        "messages": ws.messages,
+        "fragmented": ws.fragmented,
+        "binary": ws.binary,
+        "control_frames": ws.control_frames,
+        "close": close,
+        "pings": {
+            "sent": len(ws.pings),
+            "answered": len(rtts),
+            "rtt_ms": [round(r, 3) for r in rtts],
+            "rtt_p50_ms": rounded(statistics.median(rtts)) if rtts else None,
+            "rtt_max_ms": rounded(max(rtts)) if rtts else None,
+            "tcp_connect_ms": None
+            if handshake is None or handshake.duration_ns is None
+            else round(handshake.duration_ns / 1e6, 3),
+        },
+    }
+
+
 def _utc_iso(unix_ns: int) -> str:
     """t0 on the wall clock: HAR and JUnit want a date, our offsets are from t0."""
     from datetime import UTC, datetime
@@ -214,9 +275,11 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         else {"ip": timeline.address[0], "port": timeline.address[1], "family": timeline.family},
         "http_version": timeline.http_version,
         "status": timeline.status,
+        "response_model": response_model(timeline),
         "reused_connection": timeline.reused_connection,
         "request": request_json(timeline.request),
         "started_at": _utc_iso(timeline.t0_unix_ns),
+        "started_unix_ns": timeline.t0_unix_ns,
         "stages_ms": metrics.stages_ms,
         "spans_ms": [
             {"stage": key, "start": round(start, 3), "end": round(end, 3)}
@@ -254,6 +317,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "mean_itl_ms": None if tok.mean_itl_ms is None else round(tok.mean_itl_ms, 3),
             "content_types": tok.content_types,
             "hidden_reasoning_tokens": tok.hidden_reasoning,
+            "usage": _usage_json(timeline),
             "gaps_ms": _gaps(tok.gap_summary),
             "gaps": [round(g, 3) for g in tok.gaps],
             "arrivals": arrivals_json(timeline),
@@ -289,6 +353,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         },
         "server": server_json(timeline, metrics),
         "quic": None if timeline.quic is None else asdict(timeline.quic),
+        "websocket": websocket_json(timeline),
         "proxy": _proxy(timeline),
         "headline": headline(timeline, metrics),
         "error": None

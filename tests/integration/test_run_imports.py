@@ -17,8 +17,8 @@ import pytest
 from tests.helpers.refserver import RefServer
 
 #: Loaded only when a feature asks for them (serve, --http 3, --resolver or an HTTPS
-#: record lookup, schema checks, --prom-textfile/--junit/--har) or never (pydantic: typer
-#: 0.29 pulled it in to coerce every option; pyproject pins typer below 0.29).
+#: record lookup, schema checks, --prom-textfile/--junit/--har, --otlp-endpoint) or never
+#: (pydantic: typer 0.29 pulled it in to coerce every option; pyproject pins typer below 0.29).
 DENIED = (
     "hypercorn",
     "aioquic",
@@ -29,6 +29,11 @@ DENIED = (
     "promptpath.report.junit",
     "promptpath.report.har",
     "pydantic",
+    # --otlp-endpoint's SDK (the otel extra) and its encoders; promptpath.otlp_sdk imports them.
+    "opentelemetry",
+    "google.protobuf",
+    "promptpath.otlp_sdk",
+    "promptpath.report.otel",
 )
 #: Denied too, but the top floor imports it on every start: promptpath/cli.py registers
 #: `serve` at import time (`_register_serve`: `from promptpath.server.command import serve`,

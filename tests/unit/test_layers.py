@@ -27,6 +27,7 @@ SHARED = (
     "promptpath.core.addr",
     "promptpath.core.headers",
     "promptpath.core.media",
+    "promptpath.core.wsclose",  # WebSocket close codes in words: the transport and reports
 )
 
 #: layer prefix -> prefixes it may import (besides itself and SHARED)
@@ -44,6 +45,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.har": ("promptpath.report.runs",),
     "promptpath.report.junit": ("promptpath.report.runs",),
     "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
+    "promptpath.report.otel": ("promptpath.report.runs",),
+    # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
+    "promptpath.otlp_sdk": ("promptpath.report.otel",),
     # The option table is read by every --help: typer and the probes' plain settings only.
     "promptpath.flags": ("promptpath.probes.settings",),
     # (net.dnsmsg parses --authoritative, imported only when one is given)
@@ -84,6 +88,15 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
         "promptpath.commands",
         "promptpath.cli",
         "promptpath.net",
+    ),
+    # Sends what the report holds to a collector: neither traces nor parses the command line.
+    "promptpath.otlp": (
+        "promptpath.net",
+        "promptpath.tracer",
+        "promptpath.probes",
+        "promptpath.commands",
+        "promptpath.cli",
+        "promptpath.modes",
     ),
     # Writes and pushes what the report holds: it neither traces nor parses the command line.
     "promptpath.export": (
