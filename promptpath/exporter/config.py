@@ -5,7 +5,7 @@
     min_interval_s = 60             # default per target: a sooner scrape gets the last result
     daily_token_budget = 20000      # default per target (UTC day); 0 = no budget
     scrape_timeout_offset_s = 0.5   # the probe ends this long before Prometheus gives up
-    otlp_endpoint = "http://127.0.0.1:4318"   # kept for the OTLP export (typed, not used here)
+    otlp_endpoint = "http://127.0.0.1:4318"   # each fresh probe's spans and metrics (OTLP/HTTP)
 
     [modules.chat]                  # a profile's keys (no url), plus the probes to run
     provider = "openai"
@@ -96,8 +96,9 @@ class ExporterConfig:
     probes: Mapping[tuple[str, str], Probe]
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
     scrape_timeout_offset_s: float = DEFAULT_OFFSET_S
-    #: The OTLP/HTTP endpoint for traces and metrics, when the OTLP export is wired in.
+    #: The OTLP/HTTP collector every fresh probe's spans and metrics go to (base URL).
     otlp_endpoint: str | None = None
+    otlp_resource: tuple[tuple[str, str], ...] = ()
     warnings: tuple[str, ...] = field(default=())
 
     def probe(self, target: str, module: str) -> Probe | None:
@@ -153,8 +154,9 @@ def load(path: Path, environ: Mapping[str, str]) -> ExporterConfig:
         glob.get("scrape_timeout_offset_s", DEFAULT_OFFSET_S),
     )
     otlp = glob.get("otlp_endpoint")
-    if otlp is not None and not otlp.startswith(("http://", "https://")):
-        raise _bad(path, f"[exporter] otlp_endpoint must be an http(s):// URL, got {otlp!r}")
+    resource: tuple[tuple[str, str], ...] = ()
+    if otlp is not None:
+        otlp, resource = _otlp(path, otlp, environ)
 
     modules = {
         name: _check_table(path, f"module {name!r}", table, MODULE_KEYS)
@@ -199,7 +201,28 @@ def load(path: Path, environ: Mapping[str, str]) -> ExporterConfig:
         max_in_flight=max_in_flight,
         scrape_timeout_offset_s=offset,
         otlp_endpoint=otlp,
+        otlp_resource=resource,
     )
+
+
+def _otlp(
+    path: Path, endpoint: str, environ: Mapping[str, str]
+) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The OTLP endpoint checked as --otlp-endpoint is, the SDK there to send to it, and
+    the resource attributes from OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (a fleet's
+    vantage=... goes there)."""
+    from promptpath.otlp import EXTRA, check_endpoint, otel_installed, parse_resource_attributes
+
+    try:
+        endpoint = check_endpoint(endpoint, "[exporter] otlp_endpoint")
+    except UsageError as exc:
+        raise _bad(path, exc.message) from None
+    if not otel_installed():
+        raise _bad(path, f"[exporter] otlp_endpoint needs the OpenTelemetry SDK: {EXTRA}")
+    attrs = parse_resource_attributes(environ.get("OTEL_RESOURCE_ATTRIBUTES", ""))
+    if environ.get("OTEL_SERVICE_NAME"):
+        attrs["service.name"] = environ["OTEL_SERVICE_NAME"]
+    return endpoint, tuple(attrs.items())
 
 
 def _budget(path: Path, what: str, value: int) -> int:

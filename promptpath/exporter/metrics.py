@@ -110,6 +110,7 @@ class Health:
     last_reload_ok: bool = True
     last_reload_success_unix: float = 0.0
     scrapes: Counter[str] = field(default_factory=Counter)  # by path
+    otlp: Counter[str] = field(default_factory=Counter)  # exported / failed / dropped
 
     def probed(self, module: str, target: str, outcome: Outcome) -> None:
         self.probes[(module, target, outcome.result)] += 1
@@ -209,6 +210,10 @@ def health_text(
     out.family(name, "counter", "HTTP requests answered, by path.")
     for path, n in sorted(health.scrapes.items()):
         out.sample(name, n, path=path)
+    name = "promptpath_exporter_otlp_exports_total"
+    out.family(name, "counter", "Fresh probes sent to otlp_endpoint, by result.")
+    for result in ("exported", "failed", "dropped"):
+        out.sample(name, health.otlp[result], result=result)
     out.family("promptpath_exporter_asyncio_tasks", "gauge", "asyncio tasks alive.")
     out.sample("promptpath_exporter_asyncio_tasks", process.tasks)
     # The process_* names every Prometheus client library uses.

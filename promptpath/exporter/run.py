@@ -91,6 +91,7 @@ async def _serve(plan: ExporterPlan, config: ExporterConfig, env: Environment) -
     )
     stopped_by = signal.SIGTERM
     async with anyio.create_task_group() as tg:
+        exporter.background = tg
         tg.start_soon(server.serve)
         with anyio.open_signal_receiver(signal.SIGHUP, signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import anyio
+import anyio.abc
+import anyio.to_thread
 
 from promptpath import __version__
 from promptpath.core.errors import PromptpathError
@@ -28,6 +30,10 @@ PROM_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 SCRAPE_TIMEOUT_HEADER = "x-prometheus-scrape-timeout-seconds"
 #: The shortest deadline a probe gets, whatever the scrape timeout says.
 MIN_DEADLINE_S = 0.1
+#: OTLP exports sent at once, and how many more may wait: past that one is dropped
+#: (counted), so a collector that hangs costs bounded threads and memory, never a scrape.
+OTLP_SENDING = 2
+OTLP_WAITING = 16
 _PATHS = ("/probe", "/metrics", "/-/reload", "/-/healthy", "/-/ready", "/")
 
 
@@ -49,6 +55,10 @@ class Exporter:
         self.health = Health(last_reload_success_unix=time.time())
         self.draining = False
         self._done: dict[Key, anyio.Event] = {}
+        #: Where side work runs (the OTLP exports): run.py's task group, once serving.
+        self.background: anyio.abc.TaskGroup | None = None
+        self._exports = anyio.CapacityLimiter(OTLP_SENDING)
+        self._exports_waiting = 0
 
     # -- routes ---------------------------------------------------------------------------
     async def handle(self, request: Request) -> Response:
@@ -222,6 +232,8 @@ class Exporter:
             done.set()
         self.health.probed(probe.module, probe.target, outcome)
         self._log_probe(probe, outcome)
+        if self.config.otlp_endpoint is not None and self.background is not None:
+            self.background.start_soon(self._export, probe, outcome.report)
         served = Served(outcome=outcome, cached=False, age_s=time.monotonic() - started)
         return Response(status=200, body=probe_text(served).encode(), content_type=PROM_TEXT)
 
@@ -248,6 +260,37 @@ class Exporter:
                 for f in report.get("findings") or []
             ],
         )
+
+    async def _export(self, probe: Probe, report: dict[str, object]) -> None:
+        """A fresh probe's spans and metrics to the config's collector (promptpath.otlp),
+        in a thread: the SDK blocks, up to its own timeout."""
+        endpoint = self.config.otlp_endpoint
+        if endpoint is None:
+            return
+        if self._exports_waiting >= OTLP_WAITING:
+            self.health.otlp["dropped"] += 1
+            return
+        from functools import partial
+
+        from promptpath.otlp import send_report
+
+        resource = {
+            **dict(self.config.otlp_resource),
+            "promptpath.exporter.target": probe.target,
+            "promptpath.exporter.module": probe.module,
+        }
+        self._exports_waiting += 1
+        try:
+            sent = await anyio.to_thread.run_sync(
+                partial(send_report, report, endpoint, resource=resource),
+                abandon_on_cancel=True,
+                limiter=self._exports,
+            )
+        finally:
+            self._exports_waiting -= 1
+        self.health.otlp["exported" if sent.exported else "failed"] += 1
+        if not sent.exported:
+            self.log("otlp", ok=False, target=probe.target, module=probe.module, error=sent.error)
 
     # -- reload ---------------------------------------------------------------------------
     def reload(self, why: str) -> tuple[bool, str]:

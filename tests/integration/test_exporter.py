@@ -407,3 +407,37 @@ def test_a_config_that_does_not_load_or_an_address_in_use_exits_2_in_one_line(
     assert res.exit_code == 2 and "--listen wants HOST:PORT" in res.stderr
     res = run_cli("exporter")
     assert res.exit_code == 2 and "--config FILE is needed" in res.stderr
+
+
+def test_each_fresh_probe_goes_to_the_configs_otlp_endpoint(
+    refserver_tls: RefServer, tmp_path: Path
+) -> None:
+    # The OTLP export itself (spans, instants, conventions) is tests/integration/
+    # test_otlp_export.py's; here: the exporter sends each fresh probe, never a cached
+    # answer, with its target and module and the environment's resource attributes.
+    from tests.helpers.otlpreceiver import attributes, otlp_receiver
+
+    with otlp_receiver() as receiver:
+        config = _config(refserver_tls).replace(
+            "[exporter]\n", f'[exporter]\notlp_endpoint = "{receiver.url}"\n', 1
+        )
+        env = {"OTEL_RESOURCE_ATTRIBUTES": "vantage=lab-1", "PP_TEST_KEY": SECRET}
+        with exporter(tmp_path, config, env=env) as running:
+            assert running.get("/probe?target=cached&module=chat")[0] == 200
+            assert running.get("/probe?target=cached&module=chat")[0] == 200  # cached
+            deadline = time.monotonic() + 15
+            while not receiver.of("/v1/traces") or not receiver.of("/v1/metrics"):
+                assert time.monotonic() < deadline, running.stderr.read_text()
+                time.sleep(0.1)
+            time.sleep(0.5)  # a second export, were there one, would be here by now
+            (traces,) = receiver.of("/v1/traces")
+            (resource_spans,) = traces.message.resource_spans
+            resource = attributes(resource_spans.resource.attributes)
+            assert resource["vantage"] == "lab-1"
+            assert resource["promptpath.exporter.target"] == "cached"
+            assert resource["promptpath.exporter.module"] == "chat"
+            names = [s.name for ss in resource_spans.scope_spans for s in ss.spans]
+            assert "chat m-chat" in names
+            assert SECRET not in str(traces.message)
+            metrics = running.get("/metrics")[1]
+            assert _value(metrics, "promptpath_exporter_otlp_exports_total", result="exported") == 1

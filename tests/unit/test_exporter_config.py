@@ -89,7 +89,7 @@ def test_pairs_are_resolved_as_profiles_with_the_targets_path_and_the_modules_re
         (('provider = "openai"', 'provider = "nope"'), "--provider must be one of"),
         (("[exporter]", "[exporter]\napi_key = 'x'"), "[exporter] has unknown key 'api_key'"),
         (("[modules.chat]", "[modules.chat]\napi_key = 'sk'"), "unknown key 'api_key'"),
-        (('otlp_endpoint = "http', 'otlp_endpoint = "ftp'), "otlp_endpoint must be an http"),
+        (('otlp_endpoint = "http', 'otlp_endpoint = "ftp'), "otlp_endpoint wants http(s)"),
         (("min_interval_s = 5", "min_interval_s = -1"), "min_interval_s must be between"),
     ],
 )
