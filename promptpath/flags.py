@@ -37,10 +37,12 @@ SERIES: Final = "Series and load"
 OUTPUT: Final = "Output and exports"
 PANELS: Final = (TARGET, PATH, PROBES, SERIES, OUTPUT)
 
-PROVIDER_CHOICES: Final = "openai|responses|anthropic|ollama|gemini|vertex|azure|realtime"
+PROVIDER_CHOICES: Final = (
+    "openai|responses|anthropic|ollama|gemini|vertex|azure|realtime|bedrock|bedrock-invoke"
+)
 HTTP_CHOICES: Final = "1.1|2|3|auto"
 CLIENT_CHOICES: Final = (
-    "openai-python|anthropic-python|ollama-python|google-genai|curl|browser|identity"
+    "openai-python|anthropic-python|ollama-python|google-genai|boto3|curl|browser|identity"
 )
 
 F = TypeVar("F", bound=Callable[..., None])
@@ -147,6 +149,15 @@ FLAGS: tuple[Flag, ...] = (
         metavar=CLIENT_CHOICES,
         help="Shape the request like this client (its Accept-Encoding, User-Agent, Accept"
         " and HTTP version). [default: the provider's SDK]",
+        panel=TARGET,
+    ),
+    Flag(
+        dest="guardrail",
+        decls=("--guardrail",),
+        type=str | None,
+        default=None,
+        metavar="ID:VERSION[:async]",
+        help="Bedrock: apply this guardrail (synchronous streaming mode unless ':async').",
         panel=TARGET,
     ),
     Flag(

@@ -147,6 +147,9 @@ class StreamEvent:
     seq: int | None = None  # reference endpoint's event sequence number
     read_index: int = -1  # index into Timeline.reads of the read that completed it
     controls: ServerControls | None = None  # reference endpoint's report (first event)
+    #: the server's own time for the whole request, reported inside the stream (Bedrock's
+    #: metadata.metrics.latencyMs, invoke's invocationLatency), in ms
+    server_ms: float | None = None
     #: The model the server says produced this event (OpenAI/Ollama ``model``, Anthropic
     #: ``message.model``, Responses ``response.model``, Gemini ``modelVersion``), if named.
     model: str | None = None

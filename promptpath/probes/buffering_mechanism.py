@@ -20,6 +20,11 @@ numbers that show it:
 - ``irregular_bursts``: held back in bursts of neither steady size nor steady interval:
   graded by how long events were held (canary) or how far apart the bursts came (blind),
   the only measure left.
+- ``provider_guardrail``: any of those shapes when the request itself turned on a
+  provider's check that releases the answer in scanned batches (Amazon Bedrock Guardrails
+  in their default synchronous streaming mode). The provider holds the text, not a hop on
+  the path; the asynchronous mode streams as generated (and checks afterwards). Graded as
+  the shape is: the reader waits all the same.
 """
 
 from __future__ import annotations
@@ -38,7 +43,12 @@ from promptpath.core.timeline import StreamEvent, Timeline, content_events
 from promptpath.probes.delivery import BURST_SHARE, MIN_EVENTS, Burst, Delivery, Unit
 
 Kind = Literal[
-    "size_buffer", "time_coalescing", "whole_response", "compression", "irregular_bursts"
+    "size_buffer",
+    "time_coalescing",
+    "whole_response",
+    "compression",
+    "irregular_bursts",
+    "provider_guardrail",
 ]
 
 MIN_BLOCK_BYTES = 1024  # smaller equal deliveries are a few equal events, not a buffer
@@ -49,6 +59,28 @@ STEADY_CV = 0.15  # intervals within this coefficient of variation are a timer's
 MIN_TIMER_MS = 100.0
 TIMER_FAIL_MS = 500.0  # a flush timer this long holds events as long as a user notices
 FAIL_SILENCE_MS = 500.0  # irregular bursts this far apart: "arrives in blocks"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderHold:
+    """A provider-side check the request turned on that holds output until it is scanned."""
+
+    provider: str  # "amazon-bedrock-guardrails"
+    name: str  # how the summary names it
+    changes: str  # what makes it stream instead (the asynchronous mode)
+
+
+#: Bedrock Guardrails, synchronous streaming mode (the default): the response is buffered
+#: and released in chunks once the guardrail's policies have scanned them.
+BEDROCK_GUARDRAIL_SYNC = ProviderHold(
+    provider="amazon-bedrock-guardrails",
+    name="Amazon Bedrock Guardrails' synchronous streaming mode",
+    changes=(
+        'the asynchronous mode (Converse guardrailConfig.streamProcessingMode "async",'
+        ' invoke\'s amazon-bedrock-guardrailConfig.streamProcessingMode "asynchronous")'
+        " streams as the model writes and applies the policies after the text is shown"
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,11 +271,43 @@ def classify(
     *,
     encoding: str | None = None,
     hold_verdict: Verdict | None = None,
+    provider_hold: ProviderHold | None = None,
 ) -> Mechanism | None:
     """The mechanism that held the stream back, or None when nothing shows one.
 
-    ``hold_verdict`` is the canary's grade of the per-event holds (None in blind mode).
+    ``hold_verdict`` is the canary's grade of the per-event holds (None in blind mode);
+    ``provider_hold`` a batch-releasing check the request turned on (its guardrail).
     """
+    found = _shape(timeline, d, together, encoding=encoding, hold_verdict=hold_verdict)
+    if found is None or provider_hold is None:
+        return found
+    return Mechanism(
+        kind="provider_guardrail",
+        verdict=found.verdict,
+        said=(
+            f"{provider_hold.name}, holding the answer until each batch was scanned: {found.said}"
+        ),
+        grade=(
+            f"{found.verdict.value}: the provider holds each batch until its guardrail has"
+            f" scanned it, not a hop on the path; {provider_hold.changes}"
+        ),
+        facts={
+            "provider": provider_hold.provider,
+            "shape": found.facts.get("shape", found.kind),
+            **{k: v for k, v in found.facts.items() if k != "shape"},
+        },
+        flushes=found.flushes,
+    )
+
+
+def _shape(
+    timeline: Timeline,
+    d: Delivery,
+    together: Coalescing,
+    *,
+    encoding: str | None,
+    hold_verdict: Verdict | None,
+) -> Mechanism | None:
     if d.content_events < MIN_EVENTS or not d.units:
         return None
     # Send stamps speak only in canary mode: blind mode judges as for any endpoint.

@@ -17,7 +17,7 @@ from promptpath.core.cleartext import cleartext_note
 from promptpath.core.findings import Verdict
 from promptpath.core.h3 import describe_h3
 from promptpath.core.headers import redact_headers
-from promptpath.core.servertime import server_account, split_words
+from promptpath.core.servertime import server_account, split_words, stream_time, stream_words
 from promptpath.core.stats import sparkline
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.core.wsclose import close_words
@@ -239,10 +239,12 @@ def interception_lines(timeline: Timeline) -> list[str]:
 def server_lines(timeline: Timeline, metrics: Metrics) -> list[str]:
     """The server's own account: the wait split by the time it says it spent, then the
     request id and edge a support ticket asks for."""
-    acc = server_account(timeline.response_headers, metrics.stages_ms.get("wait"))
+    acc = server_account(
+        timeline.response_headers, metrics.stages_ms.get("wait"), stream_time(timeline)
+    )
     if acc is None:
         return []
-    lines = [words] if (words := split_words(acc)) else []
+    lines = [w for w in (split_words(acc), stream_words(acc)) if w]
     ids = []
     if acc.request_id is not None:
         ids.append(f"request id {acc.request_id[1]} ({acc.request_id[0]})")

@@ -49,6 +49,8 @@ class Behaviour:
     keepalive_s: float = 0.0  # SSE comment every N s during any longer wait; 0 = off
     truncate_after: int | None = None  # close without terminal marker after K tokens
     error_after: int | None = None  # dialect's mid-stream error event after K tokens
+    # which one, for a dialect with several (Bedrock: throttlingException, ...)
+    error_type: str | None = None
     malformed_after: int | None = None  # one non-JSON event after K tokens, then go on
     status: int | None = None  # answer with this HTTP status and an error body
     body: BodyKind | None = None  # answer 200 with HTML or JSON instead of a stream
@@ -127,6 +129,12 @@ def _parse_close_code(raw: str) -> int:
     return value
 
 
+def _parse_error_type(raw: str) -> str:
+    if not 1 <= len(raw) <= 64 or not raw.isascii() or not raw.isalnum():
+        raise ValueError("must be 1-64 ASCII letters and digits (an exception's name)")
+    return raw
+
+
 def _parse_probe_id(raw: str) -> str:
     if not 1 <= len(raw) <= 64 or not set(raw) <= _ID_CHARS:
         raise ValueError("must be 1-64 characters of A-Z a-z 0-9 . _ -")
@@ -146,6 +154,7 @@ CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "keepalive-s": ("keepalive_s", _parse_interval(floor=KEEPALIVE_MIN_S)),
     "truncate-after": ("truncate_after", _parse_int()),
     "error-after": ("error_after", _parse_int()),
+    "error-type": ("error_type", _parse_error_type),
     "malformed-after": ("malformed_after", _parse_int()),
     "status": ("status", _parse_int(minimum=200, maximum=599)),  # 1xx cannot be final
     "body": ("body", _parse_choice("html", "json")),

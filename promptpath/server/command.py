@@ -22,6 +22,7 @@ from promptpath.server.behaviour import (
     parse_response_header,
 )
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
+from promptpath.server.sigv4_check import parse_test_credentials
 
 _B = "Behaviour (per request: header x-promptpath-<name>, or body field promptpath.<name>)"
 _L = "Listening and TLS"
@@ -102,6 +103,18 @@ def serve(
         typer.Option(
             metavar="NAME",
             help="Require this env var's value as Bearer / x-api-key.",
+            rich_help_panel=_L,
+        ),
+    ] = None,
+    aws_test_credentials: Annotated[
+        str | None,
+        typer.Option(
+            "--aws-test-credentials",
+            metavar="AKID:SECRET[:TOKEN]",
+            envvar="PROMPTPATH_SERVE_AWS_CREDENTIALS",
+            show_envvar=True,
+            help="Verify Bedrock requests' SigV4 signatures against this test key (403 as"
+            " AWS answers a bad one).",
             rich_help_panel=_L,
         ),
     ] = None,
@@ -234,6 +247,13 @@ def serve(
                 f"environment variable {api_key_env} is not set", param_hint="--api-key-env"
             )
 
+    aws = None
+    if aws_test_credentials is not None:
+        try:
+            aws = parse_test_credentials(aws_test_credentials)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--aws-test-credentials") from None
+
     config = ServerConfig(
         host=host,
         port=port,
@@ -245,6 +265,7 @@ def serve(
         http3=http3,
         behaviour=behaviour,
         api_key=api_key,
+        aws_credentials=aws,
         verbose=verbose,
     )
 

@@ -59,6 +59,7 @@ class RequestInfo:
     created_unix: int
     created_iso: str  # RFC 3339 with nanoseconds, for Ollama
     params: RequestParams
+    error_type: str | None = None  # which in-band error ``error()`` sends (the control)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +85,17 @@ class Dialect(ABC):
     @property
     def sse(self) -> bool:
         return self.media_type == "text/event-stream"
+
+    def encode(
+        self, event: Event, *, seq: int, sent_unix_ns: int, report: JSONObject | None = None
+    ) -> bytes:
+        """Wire bytes for one event (SSE or NDJSON here; binary framings override it)."""
+        return frame(event, sse=self.sse, seq=seq, sent_unix_ns=sent_unix_ns, report=report)
+
+    @classmethod
+    def guardrail(cls, body: object, headers: Mapping[str, str]) -> Literal["sync", "async"] | None:
+        """A provider-side guardrail the request turns on, and its streaming mode (Bedrock)."""
+        return None
 
     # -- request ---------------------------------------------------------------------
     @classmethod

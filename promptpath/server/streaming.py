@@ -8,6 +8,7 @@ absolute deadlines from the moment the request arrived, so cadence does not drif
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -102,16 +103,23 @@ class EventWriter:
         self,
         ex: Exchange,
         *,
+        encode: Callable[..., bytes],
         sse: bool,
         batch: int,
         stats: ServerStats,
         record: RequestRecord,
         report: JSONObject | None = None,
+        held: bool = False,
         ws: bool = False,
     ) -> None:
         self.ex = ex
         self.ws = ws  # each event its own WebSocket message: nothing to frame
+        #: The batching is a hold behind the "model" (a provider's guardrail): each event
+        #: is stamped when it was produced, so a canary sees the hold as added delay.
+        self.held = held
+        self.produced: list[int] = []
         self.report = report  # rides on the first JSON event, then is spent
+        self.encode = encode  # the dialect's framing (Dialect.encode)
         self.sse = sse
         self.batch = batch
         self.stats = stats
@@ -121,33 +129,35 @@ class EventWriter:
 
     async def emit(self, event: Event) -> bool:
         self.pending.append(event)
+        self.produced.append(time.time_ns())
         return len(self.pending) < self.batch or await self.flush()
 
     async def keepalive(self) -> bool:
         """A keepalive must reach the wire to be any use, so it flushes the batch."""
         self.pending.append(_KEEPALIVE)
+        self.produced.append(time.time_ns())
         return await self.flush()
 
     async def flush(self) -> bool:
         if not self.pending:
             return True
         parts: list[bytes] = []
-        sent_unix_ns = time.time_ns()  # one write, one send time
-        for event in self.pending:
+        write_ns = time.time_ns()  # one write, one send time
+        for event, produced_ns in zip(self.pending, self.produced, strict=True):
+            sent_unix_ns = produced_ns if self.held else write_ns
             if event is _KEEPALIVE:
                 parts.append(keepalive(seq=self.seq, sent_unix_ns=sent_unix_ns))
             elif isinstance(event.data, str):
-                parts.append(frame(event, sse=self.sse, seq=self.seq, sent_unix_ns=sent_unix_ns))
+                parts.append(self.encode(event, seq=self.seq, sent_unix_ns=sent_unix_ns))
             else:
                 report, self.report = self.report, None
                 parts.append(
-                    frame(
-                        event, sse=self.sse, seq=self.seq, sent_unix_ns=sent_unix_ns, report=report
-                    )
+                    self.encode(event, seq=self.seq, sent_unix_ns=sent_unix_ns, report=report)
                 )
             self.seq += 1
         n_tokens = sum(1 for event in self.pending if event.content)
         self.pending.clear()
+        self.produced.clear()
         if self.ws:
             ok = True
             for part in parts:  # one message per event, written back to back
@@ -175,6 +185,7 @@ async def write_stream(
     record: RequestRecord,
     report: JSONObject | None = None,
     ws: bool = False,
+    hold_batch: int = 1,
 ) -> bool:
     """Write the event stream. False when it stopped early (client gone, truncated).
 
@@ -185,7 +196,8 @@ async def write_stream(
     Every content token counts as generated when it is produced. The disconnect check
     runs on every chunk (each sleep and each send): a client that left stops the
     generation at once, unless ``ignore_disconnect`` plays a ghosting upstream.
-    ``report`` (the controls applied) goes into the first JSON event's stamp."""
+    ``report`` (the controls applied) goes into the first JSON event's stamp; ``hold_batch``
+    events at least go out per write (a provider's check releasing scanned batches)."""
     content_type = dialect.media_type + ("; charset=utf-8" if dialect.sse else "")
     raw_headers = [(b"content-type", content_type.encode())]
     raw_headers += [(k.encode(), v.encode()) for k, v in headers]
@@ -195,8 +207,11 @@ async def write_stream(
         return False
     out = EventWriter(
         ex,
+        # Over WebSocket each event is its own message: the JSON alone, no SSE framing.
+        encode=functools.partial(frame, sse=False) if ws else dialect.encode,
         sse=dialect.sse and not ws,
-        batch=behaviour.batch,
+        batch=max(behaviour.batch, hold_batch),
+        held=hold_batch > 1,
         stats=stats,
         record=record,
         report=report,
