@@ -25,6 +25,7 @@ from promptpath.exporter.http import Request, Response, text
 from promptpath.exporter.log import JsonLog
 from promptpath.exporter.metrics import GuardState, Health, Served, health_text, probe_text
 from promptpath.exporter.probe import Outcome, run_probe
+from promptpath.otlp import OtlpPlan
 
 PROM_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 SCRAPE_TIMEOUT_HEADER = "x-prometheus-scrape-timeout-seconds"
@@ -232,7 +233,7 @@ class Exporter:
             done.set()
         self.health.probed(probe.module, probe.target, outcome)
         self._log_probe(probe, outcome)
-        if self.config.otlp_endpoint is not None and self.background is not None:
+        if self.background is not None and self._otlp_plan(probe) is not None:
             self.background.start_soon(self._export, probe, outcome.report)
         served = Served(outcome=outcome, cached=False, age_s=time.monotonic() - started)
         return Response(status=200, body=probe_text(served).encode(), content_type=PROM_TEXT)
@@ -261,30 +262,41 @@ class Exporter:
             ],
         )
 
-    async def _export(self, probe: Probe, report: dict[str, object]) -> None:
-        """A fresh probe's spans and metrics to the config's collector (promptpath.otlp),
-        in a thread: the SDK blocks, up to its own timeout."""
+    def _otlp_plan(self, probe: Probe) -> OtlpPlan | None:
+        """Where a fresh probe's telemetry goes: the config's ``otlp_endpoint``, else the
+        OTEL_EXPORTER_OTLP_* variables (the probe's Plan read them as `run` does); the
+        resource names the target and module either way."""
+        from dataclasses import replace
+
+        from promptpath.otlp import send_plan
+
         endpoint = self.config.otlp_endpoint
-        if endpoint is None:
+        plan = probe.plan.outputs.otlp
+        if endpoint is not None:
+            plan = send_plan(endpoint, resource=dict(self.config.otlp_resource))
+        if plan is None:
+            return None
+        extra = (
+            ("promptpath.exporter.target", probe.target),
+            ("promptpath.exporter.module", probe.module),
+        )
+        return replace(plan, resource=(*plan.resource, *extra))
+
+    async def _export(self, probe: Probe, report: dict[str, object]) -> None:
+        """A fresh probe's spans and metrics to the collector (promptpath.otlp), in a
+        thread: the SDK blocks, up to its own timeout."""
+        plan = self._otlp_plan(probe)
+        if plan is None:
             return
         if self._exports_waiting >= OTLP_WAITING:
             self.health.otlp["dropped"] += 1
             return
-        from functools import partial
+        from promptpath.otlp import send_otlp
 
-        from promptpath.otlp import send_report
-
-        resource = {
-            **dict(self.config.otlp_resource),
-            "promptpath.exporter.target": probe.target,
-            "promptpath.exporter.module": probe.module,
-        }
         self._exports_waiting += 1
         try:
             sent = await anyio.to_thread.run_sync(
-                partial(send_report, report, endpoint, resource=resource),
-                abandon_on_cancel=True,
-                limiter=self._exports,
+                send_otlp, report, plan, abandon_on_cancel=True, limiter=self._exports
             )
         finally:
             self._exports_waiting -= 1

@@ -409,19 +409,25 @@ def test_a_config_that_does_not_load_or_an_address_in_use_exits_2_in_one_line(
     assert res.exit_code == 2 and "--config FILE is needed" in res.stderr
 
 
-def test_each_fresh_probe_goes_to_the_configs_otlp_endpoint(
-    refserver_tls: RefServer, tmp_path: Path
+@pytest.mark.parametrize("where", ["config", "environment"])
+def test_each_fresh_probe_goes_to_the_otlp_endpoint(
+    refserver_tls: RefServer, tmp_path: Path, where: str
 ) -> None:
     # The OTLP export itself (spans, instants, conventions) is tests/integration/
     # test_otlp_export.py's; here: the exporter sends each fresh probe, never a cached
-    # answer, with its target and module and the environment's resource attributes.
+    # answer, with its target and module and the environment's resource attributes, to
+    # the config's otlp_endpoint or else to OTEL_EXPORTER_OTLP_ENDPOINT.
     from tests.helpers.otlpreceiver import attributes, otlp_receiver
 
     with otlp_receiver() as receiver:
-        config = _config(refserver_tls).replace(
-            "[exporter]\n", f'[exporter]\notlp_endpoint = "{receiver.url}"\n', 1
-        )
+        config = _config(refserver_tls)
         env = {"OTEL_RESOURCE_ATTRIBUTES": "vantage=lab-1", "PP_TEST_KEY": SECRET}
+        if where == "config":
+            config = config.replace(
+                "[exporter]\n", f'[exporter]\notlp_endpoint = "{receiver.url}"\n', 1
+            )
+        else:
+            env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
         with exporter(tmp_path, config, env=env) as running:
             assert running.get("/probe?target=cached&module=chat")[0] == 200
             assert running.get("/probe?target=cached&module=chat")[0] == 200  # cached
