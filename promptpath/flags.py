@@ -26,6 +26,7 @@ from promptpath.probes.settings import (
     CanarySettings,
     DNSCacheSettings,
     IdleTimeoutSettings,
+    PathSettings,
     TLSSettings,
 )
 
@@ -39,10 +40,12 @@ PANELS: Final = (TARGET, PATH, PROBES, SERIES, OUTPUT)
 
 PROVIDER_CHOICES: Final = (
     "openai|responses|anthropic|ollama|gemini|vertex|azure|realtime|bedrock|bedrock-invoke"
+    "|cohere"
 )
 HTTP_CHOICES: Final = "1.1|2|3|auto"
 CLIENT_CHOICES: Final = (
-    "openai-python|anthropic-python|ollama-python|google-genai|boto3|curl|browser|identity"
+    "openai-python|anthropic-python|ollama-python|google-genai|boto3|cohere|curl|browser"
+    "|identity"
 )
 
 F = TypeVar("F", bound=Callable[..., None])
@@ -93,6 +96,7 @@ _canary = CanarySettings()
 _dns = DNSCacheSettings()
 _idle = IdleTimeoutSettings()
 _tls = TLSSettings()
+_path = PathSettings()
 
 FLAGS: tuple[Flag, ...] = (
     # -- target and request ------------------------------------------------------------
@@ -367,7 +371,7 @@ FLAGS: tuple[Flag, ...] = (
         default=None,
         metavar="NAME",
         help="Run a probe after the trace: buffering, idle-timeout, dns-cache,"
-        " ghost-stream, ratelimit, tls, cors or all (repeatable).",
+        " ghost-stream, ratelimit, tls, cors, path, mtu or all (repeatable).",
         panel=PROBES,
         commands=RUN,
     ),
@@ -422,6 +426,16 @@ FLAGS: tuple[Flag, ...] = (
         panel=PROBES,
         setting="tls.fail_days",
         extra={"min": 0},
+    ),
+    Flag(
+        dest="path_names",
+        decls=("--path-names",),
+        type=bool,
+        default=_path.names,
+        help="path probe: look up each hop's reverse name (PTR) with the trace's resolver"
+        " (--resolve pins, --resolver, or the system's); no PTR query is sent without it.",
+        panel=PROBES,
+        setting="path.names",
     ),
     Flag(
         dest="canary",

@@ -24,6 +24,7 @@ ClientName = Literal[
     "ollama-python",
     "google-genai",
     "boto3",
+    "cohere",
     "curl",
     "browser",
     "identity",
@@ -51,6 +52,8 @@ PATH_PATTERNS: tuple[tuple[re.Pattern[str], Provider], ...] = (
     # /model/{id}/invoke-with-response-stream, the id percent-encoded as boto3 sends it
     (re.compile(r"/model/[^/]+/converse-stream$"), "bedrock"),
     (re.compile(r"/model/[^/]+/invoke-with-response-stream$"), "bedrock-invoke"),
+    # Cohere v2 (api.cohere.com, api.cohere.ai, or a gateway's prefix): /v2/chat
+    (re.compile(r"/v2/chat$"), "cohere"),
 )
 
 #: Path suffix -> provider, for auto-detection from the target URL.
@@ -79,6 +82,9 @@ DEFAULT_KEY_ENV: dict[Provider, str | None] = {
     # request is signed with SigV4 from the AWS credentials (options.AwsCredentials).
     "bedrock": "AWS_BEARER_TOKEN_BEDROCK",
     "bedrock-invoke": "AWS_BEARER_TOKEN_BEDROCK",
+    # cohere 7.3.1 client.py _get_api_key_from_environment: CO_API_KEY (documented), then
+    # COHERE_API_KEY (accepted, not documented).
+    "cohere": "CO_API_KEY",
 }
 
 #: Variables read, in order, when the default one is unset (the SDKs' own order):
@@ -87,6 +93,7 @@ DEFAULT_KEY_ENV: dict[Provider, str | None] = {
 KEY_ENV_FALLBACK: dict[Provider, tuple[str, ...]] = {
     "gemini": ("GEMINI_API_KEY",),
     "azure": ("AZURE_OPENAI_AD_TOKEN",),
+    "cohere": ("COHERE_API_KEY",),
 }
 
 #: Key variables whose value is a bearer token for a provider whose API key has a header
@@ -107,6 +114,7 @@ DEFAULT_CLIENT: dict[Provider, ClientName] = {
     "realtime": "openai-python",
     "bedrock": "boto3",
     "bedrock-invoke": "boto3",
+    "cohere": "cohere",
 }
 
 DEFAULT_MODEL: dict[Provider, str] = {
@@ -124,6 +132,7 @@ DEFAULT_MODEL: dict[Provider, str] = {
     # Bedrock names the model in the path; these are for a URL that does not.
     "bedrock": "anthropic.claude-3-5-haiku-20241022-v1:0",
     "bedrock-invoke": "anthropic.claude-3-5-haiku-20241022-v1:0",
+    "cohere": "command-a-03-2025",
 }
 
 _MODEL_IN_PATH = re.compile(r"/(?:models|tunedModels|deployments)/([^/:?]+)")

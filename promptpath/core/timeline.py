@@ -51,6 +51,7 @@ MILESTONES = (
     "ttfb",
     "first_event",
     "ttft",
+    "first_output",
     "last_token",
     "end",
 )
@@ -163,6 +164,18 @@ def content_events(events: Iterable[StreamEvent]) -> list[StreamEvent]:
 def count_content(events: Iterable[StreamEvent]) -> int:
     """How many events carried content."""
     return sum(1 for e in events if e.kind == "content")
+
+
+#: The content a user sees as the answer: ``first_output`` is the first of it, where
+#: ``ttft`` is the first content of any kind (reasoning and tool-call arguments too).
+VISIBLE: frozenset[ContentType] = frozenset({"text"})
+
+
+def is_visible(event: StreamEvent) -> bool:
+    """The event carries answer text a user would see (not reasoning, not a tool call)."""
+    return (
+        event.kind == "content" and (event.content_type or "text") in VISIBLE and bool(event.text)
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -48,6 +48,14 @@ HOLD_JUMP_MS = 100.0  # a hold this much above the previous event's: a new burst
 CLOCK_SLACK_NS = 50_000_000  # lags below -50 ms: the two machines' clocks disagree
 MAX_LISTED = 20  # bursts/silences listed in the evidence
 MIN_ASK = 64  # the fewest tokens worth asking for when a stream was too short to judge
+#: What to do about the provider's content filter holding the stream (no hop setting helps).
+FILTER_ADVICE = (
+    "Azure OpenAI: the default content filter holds each batch of output until it is"
+    " checked; a content filter configuration with the Asynchronous Filter streaming mode"
+    " (api-version 2024-02-01 or later), applied to the deployment, returns tokens as they"
+    " are made and sends the filter's verdicts later (the application must then handle a"
+    " late verdict). No proxy setting changes it"
+)
 
 
 # -- header signs ----------------------------------------------------------------------
@@ -317,6 +325,9 @@ def _advice(
             " writes; the policies then apply after the text is shown, so a blocked answer"
             " may be partly seen",
         ]
+    if mechanism is not None and mechanism.kind == "content_filter":
+        advice.append(FILTER_ADVICE)
+        return advice
     facts = mechanism.facts if mechanism is not None else {}
     shape = facts.get("shape", mechanism.kind if mechanism is not None else None)
     interval = facts.get("interval_ms")
@@ -452,7 +463,8 @@ def judge(
     if timer and blame_facts["hop"] is None and not canary:
         # Without send stamps a timer in the origin's own writes looks the same.
         blame += ", or the origin's own write timer (blind mode cannot tell; --canary can)"
-    if verdict in (Verdict.WARN, Verdict.FAIL):
+    by_provider = mechanism is not None and mechanism.kind == "content_filter"
+    if verdict in (Verdict.WARN, Verdict.FAIL) and not by_provider:
         summary += f"; at {blame}"
         evidence["blamed_hop"] = blame_facts
     if d.content_events < MIN_EVENTS and holds is None:

@@ -307,6 +307,12 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "from_start": metrics.milestones_ms.get("ttft"),
             "from_request": metrics.ttft_from_request_ms,
         },
+        "first_output_ms": {
+            "from_start": metrics.milestones_ms.get("first_output"),
+            "from_request": metrics.first_output_from_request_ms,
+            "after_ttft": metrics.first_output_after_ttft_ms,
+            "after": metrics.tokens.before_output or None,
+        },
         "connect_attempts": [
             {
                 "ip": a.ip,
@@ -341,6 +347,14 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "closed_by": None if timeline.close is None else timeline.close.kind,
             "close_after_end": timeline.close_after_end,
             "filter_events": tok.filter_events,
+            "stopped": None
+            if metrics.stopped is None
+            else {
+                "reason": metrics.stopped.reason,
+                "field": metrics.stopped.field,
+                "prompt_blocked": metrics.stopped.prompt_blocked,
+                "tokens_before": metrics.stopped.tokens_before,
+            },
             "compressed": timeline.compressed,
             "bytes": sum(c.nbytes for c in timeline.chunks),
             "socket_reads": len(timeline.reads),

@@ -130,6 +130,7 @@ PROVIDER_NAMES: Final = {
     "ollama": "ollama",
     "bedrock": "aws.bedrock",
     "bedrock-invoke": "aws.bedrock",
+    "cohere": "cohere",
 }
 
 

@@ -288,6 +288,10 @@ class ReferenceApp:
         except BehaviourError as exc:
             await self._error(send, record, dialect_cls, 400, str(exc), param=exc.header)
             return
+        if behaviour.reasoning and not dialect_cls.reasons:
+            message = f"the {dialect_cls.name} emulation sends no reasoning"
+            await self._error(send, record, dialect_cls, 400, message, param="reasoning")
+            return
         if behaviour.probe_id is not None:
             self.stats.tag(record, behaviour.probe_id)
         lowered = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}

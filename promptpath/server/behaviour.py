@@ -43,6 +43,7 @@ class Behaviour:
 
     ttft_ms: float = 0.0  # first content token this long after the request arrived
     tokens: int = 32  # content tokens before the terminal marker (max_tokens may cut it)
+    reasoning: int = 0  # of those, the first K are the model's reasoning, not the answer
     rate: float = 50.0  # tokens per second; 0 = as fast as possible
     pause_after: int | None = None  # after this many tokens ...
     pause_s: float = 0.0  # ... wait this long
@@ -55,6 +56,10 @@ class Behaviour:
     status: int | None = None  # answer with this HTTP status and an error body
     body: BodyKind | None = None  # answer 200 with HTML or JSON instead of a stream
     batch: int = 1  # events per transport write
+    # Emulate a provider's content filter that releases output in checked batches (Azure
+    # OpenAI's default mode): tokens held until N are made, then written together with
+    # the filter's verdict (where the dialect has one); each stamped when it was made.
+    filter_batch: int | None = None
     accel_buffering: Literal["yes", "no"] | None = None  # X-Accel-Buffering response header
     # Extra response headers, on streams and error answers alike: lets a test play a
     # provider's rate-limit, timing or edge headers over real sockets.
@@ -148,6 +153,7 @@ _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234
 CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "ttft-ms": ("ttft_ms", _parse_float()),
     "tokens": ("tokens", _parse_int(maximum=1_000_000)),
+    "reasoning": ("reasoning", _parse_int(maximum=1_000_000)),
     "rate": ("rate", _parse_float()),
     "pause-after": ("pause_after", _parse_int()),
     "pause-s": ("pause_s", _parse_float()),
@@ -159,6 +165,7 @@ CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "status": ("status", _parse_int(minimum=200, maximum=599)),  # 1xx cannot be final
     "body": ("body", _parse_choice("html", "json")),
     "batch": ("batch", _parse_int(minimum=1, maximum=10_000)),
+    "filter-batch": ("filter_batch", _parse_int(minimum=1, maximum=10_000)),
     "accel-buffering": ("accel_buffering", _parse_choice("yes", "no")),
     "ignore-disconnect": ("ignore_disconnect", _parse_yes_no),
     "probe-id": ("probe_id", _parse_probe_id),

@@ -128,6 +128,14 @@ def serve(
     tokens: Annotated[
         int | None, typer.Option(metavar="N", help="Tokens per answer [32].", rich_help_panel=_B)
     ] = None,
+    reasoning: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Send the first N tokens as the model's reasoning, then the answer [0].",
+            rich_help_panel=_B,
+        ),
+    ] = None,
     rate: Annotated[
         float | None,
         typer.Option(metavar="N", help="Tokens per second, 0 = flat out [50].", rich_help_panel=_B),
@@ -184,6 +192,15 @@ def serve(
         int | None,
         typer.Option(metavar="N", help="Events per transport write [1].", rich_help_panel=_B),
     ] = None,
+    filter_batch: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Hold tokens and release them N at a time, as a content filter does (Azure:"
+            " with its verdict chunk).",
+            rich_help_panel=_B,
+        ),
+    ] = None,
     accel_buffering: Annotated[
         str | None,
         typer.Option(
@@ -209,7 +226,7 @@ def serve(
     ] = None,
 ) -> None:
     """Run the reference endpoint: a streaming AI API (OpenAI, Responses, Anthropic,
-    Ollama) whose timing and failures you control."""
+    Ollama, Gemini, Vertex AI, Azure OpenAI, Cohere) whose timing and failures you control."""
     from promptpath.server.hosting import ServerConfig, ServerSetupError, serve_forever
 
     env = Environment.of(ctx.obj)
@@ -218,6 +235,7 @@ def serve(
             {
                 "ttft-ms": ttft_ms,
                 "tokens": tokens,
+                "reasoning": reasoning,
                 "rate": rate,
                 "pause-after": pause_after,
                 "pause-s": pause_s,
@@ -228,6 +246,7 @@ def serve(
                 "status": status,
                 "body": body,
                 "batch": batch,
+                "filter-batch": filter_batch,
                 "accel-buffering": accel_buffering,
                 "ignore-disconnect": "yes" if ignore_disconnect else None,
             }

@@ -77,6 +77,8 @@ class Dialect(ABC):
     max_tokens_fields: ClassVar[tuple[str, ...]] = ("max_tokens",)
     #: The path names the model (Gemini, Vertex) or deployment (Azure): it wins over the body.
     model_in_path: ClassVar[bool] = False
+    #: The emulation can send reasoning before the answer (the ``reasoning`` control).
+    reasons: ClassVar[bool] = False
 
     def __init__(self, info: RequestInfo) -> None:
         self.info = info
@@ -146,6 +148,19 @@ class Dialect(ABC):
     @abstractmethod
     def token(self, text: str) -> Event:
         """The event carrying one content token."""
+
+    def reasoning(self, text: str) -> Event:
+        """The event carrying one reasoning token (only where ``reasons``)."""
+        raise NotImplementedError(f"the {self.name} emulation sends no reasoning")
+
+    def events_for(self, text: str, *, reasoning: bool = False) -> list[Event]:
+        """The events that carry one token: of the answer, or of the model's reasoning."""
+        return [self.reasoning(text) if reasoning else self.token(text)]
+
+    def filter_verdict(self) -> list[Event]:
+        """The content filter's verdict on the output since the last one (the
+        ``filter-batch`` control); none where the dialect has no filter of its own."""
+        return []
 
     @abstractmethod
     def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:

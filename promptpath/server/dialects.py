@@ -6,6 +6,7 @@ from promptpath.options import detect_provider, model_from_path
 from promptpath.server.anthropic_dialect import Messages
 from promptpath.server.azure_dialect import AzureChatCompletions
 from promptpath.server.bedrock_dialect import BedrockConverse, BedrockInvoke
+from promptpath.server.cohere_dialect import CohereChat
 from promptpath.server.dialect import Dialect
 from promptpath.server.google_dialect import GenerateContent, VertexGenerateContent
 from promptpath.server.ollama_dialect import OllamaChat
@@ -21,6 +22,7 @@ DIALECTS: dict[str, type[Dialect]] = {
     "azure": AzureChatCompletions,
     "bedrock": BedrockConverse,
     "bedrock-invoke": BedrockInvoke,
+    "cohere": CohereChat,
 }
 
 

@@ -23,6 +23,7 @@ Send = Callable[[Message], Awaitable[None]]
 
 MAX_BODY = 8 * 1024 * 1024
 _KEEPALIVE = Event("")  # placeholder in the write queue; framed as an SSE comment
+_UNBOUNDED = 1 << 62  # a batch size no stream reaches
 
 
 class Exchange:
@@ -117,7 +118,6 @@ class EventWriter:
         #: The batching is a hold behind the "model" (a provider's guardrail): each event
         #: is stamped when it was produced, so a canary sees the hold as added delay.
         self.held = held
-        self.produced: list[int] = []
         self.report = report  # rides on the first JSON event, then is spent
         self.encode = encode  # the dialect's framing (Dialect.encode)
         self.sse = sse
@@ -126,25 +126,30 @@ class EventWriter:
         self.record = record
         self.seq = 0
         self.pending: list[Event] = []
+        self.made: list[int | None] = []  # per pending event: its own stamp, or None
 
-    async def emit(self, event: Event) -> bool:
+    async def emit(self, event: Event, *, made_unix_ns: int | None = None) -> bool:
+        """Queue ``event``; ``made_unix_ns`` stamps it with when it was produced instead of
+        the write's time (an emulated filter that held it is then seen as a hold)."""
         self.pending.append(event)
-        self.produced.append(time.time_ns())
+        if made_unix_ns is None and self.held:
+            made_unix_ns = time.time_ns()
+        self.made.append(made_unix_ns)
         return len(self.pending) < self.batch or await self.flush()
 
     async def keepalive(self) -> bool:
         """A keepalive must reach the wire to be any use, so it flushes the batch."""
         self.pending.append(_KEEPALIVE)
-        self.produced.append(time.time_ns())
+        self.made.append(None)
         return await self.flush()
 
     async def flush(self) -> bool:
         if not self.pending:
             return True
         parts: list[bytes] = []
-        write_ns = time.time_ns()  # one write, one send time
-        for event, produced_ns in zip(self.pending, self.produced, strict=True):
-            sent_unix_ns = produced_ns if self.held else write_ns
+        write_unix_ns = time.time_ns()  # one write, one send time
+        for event, made in zip(self.pending, self.made, strict=True):
+            sent_unix_ns = write_unix_ns if made is None else made
             if event is _KEEPALIVE:
                 parts.append(keepalive(seq=self.seq, sent_unix_ns=sent_unix_ns))
             elif isinstance(event.data, str):
@@ -157,7 +162,7 @@ class EventWriter:
             self.seq += 1
         n_tokens = sum(1 for event in self.pending if event.content)
         self.pending.clear()
-        self.produced.clear()
+        self.made.clear()
         if self.ws:
             ok = True
             for part in parts:  # one message per event, written back to back
@@ -205,12 +210,15 @@ async def write_stream(
         {"type": "http.response.start", "status": 200, "headers": raw_headers}
     ):
         return False
+    # An emulated content filter holds every token until its batch is checked: the writer
+    # then writes only when told to (release), never by count.
+    filtered = behaviour.filter_batch is not None
     out = EventWriter(
         ex,
         # Over WebSocket each event is its own message: the JSON alone, no SSE framing.
         encode=functools.partial(frame, sse=False) if ws else dialect.encode,
         sse=dialect.sse and not ws,
-        batch=max(behaviour.batch, hold_batch),
+        batch=_UNBOUNDED if filtered else max(behaviour.batch, hold_batch),
         held=hold_batch > 1,
         stats=stats,
         record=record,
@@ -218,6 +226,18 @@ async def write_stream(
         ws=ws,
     )
     plan = Plan(behaviour, t_recv)
+    held = 0  # tokens the emulated filter holds
+
+    async def release() -> bool:
+        """The emulated filter passes its batch: the held tokens, then its verdict."""
+        nonlocal held
+        if not filtered or not held:
+            return True
+        held = 0
+        for event in dialect.filter_verdict():
+            if not await out.emit(event):
+                return False
+        return await out.flush()
 
     async def wait(deadline: float) -> bool:
         every = behaviour.keepalive_s
@@ -253,17 +273,21 @@ async def write_stream(
     for event in dialect.opening():
         if not await out.emit(event):
             return await client_left(0)
+    if filtered and not await out.flush():  # the opening is not the filter's to hold
+        return await client_left(0)
     for i in range(len(tokens) + 1):
         # Controls fire "after token K", i.e. once K tokens have been written.
         if behaviour.malformed_after == i and not await out.emit(dialect.malformed()):
             return False
         if behaviour.error_after == i:
+            if not await release():
+                return False
             for event in dialect.error():
                 if not await out.emit(event):
                     return False
             return await end_body()
         if behaviour.truncate_after == i:
-            if not await out.flush():
+            if not await release() or not await out.flush():
                 return False
             if ws:
                 code = behaviour.close_code or 1011
@@ -281,9 +305,16 @@ async def write_stream(
         if not await wait(plan.deadline(i)):
             return await client_left(i)
         stats.generated(record, t_recv_unix_ns)
-        if not await out.emit(dialect.token(tokens[i])):
+        made = time.time_ns() if filtered else None
+        for event in dialect.events_for(tokens[i], reasoning=i < behaviour.reasoning):
+            if not await out.emit(event, made_unix_ns=made):
+                return await client_left(i + 1)
+        held += 1
+        if filtered and held >= (behaviour.filter_batch or 1) and not await release():
             return await client_left(i + 1)
 
+    if not await release():
+        return False
     elapsed_ns = int((asyncio.get_running_loop().time() - t_recv) * 1e9)
     for event in dialect.closing(finish, len(tokens), elapsed_ns):
         if not await out.emit(event):

@@ -19,6 +19,7 @@ from typing import Literal
 from promptpath.core.timeline import ContentType, StreamEvent
 from promptpath.streams.anthropic import AnthropicDecoder
 from promptpath.streams.bedrock import BedrockConverseDecoder, BedrockInvokeDecoder
+from promptpath.streams.cohere import CohereDecoder
 from promptpath.streams.dialect_base import (
     DialectDecoder,
     Frame,
@@ -42,7 +43,7 @@ from promptpath.streams.realtime import RealtimeDecoder
 #: Gemini format on Vertex AI's paths and auth. ``responses`` is also the Responses API's
 #: WebSocket mode (a ws:// or wss:// target); ``realtime`` is the Realtime API, WebSocket
 #: only. ``bedrock`` is Bedrock's Converse API (converse-stream), ``bedrock-invoke`` its
-#: invoke-with-response-stream (native payloads).
+#: invoke-with-response-stream (native payloads); ``cohere`` is Cohere's v2 chat.
 Provider = Literal[
     "openai",
     "responses",
@@ -54,12 +55,14 @@ Provider = Literal[
     "realtime",
     "bedrock",
     "bedrock-invoke",
+    "cohere",
 ]
 
 __all__ = [
     "AnthropicDecoder",
     "BedrockConverseDecoder",
     "BedrockInvokeDecoder",
+    "CohereDecoder",
     "DialectDecoder",
     "Frame",
     "Framing",
@@ -234,6 +237,7 @@ _DECODERS: dict[str, type[DialectDecoder]] = {
     "realtime": RealtimeDecoder,
     "bedrock": BedrockConverseDecoder,
     "bedrock-invoke": BedrockInvokeDecoder,
+    "cohere": CohereDecoder,
 }
 
 

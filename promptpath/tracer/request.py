@@ -84,6 +84,10 @@ def build_body(provider: Provider, model: str, prompt: str, max_tokens: int) -> 
             "max_tokens": max_tokens,
             "messages": messages,
         }
+    if provider == "cohere":
+        # cohere 7.3.1 ClientV2.chat_stream, observed on loopback: the fields not given are
+        # left out, "stream": true last.
+        return {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
     return {
         "model": model,
         "messages": messages,
@@ -115,6 +119,8 @@ class ClientShape:
     accept: str | None  # None: the dialect's stream type (text/event-stream or NDJSON); "": none
     encodings: tuple[str, ...]  # its Accept-Encoding, in its order; (): it sends none
     http: HTTPChoice  # the HTTP version it speaks when --http is not given
+    #: Headers of its own it sends on every request (after User-Agent), e.g. its SDK name.
+    extra: tuple[tuple[str, str], ...] = ()
 
     @property
     def offered(self) -> tuple[str, ...]:
@@ -127,6 +133,9 @@ class ClientShape:
         """Encodings the real client offers that we leave out (no decoder installed)."""
         return tuple(e for e in self.encodings if e not in self.offered)
 
+
+#: google-genai 3.6.1 sends its User-Agent as x-goog-api-client too.
+_GENAI = f"google-genai-sdk/3.6.1 gl-python/{platform.python_version()}"
 
 #: Both official SDKs (and ollama's) ride on httpx, which offers the encodings it has
 #: decoders for: gzip and deflate always, br and zstd only when the brotli/zstandard
@@ -174,10 +183,11 @@ SHAPES: dict[ClientName, ClientShape] = {
     # "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1.
     "google-genai": ClientShape(
         name="google-genai",
-        user_agent=f"google-genai-sdk/3.6.1 gl-python/{platform.python_version()}",
+        user_agent=_GENAI,
         accept="*/*",
         encodings=("gzip", "deflate"),
         http="1.1",
+        extra=(("x-goog-api-client", _GENAI),),
     ),
     # boto3 1.44.8 / botocore 1.44.8 (bedrock-runtime converse_stream and
     # invoke_model_with_response_stream), observed on loopback: no Accept header at all
@@ -196,6 +206,23 @@ SHAPES: dict[ClientName, ClientShape] = {
         accept="",
         encodings=("identity",),
         http="1.1",
+    ),
+    # cohere 7.3.1 (core/client_wrapper.py get_headers) on httpx 0.28, observed on loopback:
+    # "User-Agent: cohere/7.3.1", "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1,
+    # and Fern's X-Fern-* build headers. Those naming the SDK are sent; X-Fern-Runtime and
+    # X-Fern-Platform (this machine's Python and kernel release) are left out, as the
+    # x-stainless-* ones are: no hop we know of treats a stream by them.
+    "cohere": ClientShape(
+        name="cohere",
+        user_agent="cohere/7.3.1",
+        accept="*/*",
+        encodings=("gzip", "deflate"),
+        http="1.1",
+        extra=(
+            ("x-fern-language", "Python"),
+            ("x-fern-sdk-name", "cohere"),
+            ("x-fern-sdk-version", "7.3.1"),
+        ),
     ),
     # curl 7.88.1 (Debian 12), as `curl URL -d ...` runs it, observed on loopback: "Accept:
     # */*", no Accept-Encoding at all (only --compressed adds one), and h2 offered by
@@ -255,8 +282,7 @@ def request_headers(options: RunOptions) -> list[tuple[str, str]]:
     headers.append(("user-agent", user_agent(shape)))
     if options.provider == "anthropic":
         headers.append(("anthropic-version", ANTHROPIC_VERSION))
-    if options.client == "google-genai":
-        headers.append(("x-goog-api-client", shape.user_agent))
+    headers += shape.extra
     if options.provider == "bedrock-invoke":
         # the `accept` argument of invoke_model_with_response_stream: the payloads' type
         headers.append(("x-amzn-bedrock-accept", "application/json"))
