@@ -215,6 +215,25 @@ def demo(
     raise typer.Exit(run_demo(args, env=env))
 
 
+_EXPORTER_HELP = """Serve /probe and /metrics for Prometheus, as blackbox_exporter does.
+
+GET /probe?target=NAME&module=MODULE traces one prompt to a target the config names (and
+runs the module's probes), within the scrape's timeout, and answers the textfile export's
+metrics plus probe_success and probe_duration_seconds. A target the config does not name,
+or a URL, is refused (400) without any connection. GET /metrics is the exporter's own
+health; POST /-/reload or SIGHUP reloads the config; SIGTERM drains. See docs/exporter.md.
+"""
+
+
+@app.command(cls=_Command, help=_EXPORTER_HELP)
+@flags.declare("exporter", _CTX)
+def exporter(ctx: typer.Context, **values: object) -> None:
+    _no_trio()
+    from promptpath.commands import execute_exporter
+
+    raise typer.Exit(execute_exporter(values, env=Environment.of(ctx.obj)))
+
+
 _SERVE_HELP = """Run the reference endpoint (a streaming API you control).
 
 Every behaviour option below (--ttft-ms to --accel-buffering) is also a request header,

@@ -87,6 +87,19 @@ def execute(values: Mapping[str, object] | Values, *, env: Environment) -> int:
     return deliver(mode.report(signum), plan, env, console)
 
 
+def execute_exporter(values: Mapping[str, object], *, env: Environment) -> int:
+    """`promptpath exporter`: its options resolved, then the service until it stops."""
+    from promptpath.resolve import Values, exporter_plan
+
+    try:
+        plan = exporter_plan(Values(values), env.environ)
+    except PromptpathError as exc:
+        return usage_failure(exc, False, env)
+    from promptpath.exporter.run import run_exporter
+
+    return run_exporter(plan, env)
+
+
 def _warn_unused_resolve(options: RunOptions, env: Environment) -> None:
     for entry in options.unused_resolve():
         where = f"{options.target.host}:{options.target.port}"
@@ -170,6 +183,7 @@ __all__ = [
     "build_options",
     "deliver",
     "execute",
+    "execute_exporter",
     "exit_code_for",
     "judge_single",
     "report_console",

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import stat
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,16 @@ def load_profile(name: str, path: Path) -> dict[str, Any]:
     return profile
 
 
-#: Profile keys whose values are tables or arrays of strings (headers, --resolve).
-_STRING_ITEMS = ("headers", "resolve")
+#: Keys whose values are tables or arrays of strings (headers, --resolve, probe names).
+_STRING_ITEMS = ("headers", "resolve", "probes", "modules")
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file's tables; UsageError (bad_config) naming the file when it cannot be read."""
+    try:
+        return tomllib.loads(_read_utf8(path))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"cannot read config {path}: {exc}", kind="bad_config") from exc
 
 
 def _read_utf8(path: Path) -> str:
@@ -132,10 +141,22 @@ def _has_type(value: object, expected: type | tuple[type, ...]) -> bool:
 
 def _check_value(path: Path, name: str, key: str, value: object) -> None:
     """One profile value: a known key, of its type, the same check for every key."""
-    expected = PROFILE_KEYS.get(key)
+    check_value(path, f"profile {name!r}", key, value, PROFILE_KEYS)
+
+
+def check_value(
+    path: Path,
+    what: str,
+    key: str,
+    value: object,
+    keys: Mapping[str, type | tuple[type, ...]],
+) -> None:
+    """One value of a table of ``keys`` (a profile, an exporter module or target): a
+    known key, of its type; ``what`` names the table in the message."""
+    expected = keys.get(key)
     if expected is None:
-        raise UsageError(f"{path}: profile {name!r} has unknown key {key!r}", kind="bad_config")
-    where = f"{path}: profile {name!r} key {key!r}"
+        raise UsageError(f"{path}: {what} has unknown key {key!r}", kind="bad_config")
+    where = f"{path}: {what} key {key!r}"
     if not _has_type(value, expected):
         raise UsageError(
             f"{where} has the wrong type: {_type_name(expected)}, not {type(value).__name__}",

@@ -52,6 +52,11 @@ F = TypeVar("F", bound=Callable[..., None])
 
 RUN: Final = frozenset({"run"})
 BOTH: Final = frozenset({"run", "probe"})
+EXPORTER_ONLY: Final = frozenset({"exporter"})
+#: The exporter's panel (its own command; not one of run's PANELS).
+EXPORTER: Final = "Exporter"
+#: Loopback by default: exposing the exporter is a choice (--listen).
+DEFAULT_LISTEN: Final = "127.0.0.1:9479"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -640,6 +645,49 @@ FLAGS: tuple[Flag, ...] = (
         help="Label on every exported metric, e.g. region=eu-west (repeatable).",
         panel=OUTPUT,
         commands=RUN,
+    ),
+    # -- the exporter (promptpath exporter) ----------------------------------------------
+    Flag(
+        dest="config",
+        decls=("--config", "-c"),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="The exporter's TOML config: modules and the targets it may probe"
+        " (default: $PROMPTPATH_EXPORTER_CONFIG).",
+        panel=EXPORTER,
+        commands=EXPORTER_ONLY,
+    ),
+    Flag(
+        dest="listen",
+        decls=("--listen",),
+        type=str,
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help="Address to serve /probe and /metrics on (loopback unless you say otherwise;"
+        " ':9479' is every interface).",
+        panel=EXPORTER,
+        commands=EXPORTER_ONLY,
+    ),
+    Flag(
+        dest="drain_timeout",
+        decls=("--drain-timeout",),
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="On SIGTERM, how long probes in flight may finish before they are cut.",
+        panel=EXPORTER,
+        commands=EXPORTER_ONLY,
+    ),
+    Flag(
+        dest="check_config",
+        decls=("--check-config",),
+        type=bool,
+        default=False,
+        help="Load the config, resolve every target and module, print a summary, exit"
+        " (0, or 2 naming what is wrong).",
+        panel=EXPORTER,
+        commands=EXPORTER_ONLY,
     ),
 )
 

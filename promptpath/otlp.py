@@ -231,20 +231,19 @@ def send_otlp(report: Mapping[str, Any], plan: OtlpPlan) -> OtlpOutcome:
     )
 
 
-def send_report(
-    report: Mapping[str, Any],
+def send_plan(
     endpoint: str,
     *,
     resource: Mapping[str, str] | None = None,
     timeout_s: float = TIMEOUT_S,
-) -> OtlpOutcome:
-    """``send_otlp`` for a caller with an endpoint of its own (``promptpath exporter``'s
-    ``otlp_endpoint``): the JSON report of a finished run or series, the collector's base
-    URL, the resource attributes (``service.name`` defaults to promptpath). UsageError for
-    an endpoint that is not http(s)://HOST[:PORT][/PATH]."""
+) -> OtlpPlan:
+    """The plan for a caller with an endpoint of its own (``promptpath exporter``'s
+    ``otlp_endpoint``): the collector's base URL, the resource attributes
+    (``service.name`` defaults to promptpath). UsageError for an endpoint that is not
+    http(s)://HOST[:PORT][/PATH]."""
     base = check_endpoint(endpoint, "otlp_endpoint").rstrip("/")
     attrs = {"service.name": DEFAULT_SERVICE, **(resource or {})}
-    plan = OtlpPlan(
+    return OtlpPlan(
         traces_url=f"{base}/v1/traces",
         metrics_url=f"{base}/v1/metrics",
         resource=tuple(attrs.items()),
@@ -252,7 +251,18 @@ def send_report(
         source="otlp_endpoint",
         shown=shown_url(base),
     )
-    return send_otlp(report, plan)
+
+
+def send_report(
+    report: Mapping[str, Any],
+    endpoint: str,
+    *,
+    resource: Mapping[str, str] | None = None,
+    timeout_s: float = TIMEOUT_S,
+) -> OtlpOutcome:
+    """``send_otlp`` of the JSON report of a finished run or series to ``endpoint``
+    (``send_plan``'s)."""
+    return send_otlp(report, send_plan(endpoint, resource=resource, timeout_s=timeout_s))
 
 
 def _scrub(message: str, plan: OtlpPlan) -> str:
@@ -276,5 +286,6 @@ __all__ = [
     "parse_resource_attributes",
     "plan_otlp",
     "send_otlp",
+    "send_plan",
     "send_report",
 ]

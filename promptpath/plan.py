@@ -17,6 +17,7 @@ nothing after that re-checks an option. Who reads what:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from promptpath.core.series import SeriesPlan
@@ -65,3 +66,14 @@ class Plan:
         if self.series.is_series:
             return "series"
         return "single"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExporterPlan:
+    """`promptpath exporter`: where its config is, where it listens, how it stops."""
+
+    config: Path
+    host: str
+    port: int
+    drain_timeout_s: float = 10.0
+    check_only: bool = False

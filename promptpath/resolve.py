@@ -47,7 +47,7 @@ from promptpath.options import (
     parse_resolve,
     parse_target,
 )
-from promptpath.plan import FailOn, Outputs, Plan
+from promptpath.plan import ExporterPlan, FailOn, Outputs, Plan
 from promptpath.probes.settings import ProbeSettings
 
 if TYPE_CHECKING:
@@ -136,6 +136,18 @@ def _apply_profile(values: Values, environ: Mapping[str, str]) -> _Profile:
     from promptpath.config import config_path, load_profile
 
     profile = load_profile(target, config_path(dict(environ)))
+    merged = _profile_fills(values, profile)
+    return _Profile(
+        values=values.with_(**merged),
+        api_key=profile.get("api_key"),
+        name=target,
+        proxy_source="profile" if "proxy" in merged else "--proxy",
+    )
+
+
+def _profile_fills(values: Values, profile: Mapping[str, Any]) -> dict[str, object]:
+    """The option values a profile (or an exporter module) fills: what the command line
+    left unsaid, its headers before the command line's, its --resolve unless given."""
     merged: dict[str, object] = {"target": profile["url"]}
     for key, dest in PROFILE_FILLS.items():
         if key in profile and values.get(dest) is None:
@@ -146,12 +158,7 @@ def _apply_profile(values: Values, environ: Mapping[str, str]) -> _Profile:
         )
     if "resolve" in profile and not values.texts("resolve"):
         merged["resolve"] = [str(r) for r in profile["resolve"]]
-    return _Profile(
-        values=values.with_(**merged),
-        api_key=profile.get("api_key"),
-        name=target,
-        proxy_source="profile" if "proxy" in merged else "--proxy",
-    )
+    return merged
 
 
 def check_cacert(path: str, flag: str = "--cacert") -> None:
@@ -701,14 +708,64 @@ def _compare_runs(
     return runs
 
 
+def module_plan(
+    profile: Mapping[str, Any], *, probes: list[str], environ: Mapping[str, str]
+) -> Plan:
+    """The Plan of one exporter probe: a module's table and its target's (merged, as a
+    profile's keys: ``url`` and the rest), with the module's probes."""
+    values = values_for(str(profile["url"]), probe=probes or None)
+    return resolve(values.with_(**_profile_fills(values, profile)), environ=environ)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """--listen HOST:PORT, [V6]:PORT, or :PORT (every interface)."""
+    host, sep, port_s = text.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not port_s.isdigit() or not 0 <= int(port_s) <= 65535:
+        raise UsageError(
+            f"--listen wants HOST:PORT (e.g. 127.0.0.1:9479), got {text!r}", kind="bad_option"
+        )
+    return host or "0.0.0.0", int(port_s)
+
+
+def exporter_plan(values: Values, environ: Mapping[str, str]) -> ExporterPlan:
+    """`promptpath exporter`'s options, checked: the config file named, the address."""
+    from pathlib import Path
+
+    config = values.text("config") or environ.get("PROMPTPATH_EXPORTER_CONFIG")
+    if not config:
+        raise UsageError(
+            "--config FILE is needed (or PROMPTPATH_EXPORTER_CONFIG): the exporter probes"
+            " only the targets its config names",
+            kind="bad_option",
+        )
+    host, port = parse_listen(str(values.get("listen")))
+    drain = float(values.get("drain_timeout"))
+    if not math.isfinite(drain) or drain < 0:
+        raise UsageError(
+            f"--drain-timeout must be 0 or more seconds, got {drain:g}", kind="bad_option"
+        )
+    return ExporterPlan(
+        config=Path(config),
+        host=host,
+        port=port,
+        drain_timeout_s=drain,
+        check_only=values.flag("check_config"),
+    )
+
+
 __all__ = [
     "PROFILE_FILLS",
     "Values",
     "check_cacert",
     "check_spend",
     "client_for",
+    "exporter_plan",
     "is_loopback",
+    "module_plan",
     "parse_levels",
+    "parse_listen",
     "parse_plan",
     "probe_settings",
     "profile_slos",

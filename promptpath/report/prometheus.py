@@ -14,7 +14,7 @@ must expose one shape to share one Pushgateway.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,9 @@ from promptpath.core.stats import summarize
 from promptpath.report.runs import is_series, runs_of, target_of
 
 #: The labels the exporter sets itself; --label may not take them.
-RESERVED_LABELS = frozenset({"target", "stage", "quantile", "slo", "metric", "job"})
+RESERVED_LABELS = frozenset(
+    {"target", "stage", "quantile", "slo", "metric", "job", "probe", "verdict"}
+)
 
 #: (quantile label, key of an aggregate entry)
 _QUANTILES = (("0", "min"), ("0.5", "p50"), ("0.95", "p95"), ("0.99", "p99"), ("1", "max"))
@@ -126,7 +128,7 @@ def _labels(labels: Mapping[str, str]) -> str:
     return "{" + body + "}"
 
 
-class _Exposition:
+class Exposition:
     """Families in order, each with its HELP and TYPE once and its samples together."""
 
     def __init__(self, base: Mapping[str, str]) -> None:
@@ -152,6 +154,21 @@ class _Exposition:
                 self.sample(name, quantiles[key], **labels, quantile=q)
         self.sample(f"{name}_sum", math.fsum(values), **labels)
         self.sample(f"{name}_count", len(values), **labels)
+
+    def histogram(
+        self,
+        name: str,
+        buckets: Sequence[tuple[float, int]],
+        total: float,
+        count: int,
+        **labels: str,
+    ) -> None:
+        """Cumulative ``(le, count)`` buckets (+Inf added), ``_sum`` and ``_count``."""
+        for le, n in buckets:
+            self.sample(f"{name}_bucket", n, **labels, le=_number(le))
+        self.sample(f"{name}_bucket", count, **labels, le="+Inf")
+        self.sample(f"{name}_sum", total, **labels)
+        self.sample(f"{name}_count", count, **labels)
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"
@@ -208,7 +225,7 @@ def _unix(run: Mapping[str, Any]) -> float | None:
 def render(report: Mapping[str, Any], *, labels: Mapping[str, str] | None = None) -> str:
     """The exposition text of ``report``; ``labels`` (--label) go on every sample."""
     runs = runs_of(report)
-    out = _Exposition({"target": target_of(report), **(labels or {})})
+    out = Exposition({"target": target_of(report), **(labels or {})})
     exit_code = int(report.get("exit_code") or 0)
     out.family("promptpath_success", "gauge", "1 when the run exited 0, else 0.")
     out.sample("promptpath_success", 1 if exit_code == 0 else 0)
@@ -249,6 +266,14 @@ def render(report: Mapping[str, Any], *, labels: Mapping[str, str] | None = None
         name = "promptpath_tls_cert_expiry_timestamp_seconds"
         out.family(name, "gauge", "When the server certificate expires (Unix time; earliest).")
         out.sample(name, min(known))
+    findings = [f for f in report.get("findings") or [] if isinstance(f, Mapping)]
+    if findings:
+        name = "promptpath_finding"
+        out.family(name, "gauge", "1 for each probe's verdict (pass, warn, fail, skip, error).")
+        for finding in findings:
+            out.sample(
+                name, 1, probe=str(finding.get("probe")), verdict=str(finding.get("verdict"))
+            )
     slos = [s for s in report.get("slo") or [] if isinstance(s, Mapping)]
     if slos:
         out.family("promptpath_slo_ok", "gauge", "1 when the SLO expression held, else 0.")

@@ -132,7 +132,7 @@ def tinyproxy() -> Iterator[Proxy]:
         conf = directory / "tinyproxy.conf"
         conf.write_text(
             f"Port {port}\nListen 127.0.0.1\nTimeout 60\nAllow 127.0.0.1\nMaxClients 20\n"
-            f"LogLevel Info\nLogFile \"{directory}/tinyproxy.log\"\n"
+            f'LogLevel Info\nLogFile "{directory}/tinyproxy.log"\n'
         )
         with _running("tinyproxy", [binary, "-d", "-c", str(conf)], port, directory) as proxy:
             yield proxy

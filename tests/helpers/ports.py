@@ -56,9 +56,7 @@ def free_port(*, udp: bool = False) -> int:
     """A TCP port on 127.0.0.1 that nothing holds now (and UDP too when ``udp``)."""
     for _ in range(_SLICE):
         port = next(_NEXT)
-        if _bindable(port, socket.SOCK_STREAM) and (
-            not udp or _bindable(port, socket.SOCK_DGRAM)
-        ):
+        if _bindable(port, socket.SOCK_STREAM) and (not udp or _bindable(port, socket.SOCK_DGRAM)):
             return port
     raise RuntimeError("no free port in this worker's slice of 127.0.0.1")
 

@@ -54,17 +54,25 @@ def pushgateway(tmp_path: Path) -> Iterator[Proxy]:
 @contextlib.contextmanager
 def prometheus(tmp_path: Path, scrape_port: int) -> Iterator[Proxy]:
     """prometheus scraping 127.0.0.1:scrape_port every second, TSDB in ``tmp_path``."""
+    # honor_labels: the pushed job and instance stay, as a Pushgateway scrape must have it.
+    config = (
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n  - job_name: pushgateway\n    honor_labels: true\n"
+        f"    static_configs:\n      - targets: ['{LOOPBACK}:{scrape_port}']\n"
+    )
+    with prometheus_with(tmp_path, config) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def prometheus_with(tmp_path: Path, config_text: str) -> Iterator[Proxy]:
+    """prometheus with this configuration (YAML text), TSDB in ``tmp_path``."""
     binary = require_binary("prometheus")
     directory = tmp_path / f"prometheus-{time.monotonic_ns()}"
     directory.mkdir(parents=True)
     port = free_port()
     config = directory / "prometheus.yml"
-    # honor_labels: the pushed job and instance stay, as a Pushgateway scrape must have it.
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: pushgateway\n    honor_labels: true\n"
-        f"    static_configs:\n      - targets: ['{LOOPBACK}:{scrape_port}']\n"
-    )
+    config.write_text(config_text)
     args = [
         binary,
         f"--config.file={config}",

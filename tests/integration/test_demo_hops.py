@@ -21,6 +21,7 @@ from tests.helpers.cli import run_cli
 
 pytestmark = pytest.mark.integration
 
+
 def _through(kind: HopKind, tmp_path: Path) -> dict[str, dict[str, object]]:
     """``promptpath demo --hop KIND --json --html FILE``: the findings, by probe."""
     page = tmp_path / "report.html"

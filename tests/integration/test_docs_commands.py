@@ -6,8 +6,9 @@ Lines that need something this layer does not start (a forward proxy, a Pushgate
 network namespace as root) are parsed by the real command's parser here (their options
 exist, their values convert) and run in tests/lab/test_docs_lab_commands.py. Every other
 line of a sh block must be one of the known set-up and test commands, so a new kind of
-command cannot slip in untested. Every ```` ```toml ```` block must load as a profile file,
-and every relative link and anchor must lead somewhere.
+command cannot slip in untested. Every ```` ```toml ```` block must load as a profile file
+(or, one with ``[modules.…]`` tables, as an exporter config), and every relative link and
+anchor must lead somewhere.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import itertools
 import json
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from typing import Any
 import pytest
 
 from promptpath.config import load_profile
+from promptpath.exporter.config import load as load_exporter_config
 from promptpath.probes.suite import load_builtin
 from promptpath.tracer.request import is_secret_header
 from tests.helpers.cli import CliResult, run_cli
@@ -160,7 +163,15 @@ def test_anchors_the_docs_link_to_exist() -> None:
 )
 def test_toml_blocks_load_as_profiles(path: Path, tmp_path: Path) -> None:
     """A profile the docs show is one promptpath accepts: known keys, right types."""
-    blocks = [body for _, body in fenced(path.read_text(), "toml")]
+    blocks = [body for _, body in fenced(path.read_text(), "toml") if not _is_exporter(body)]
+    if not blocks:
+        exporter_blocks = [body for _, body in fenced(path.read_text(), "toml")]
+        for body in exporter_blocks:
+            config = tmp_path / "exporter.toml"
+            config.write_text(body)
+            loaded = load_exporter_config(config, {})
+            assert loaded.targets and loaded.modules, f"{path.name}: an empty exporter config"
+        return
     config = tmp_path / "config.toml"
     # An [x.slo] table alone needs its profile's url to load; the docs show it apart.
     config.write_text("\n".join(blocks) + "\n")
@@ -192,6 +203,9 @@ def test_doc_command_runs_against_the_reference_endpoint(
     monkeypatch.chdir(tmp_path)  # files a line writes (> trace.json, --junit FILE) land here
     if cmd.argv[0] == "serve":
         _serve(cmd, tmp_path)
+        return
+    if cmd.argv[0] == "exporter":
+        _exporter(cmd, request.getfixturevalue("tls_ref"), tmp_path)
         return
     if cmd.argv[0] == "demo":
         res = run_cli(*cmd.argv, environ=cmd.env)
@@ -283,6 +297,45 @@ def _serve(cmd: DocCommand, tmp_path: Path) -> None:
             trace += ["--cacert", str(info["ca"])]
         res = run_cli(*trace)
         assert res.exit_code == 0, f"{cmd.where}: {cmd.text}\n{res.stderr}"
+
+
+def _is_exporter(toml_block: str) -> bool:
+    return re.search(r"^\[modules\.", toml_block, re.M) is not None
+
+
+def _exporter(cmd: DocCommand, ref: RefServer, tmp_path: Path) -> None:
+    """``promptpath exporter --config FILE ...`` with FILE the exporter config its page
+    shows, every target pointed at the reference endpoint; --check-config passes, and a
+    served one answers a probe of its first target and stops on SIGTERM with 143."""
+    page = ROOT / cmd.where.split(":")[0]
+    (block,) = [b for _, b in fenced(page.read_text(), "toml") if _is_exporter(b)]
+    url = f"{ref.url}/v1/chat/completions"
+    lines = []
+    for line in block.splitlines():
+        if line.startswith("url = "):
+            line = f'url = "{url}"\ncacert = "{ref.ca}"'
+        elif line.startswith(("resolve = ", "cacert = ")):
+            continue  # the page's own pins and CAs name hosts that are not here
+        lines.append(line)
+    config = tmp_path / "exporter.toml"
+    config.write_text("\n".join(lines) + "\n")
+    argv = list(cmd.argv)
+    argv[argv.index("--config") + 1] = str(config)
+    if "--check-config" in argv:
+        res = run_cli(*argv)
+        assert res.exit_code == 0, f"{cmd.where}: {cmd.text}\n{res.stderr}"
+        assert "ok," in res.stdout
+        return
+    from tests.helpers.exporterlab import exporter
+
+    target = re.findall(r"^\[targets\.([\w-]+)\]", block, re.M)[0]
+    extra = tuple(w for w in argv[1:] if w not in ("--config", str(config)))
+    assert "--listen" not in extra, f"{cmd.where}: the test picks the port"
+    with exporter(tmp_path / "exp", config.read_text(), args=extra) as running:
+        status, body, _ = running.get(f"/probe?target={target}&module=chat")
+        assert status == 200 and "probe_success 1" in body, body
+        running.signal(signal.SIGTERM)
+        assert running.process.wait(15) == 143
 
 
 @contextlib.contextmanager

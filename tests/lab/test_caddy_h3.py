@@ -178,5 +178,3 @@ async def test_compare_through_caddy(caddy: Caddy) -> None:
         "spread": {"http2": None, "http3": None},
         "values": {"http2": [2.0], "http3": [1.0]},
     }
-
-

@@ -103,9 +103,7 @@ def test_tinyproxy_tunnel_and_its_agent_header(origin: RefServer) -> None:
     url = f"https://localhost:{origin.port}/v1/chat/completions"
     with tinyproxy() as proxy:
         result = _run(url, "--cacert", str(origin.ca), "-x", proxy.url)
-        text = run_cli(
-            "run", url, "--cacert", str(origin.ca), "-x", proxy.url, "--max-tokens", "8"
-        )
+        text = run_cli("run", url, "--cacert", str(origin.ca), "-x", proxy.url, "--max-tokens", "8")
     body = _body(result)
     assert result.exit_code == 0, result.stdout
     info = body["proxy"]

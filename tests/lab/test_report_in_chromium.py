@@ -139,9 +139,7 @@ def test_each_mode_opens_offline_and_its_bars_are_the_json_to_scale(
     assert _png_is_not_blank(loaded.page.screenshot())
 
 
-def test_a_failed_run_shows_where_it_stopped(
-    browser: chromium.Browser, tmp_path: Path
-) -> None:
+def test_a_failed_run_shows_where_it_stopped(browser: chromium.Browser, tmp_path: Path) -> None:
     # Port 9 on loopback: nothing listens there, so connect is refused before any byte.
     result = run_cli("run", "http://127.0.0.1:9" + CHAT, "--json")
     body = json.loads(result.stdout)

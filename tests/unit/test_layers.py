@@ -81,6 +81,14 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "promptpath.modes": ("promptpath.commands", "promptpath.cli", "promptpath.resolve"),
     "promptpath.runner": ("promptpath.commands", "promptpath.cli", "promptpath.modes"),
     "promptpath.reporting": ("promptpath.commands", "promptpath.cli", "promptpath.modes"),
+    # A service on top of the Plan, as the run command is: it never imports the reference
+    # server (a probe of a real endpoint must not carry hypercorn in) nor the CLI.
+    "promptpath.exporter": (
+        "promptpath.server",
+        "promptpath.commands",
+        "promptpath.cli",
+        "promptpath.net",
+    ),
     # Sends what the report holds to a collector: neither traces nor parses the command line.
     "promptpath.otlp": (
         "promptpath.net",

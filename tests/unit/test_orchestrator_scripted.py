@@ -63,9 +63,13 @@ def test_a_clean_stream_reaches_every_milestone_and_records_what_was_sent() -> N
     # The record on the timeline is the request the transport was handed.
     [wire] = factory.transport.sent
     assert tl.request is not None
-    assert (tl.request.method, tl.request.path) == (wire.method, wire.path) == (
-        "POST",
-        "/v1/chat/completions",
+    assert (
+        (tl.request.method, tl.request.path)
+        == (wire.method, wire.path)
+        == (
+            "POST",
+            "/v1/chat/completions",
+        )
     )
     assert tl.request.body_bytes == len(wire.body) and json.loads(wire.body)["stream"] is True
     assert [n for n, _ in tl.request.headers] == [n for n, _ in wire.headers]
@@ -146,9 +150,7 @@ def test_a_framing_error_before_the_head_is_a_protocol_error() -> None:
 
 def test_an_error_status_is_an_http_status_error_with_the_servers_words() -> None:
     body = (Piece(b'{"error": {"message": "slow down"}}'),)
-    result, _ = run(
-        Script(status=429, headers=(("content-type", "application/json"),), body=body)
-    )
+    result, _ = run(Script(status=429, headers=(("content-type", "application/json"),), body=body))
     exc = result.exc
     assert isinstance(exc, HTTPStatusError) and exc.stage == "response"
     assert "slow down" in exc.message and result.timeline.status == 429

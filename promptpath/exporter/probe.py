@@ -1,0 +1,114 @@
+"""One scrape's probe: the module's trace and probes, inside the scrape's deadline.
+
+The trace gets the deadline as its --timeout, so a stalled endpoint ends as any timed-out
+run does: its error names the stage it stalled in. The whole probe (the module's probes
+after the trace included) runs in a cancel scope of the same length; a probe that scope
+cuts becomes an ``error`` finding naming it, and the answer is still the report of what
+was measured.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from promptpath.plan import Plan
+
+#: The trace's own timeout ends this long before the scope: its error (with the stage)
+#: is recorded by the tracer itself, at the deadline, rather than by the cancellation.
+_TRACE_MARGIN_S = 0.05
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What one probe measured, as the exports read it (the JSON report), and how it ended."""
+
+    report: dict[str, Any]
+    success: bool
+    duration_s: float
+    deadline_s: float
+    #: Where the deadline cut it: a trace stage ("first_token"), "probe:NAME", or None.
+    timed_out_in: str | None
+    #: The stage of the trace's error, if it failed.
+    failed_stage: str | None
+    exit_code: int
+
+    @property
+    def result(self) -> str:
+        """success, failure or timeout: the ``result`` label of the exporter's counters."""
+        if self.timed_out_in is not None:
+            return "timeout"
+        return "success" if self.success else "failure"
+
+
+async def run_probe(plan: Plan, deadline_s: float) -> Outcome:
+    """Run ``plan``'s trace and probes within ``deadline_s`` seconds."""
+    from promptpath.core.findings import Finding, Verdict
+    from promptpath.probes.suite import run_probes
+    from promptpath.reporting import exit_code_for, scrub_result
+    from promptpath.result import TraceResult
+    from promptpath.tracer.failure import phase_of, record_error, timeout_error
+    from promptpath.tracer.orchestrator import trace
+
+    options = plan.trace.derive(
+        timeout=max(0.01, min(plan.trace.timeout, deadline_s - _TRACE_MARGIN_S))
+    )
+    started: list[TraceResult] = []
+    result: TraceResult | None = None
+    running: str | None = None
+    begin = time.perf_counter()
+    with anyio.move_on_after(deadline_s) as scope:
+        result = await trace(options, on_start=started.append)
+        for cls in plan.probes:
+            running = f"probe:{cls.name}"
+            result.findings += await run_probes(options, result, [cls], _quiet, plan.probe_settings)
+        running = None
+    duration = time.perf_counter() - begin
+    timed_out_in: str | None = None
+    if scope.cancelled_caught:
+        if result is None:  # cut inside the trace, before the tracer's own deadline
+            from promptpath.tracer.session import new_timeline
+
+            result = (
+                started[0] if started else TraceResult(options=options, timeline=new_timeline())
+            )
+            stage = phase_of(result.timeline, options)
+            record_error(result.timeline, timeout_error(options, stage))
+            timed_out_in = stage
+        elif running is not None:
+            timed_out_in = running
+            result.findings.append(
+                Finding(
+                    probe=running.removeprefix("probe:"),
+                    verdict=Verdict.ERROR,
+                    summary=f"stopped at the scrape's deadline ({deadline_s:g} s)",
+                )
+            )
+    assert result is not None
+    error = result.timeline.error
+    if timed_out_in is None and error is not None and error.kind == "timeout":
+        timed_out_in = str(error.stage)  # the tracer's own deadline (the same one)
+    code = int(exit_code_for(result, plan.outputs.fail_on))
+    scrub_result(result)
+    from promptpath.report.json import result_json
+
+    report = result_json(result, exit_code=code)
+    return Outcome(
+        report=report,
+        success=code == 0,
+        duration_s=duration,
+        deadline_s=deadline_s,
+        timed_out_in=timed_out_in,
+        failed_stage=None if error is None else str(error.stage),
+        exit_code=code,
+    )
+
+
+def _quiet(_message: str) -> None:
+    return None
+
+
+__all__ = ["Outcome", "run_probe"]
