@@ -15,6 +15,9 @@ so every tool sees the same noise:
 
 `--phases` also runs `run` under startup_phases.py and prints where its wall time goes
 (interpreter, imports, set-up, before t0, the trace, after end, exit).
+The package is byte-compiled first (as `pip install` does; an editable install has no
+.pyc files otherwise), and the children run without PYTHONDONTWRITEBYTECODE and
+PYTHONUNBUFFERED, which some runners export.
 `--importtime` also prints the modules `promptpath run` imports, by cumulative time
 (`python -X importtime`), the largest first. The load average is printed with the figures:
 on a shared 2-core machine, read the figures beside it.
@@ -25,6 +28,7 @@ Loopback only.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import re
@@ -137,23 +141,24 @@ def importtime(argv: list[str], env: dict[str, str], top: int = 25) -> None:
         print(f"  {cum / 1e3:8.1f} ms  {name}")
 
 
-#: (label, from, to): consecutive spans of one run, from bench_startup's spawn to reap.
+#: (label, from, to): consecutive spans of one run, from bench_startup's spawn to reap
+#: (startup_phases.py stamps them; "  " rows are parts of the row above).
 PHASES = (
     ("interpreter start", "spawn", "interpreter_up"),
-    ("import cli, commands, orchestrator", "interpreter_up", "cli_imported"),
-    ("options, set-up → trace()", "cli_imported", "trace.in"),
-    ("trace() before t0", "trace.in", "t0"),
-    ("t0 → end (measured)", "t0", "end"),
+    ("import the run path (cli, commands, tracer)", "interpreter_up", "stamps_installed"),
+    ("click: build `run`, parse argv", "stamps_installed", "execute.in"),
+    ("resolve the options, mode → trace()", "execute.in", "trace.in"),
+    ("trace() before t0 (transport, CA store)", "trace.in", "t0"),
+    ("t0 → end (the measured trace)", "t0", "end"),
     ("end → body closed", "end", "closed"),
     ("closed → trace() returns", "closed", "trace.out"),
-    ("  of it: finish_tls (cert parse)", "finish_tls.in", "finish_tls.out"),
+    ("  of it: finish_tls (certificate parse)", "finish_tls.in", "finish_tls.out"),
     ("trace() → HTTP/3 discovery done", "trace.out", "discover_h3.out"),
     ("→ anyio.run returns (loop close)", "discover_h3.out", "anyio_run.out"),
-    ("→ emit() called", "anyio_run.out", "emit.in"),
-    ("emit (terminal + JSON)", "emit.in", "emit.out"),
-    ("emit → main returns", "emit.out", "main_returned"),
-    ("main → atexit", "main_returned", "atexit"),
-    ("atexit → reaped (finalization)", "atexit", "reaped"),
+    ("→ deliver() called (exit code, scrub)", "anyio_run.out", "deliver.in"),
+    ("deliver (terminal report + JSON)", "deliver.in", "deliver.out"),
+    ("deliver → main returns", "deliver.out", "returned"),
+    ("exit (flush, os._exit) → reaped", "exit", "reaped"),
 )
 
 
@@ -167,10 +172,15 @@ def phases(run_argv: list[str], env: dict[str, str], runs: int) -> None:
             [*wrapper, *run_argv[1:]], capture_output=True, text=True, env=env, check=False
         )
         reaped = time.perf_counter_ns()
-        line_ = next(x for x in out.stderr.splitlines() if x.startswith("PHASES "))
+        line_ = next((x for x in out.stderr.splitlines() if x.startswith("PHASES ")), None)
+        if line_ is None:
+            raise SystemExit(f"startup_phases.py wrote no PHASES line: {out.stderr[-2000:]}")
         stamps = {**json.loads(line_.removeprefix("PHASES ")), "spawn": spawn, "reaped": reaped}
-        if "discover_h3.out" not in stamps:
+        if "discover_h3.out" not in stamps:  # http:// targets have no HTTP/3 to discover
             stamps["discover_h3.out"] = stamps["trace.out"]
+        missing = {s for _, a, b in PHASES for s in (a, b)} - set(stamps)
+        if missing - {"finish_tls.in", "finish_tls.out"}:
+            raise SystemExit(f"startup_phases.py did not stamp {sorted(missing)}: {out.stderr}")
         for label, start, end in PHASES:
             if start in stamps and end in stamps:
                 spans.setdefault(label, []).append((stamps[end] - stamps[start]) / 1e6)
@@ -191,7 +201,18 @@ def main() -> None:
     parser.add_argument("--phases", action="store_true", help="where a run's wall time goes")
     ns = parser.parse_args()
 
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    # A user's process: no proxy, and neither of the two interpreter settings some runners
+    # export (PYTHONDONTWRITEBYTECODE made every promptpath module compile from source on
+    # every run, ~90 ms measured, while httptap's venv had its .pyc files from pip;
+    # PYTHONUNBUFFERED turns each write into a syscall).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if "proxy" not in k.lower() and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")
+    }
+    # The .pyc files pip writes at install time; an editable install (pip install -e) has
+    # none until a process may write them.
+    compileall.compile_dir(str(ROOT / "promptpath"), quiet=1)
     exe = promptpath_exe()
     curl = shutil.which("curl")
     samples: dict[str, list[float]] = {}
