@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from promptpath.core.series import SeriesPlan
+from promptpath.core.series_plan import SeriesPlan
 from promptpath.export import ExportPlan
 from promptpath.options import RunOptions
 from promptpath.probes.settings import ProbeSettings

@@ -17,8 +17,9 @@ import pytest
 from tests.helpers.refserver import RefServer
 
 #: Loaded only when a feature asks for them (serve, --http 3, --resolver or an HTTPS
-#: record lookup, schema checks, --prom-textfile/--junit/--har) or never (pydantic: typer
-#: 0.29 pulled it in to coerce every option; pyproject pins typer below 0.29).
+#: record lookup, schema checks, --prom-textfile/--junit/--har, a series, --slo, probes)
+#: or never (pydantic: typer 0.29 pulled it in to coerce every option; pyproject pins
+#: typer below 0.29).
 DENIED = (
     "hypercorn",
     "aioquic",
@@ -31,6 +32,19 @@ DENIED = (
     "pydantic",
     # `serve` is registered by name (cli._COMMANDS): its module loads when it runs.
     "promptpath.server",
+    # A series' statistics, the SLO grammar, load mode, the probes, DNS wire parsing
+    # (--resolver, --authoritative, an HTTPS record lookup): each loads when asked for.
+    "promptpath.core.series",
+    "promptpath.core.slo",
+    "promptpath.modes.series",
+    "promptpath.modes.compare",
+    "promptpath.tracer.load",
+    "promptpath.tracer.repeat",
+    "promptpath.probes.suite",
+    "promptpath.net.dnsmsg",
+    # The live progress line: only when stderr is a terminal (here it is a pipe).
+    "rich.live",
+    "rich.spinner",
 )
 
 

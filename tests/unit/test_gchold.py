@@ -50,3 +50,25 @@ def test_a_dispatched_command_gives_the_collector_back(collector: None) -> None:
     res = run_cli("run", "ftp://x/y")  # parsed, dispatched, refused by resolve()
     assert res.exit_code == 2
     assert gc.isenabled()
+
+
+def test_a_trace_holds_the_collector_off_without_a_full_collection_and_gives_it_back(
+    collector: None,
+) -> None:
+    from promptpath.tracer.session import gc_held
+
+    gc.enable()
+    collections: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        with gc_held():
+            assert not gc.isenabled() and gc.get_freeze_count() > 0
+            assert collections == []  # frozen, not collected: no 10-14 ms before t0
+        assert gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.callbacks.remove(count)
