@@ -278,6 +278,9 @@ async def https_record(
     malformed one raises ``UsageError``, as ``--resolver`` does). DNS trouble (timeout,
     SERVFAIL, refused) raises ``LookupError`` with what happened.
     """
+    from promptpath.net.dnsfeatures import plain_dns_only
+
+    plain_dns_only()
     import dns.asyncresolver
     import dns.exception
     import dns.resolver
