@@ -47,7 +47,6 @@ def at_destination(reply: ProbeReply, destination: str) -> bool:
         reply.responder is not None and reply.responder == destination
     )
 
-
 IP_RECVERR = 11  # linux/in.h
 IPV6_RECVERR = 25  # linux/in6.h
 SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6 = 2, 3
