@@ -61,9 +61,10 @@ def refused_result(options: RunOptions, exc: UsageError) -> TraceResult:
 
 def preload(options: RunOptions) -> None:
     """What a first run would otherwise load inside its timed stages (the resolver's own
-    first-call costs are async: ``Session.prepare``)."""
-    if options.target.scheme == "https":
-        import cryptography.x509  # noqa: F401  the certificate is parsed with it
+    first-call costs are async: ``Session.prepare``). Nothing over TCP: the certificate is
+    read after the trace (``finish``), by the ssl module when it verified it, and by
+    cryptography, imported then, when it did not (-k)."""
+    return
 
 
 @contextmanager

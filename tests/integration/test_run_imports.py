@@ -42,6 +42,9 @@ DENIED = (
     "promptpath.tracer.repeat",
     "promptpath.probes.suite",
     "promptpath.net.dnsmsg",
+    # A verified certificate is read from the ssl module's own decoding (net/tlsinfo.py):
+    # cryptography loads for -k, HTTP/3 and a name it must format itself.
+    "cryptography",
     # The live progress line: only when stderr is a terminal (here it is a pipe).
     "rich.live",
     "rich.spinner",
