@@ -169,7 +169,7 @@ def describe_tls(
         verified=verified,
         cert_der=ssl_object.getpeercert(binary_form=True),
         # Decoded after the trace (~20 us here would be request time); empty unless verified.
-        decoded_cert=ssl_object.getpeercert if verified else None,
+        decoded_cert=(lambda: ssl_object.getpeercert() or {}) if verified else None,
     )
 
 
