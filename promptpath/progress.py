@@ -71,6 +71,7 @@ def progress_console(env: Environment) -> Console | None:
         force_terminal=True,
         color_system="auto" if colour else None,
         highlight=False,
+        emoji=False,  # as the report's console (reporting.report_console)
         _environ=env.environ,
     )
 

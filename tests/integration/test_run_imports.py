@@ -48,6 +48,8 @@ DENIED = (
     # The live progress line: only when stderr is a terminal (here it is a pipe).
     "rich.live",
     "rich.spinner",
+    # rich's emoji table: our consoles print ":warning:" as sent (emoji=False).
+    "rich._emoji_codes",
 )
 
 
