@@ -1,6 +1,7 @@
 """The tool's own time: start-up and exit of the CLI, beside curl and httptap.
 
     .venv/bin/python benchmarks/bench_startup.py [--runs 20] [--http 2] [--importtime]
+        [--phases] [--httptap PATH] [--before DIR]
 
 Starts the reference endpoint (`python -m promptpath.server`, TLS on 127.0.0.1, 0 ms
 first token, flat-out cadence) and times, as processes, `--runs` times each and interleaved
@@ -96,11 +97,11 @@ def promptpath_exe() -> list[str]:
 LAST_CPU_MS = [0.0]
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+def timed(argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, str]:
     """Wall time (ms) of one process, and its stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter_ns()
-    out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, check=False)
     wall = (time.perf_counter_ns() - start) / 1e6
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     LAST_CPU_MS[0] = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1e3
@@ -199,6 +200,12 @@ def main() -> None:
     parser.add_argument("--httptap", default=shutil.which("httptap"), help="httptap to compare")
     parser.add_argument("--importtime", action="store_true")
     parser.add_argument("--phases", action="store_true", help="where a run's wall time goes")
+    parser.add_argument(
+        "--before",
+        metavar="DIR",
+        help="also time `run` from another checkout's promptpath/ (e.g. `git worktree add"
+        " DIR main`), interleaved with this one's, on this venv's libraries",
+    )
     ns = parser.parse_args()
 
     # A user's process: no proxy, and neither of the two interpreter settings some runners
@@ -213,6 +220,8 @@ def main() -> None:
     # The .pyc files pip writes at install time; an editable install (pip install -e) has
     # none until a process may write them.
     compileall.compile_dir(str(ROOT / "promptpath"), quiet=1)
+    if ns.before:
+        compileall.compile_dir(str(Path(ns.before) / "promptpath"), quiet=1)
     exe = promptpath_exe()
     curl = shutil.which("curl")
     samples: dict[str, list[float]] = {}
@@ -254,6 +263,16 @@ def main() -> None:
                 add("promptpath run --json: wall - end", wall - end)
                 add("promptpath run --json: CPU", LAST_CPU_MS[0])
 
+            def pp_run_before() -> None:
+                # The console script's own lines, with the other checkout first on the path.
+                script = "import sys; from promptpath.entry import main; sys.exit(main())"
+                argv = [sys.executable, "-c", script, *run_argv[len(exe) :]]
+                # cwd: not this checkout, which `python -c` would put first on sys.path.
+                wall, out = timed(argv, {**env, "PYTHONPATH": str(ns.before)}, Path(ns.before))
+                end = json.loads(out)["milestones_ms"]["end"]
+                add("before: promptpath run --json: wall - end", wall - end)
+                add("before: promptpath run --json: CPU", LAST_CPU_MS[0])
+
             def curl_run() -> None:
                 wall, out = timed(curl_argv, env)
                 add("curl: wall", wall)
@@ -274,6 +293,8 @@ def main() -> None:
                 )
 
             jobs: list[Callable[[], None]] = [interpreter, pp_version, pp_help, pp_run]
+            if ns.before:
+                jobs.append(pp_run_before)
             if curl:
                 jobs.append(curl_run)
             if ns.httptap:
