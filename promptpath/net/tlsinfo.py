@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import re
 import ssl
 from collections.abc import Mapping
 from typing import Any
@@ -110,12 +111,24 @@ def _rfc4514(name: object) -> str | None:
     return ",".join(parts)
 
 
+#: How the ssl module spells a certificate time (OpenSSL's ASN1_TIME_print, in UTC):
+#: "Mar  2 02:32:54 2027 GMT". Parsed here, not with ssl.cert_time_to_seconds, whose
+#: time.strptime costs ~8 ms on its first call in a process (it imports _strptime and
+#: reads the locale). Anything else (fractional seconds) is left to cryptography.
+_CERT_TIME = re.compile(r"([A-Z][a-z]{2}) {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) (\d{4}) GMT")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
 def _utc(text: object) -> dt.datetime | None:
-    if not isinstance(text, str):
+    match = _CERT_TIME.fullmatch(text) if isinstance(text, str) else None
+    if match is None or match[1] not in _MONTHS:
         return None
+    day, hour, minute, second, year = (int(match[i]) for i in range(2, 7))
     try:
-        return dt.datetime.fromtimestamp(ssl.cert_time_to_seconds(text), dt.UTC)
-    except ValueError:
+        return dt.datetime(
+            year, _MONTHS.index(match[1]) + 1, day, hour, minute, second, tzinfo=dt.UTC
+        )
+    except ValueError:  # "Feb 30"
         return None
 
 

@@ -211,3 +211,22 @@ def test_a_name_that_needs_cryptographys_own_formatting_is_left_to_it(
     der_bytes = _cert(name, [x509.DNSName("x.test")])
     assert decoded_cert_info(_decoded(der_bytes, tmp_path), now=NOW) is None
     assert cert_info(der_bytes, now=NOW) is not None  # which finish_tls then uses
+
+
+@pytest.mark.parametrize(
+    ("text", "when"),
+    [
+        ("Mar  2 02:32:54 2027 GMT", dt.datetime(2027, 3, 2, 2, 32, 54, tzinfo=dt.UTC)),
+        ("Dec 31 23:59:59 2049 GMT", dt.datetime(2049, 12, 31, 23, 59, 59, tzinfo=dt.UTC)),
+        ("Jan  1 00:00:00 2050 GMT", dt.datetime(2050, 1, 1, tzinfo=dt.UTC)),  # GeneralizedTime
+        ("Mar  2 02:32:54.5 2027 GMT", None),  # fractional seconds: cryptography's to read
+        ("Feb 30 00:00:00 2020 GMT", None),
+        ("Foo  2 02:32:54 2027 GMT", None),
+    ],
+)
+def test_certificate_times_as_the_ssl_module_spells_them(text: str, when: object) -> None:
+    from promptpath.net.tlsinfo import _utc
+
+    assert _utc(text) == when
+    if when is not None:  # what ssl.cert_time_to_seconds (strptime: 8 ms at first) reads
+        assert dt.datetime.fromtimestamp(ssl.cert_time_to_seconds(text), dt.UTC) == when
