@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from promptpath.modes.base import Report
     from promptpath.options import RunOptions
+    from promptpath.otlp import OtlpPlan
     from promptpath.plan import Plan
     from promptpath.resolve import Values
 
@@ -98,6 +99,8 @@ def deliver(report: Report, plan: Plan, env: Environment, console: Console) -> i
     if report.build is None:  # nothing was measured: the exit code says why
         return report.code
     report.render(console)
+    if plan.outputs.otlp is not None:
+        _send_otlp(report, plan.outputs.otlp, env)
     if plan.outputs.json_out:
         from promptpath.report.json import dumps
 
@@ -109,6 +112,23 @@ def deliver(report: Report, plan: Plan, env: Environment, console: Console) -> i
     if exports.html is not None:
         exports = dataclasses.replace(exports, command=reproduce(plan, env))
     return exports.finish(report.json(), report.code, env)
+
+
+def _send_otlp(report: Report, otlp: OtlpPlan, env: Environment) -> None:
+    """Spans and metrics to the collector, before --json prints: the report says how it
+    went (``otlp``). A failure is one warning line; the exit code stays the run's."""
+    from promptpath.core.textsafe import visible
+    from promptpath.otlp import send_otlp
+
+    body = report.json()
+    outcome = send_otlp(body, otlp)
+    body["otlp"] = outcome.as_dict()
+    if outcome.error is not None:
+        print(
+            f"promptpath: warning: OTLP export to {visible(outcome.endpoint)} ({otlp.source})"
+            f" failed: {visible(outcome.error)} (the exit code is the run's)",
+            file=env.stderr,
+        )
 
 
 def reproduce(plan: Plan, env: Environment) -> tuple[str, ...]:

@@ -557,6 +557,18 @@ FLAGS: tuple[Flag, ...] = (
         commands=RUN,
     ),
     Flag(
+        dest="otlp_endpoint",
+        decls=("--otlp-endpoint",),
+        type=str | None,
+        default=None,
+        metavar="URL",
+        help="Also send the run's spans and GenAI metrics over OTLP/HTTP to this collector"
+        " (/v1/traces, /v1/metrics under URL; default $OTEL_EXPORTER_OTLP_ENDPOINT; needs the"
+        " otel extra).",
+        panel=OUTPUT,
+        commands=RUN,
+    ),
+    Flag(
         dest="html",
         decls=("--html",),
         type=str | None,

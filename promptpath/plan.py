@@ -11,7 +11,7 @@ nothing after that re-checks an option. Who reads what:
 - ``probes`` and ``probe_settings``: which probes run, and each probe's typed settings.
 - ``series``: --count, --interval, --reuse, --concurrency, --connections.
 - ``compare_runs``: --compare-http's runs per protocol (None: not comparing).
-- ``outputs``: --json, --fail-on, the SLOs, the exports.
+- ``outputs``: --json, --fail-on, the SLOs, the exports, the OTLP export.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Literal
 from promptpath.core.series_plan import SeriesPlan
 from promptpath.export import ExportPlan
 from promptpath.options import RunOptions
+from promptpath.otlp import OtlpPlan
 from promptpath.probes.settings import ProbeSettings
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ class Outputs:
     fail_on: FailOn = "fail"
     slos: tuple[SLO, ...] = ()
     exports: ExportPlan = field(default_factory=ExportPlan)
+    #: --otlp-endpoint or the OTEL_* variables: spans and metrics to a collector.
+    otlp: OtlpPlan | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -528,12 +528,19 @@ def resolve(
         html=values.text("html"),
         svg=values.text("svg"),
     )
+    otlp_given = values.text("otlp_endpoint") is not None
     probes: tuple[Any, ...] = ()
     if probe_names:
         from promptpath.probes.suite import select
 
         probes = tuple(select(probe_names))
-    compare_runs = _compare_runs(values, options, probes=bool(probes), exports=exports.wanted)
+    compare_runs = _compare_runs(
+        values, options, probes=bool(probes), exports=exports.wanted, otlp=otlp_given
+    )
+    from promptpath.otlp import plan_otlp
+
+    # A comparison is not one operation: the environment's collector gets nothing from it.
+    otlp = None if compare else plan_otlp(values.text("otlp_endpoint"), environ, say)
     if options.http == "3" and options.target.scheme != "https":
         raise UsageError("HTTP/3 needs an https:// target (QUIC always runs TLS)")
     if options.http == "3" and options.proxy is not None:
@@ -550,13 +557,17 @@ def resolve(
         series=series,
         compare_runs=compare_runs,
         outputs=Outputs(
-            json_out=values.flag("json_out"), fail_on=fail_on, slos=tuple(slos), exports=exports
+            json_out=values.flag("json_out"),
+            fail_on=fail_on,
+            slos=tuple(slos),
+            exports=exports,
+            otlp=otlp,
         ),
     )
 
 
 def _compare_runs(
-    values: Values, options: RunOptions, *, probes: bool, exports: bool
+    values: Values, options: RunOptions, *, probes: bool, exports: bool, otlp: bool = False
 ) -> int | None:
     """--compare-http's runs per protocol, or None when not comparing."""
     runs = values.get("compare_runs")
@@ -573,6 +584,7 @@ def _compare_runs(
             ("--warm", options.warm),
             ("--http", http not in (None, "auto")),
             ("--junit/--har/--prom-textfile/--pushgateway", exports),
+            ("--otlp-endpoint", otlp),
         )
         if given
     ]

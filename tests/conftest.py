@@ -20,6 +20,12 @@ _STRIPPED_ENV = (
     "SSL_CERT_DIR",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
+    # The OTLP exporter reads these from os.environ itself (headers, TLS, endpoints).
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_CERTIFICATE",
 )
 
 

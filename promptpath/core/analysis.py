@@ -14,6 +14,7 @@ from promptpath.core.timeline import (
     FILTER_EVENTS,
     MILESTONES,
     Timeline,
+    Usage,
     content_events,
 )
 
@@ -149,6 +150,25 @@ def _usage(timeline: Timeline) -> tuple[int | None, int]:
         return None, 0
     last = usages[-1]
     return last.output_tokens, last.reasoning_tokens or 0
+
+
+def reported_usage(timeline: Timeline) -> Usage | None:
+    """The token counts the server reported, each the last one it sent (Anthropic gives
+    the input count in ``message_start`` and the output count in ``message_delta``)."""
+    counts: dict[str, int] = {}
+    for event in timeline.events:
+        if event.usage is None:
+            continue
+        for name in ("input_tokens", "output_tokens", "reasoning_tokens"):
+            value = getattr(event.usage, name)
+            if value is not None:
+                counts[name] = value
+    return Usage(**counts) if counts else None
+
+
+def response_model(timeline: Timeline) -> str | None:
+    """The model the stream says answered (the first event that names one)."""
+    return next((e.model for e in timeline.events if e.model), None)
 
 
 def token_metrics(timeline: Timeline) -> TokenMetrics:

@@ -144,6 +144,9 @@ class StreamEvent:
     seq: int | None = None  # reference endpoint's event sequence number
     read_index: int = -1  # index into Timeline.reads of the read that completed it
     controls: ServerControls | None = None  # reference endpoint's report (first event)
+    #: The model the server says produced this event (OpenAI/Ollama ``model``, Anthropic
+    #: ``message.model``, Responses ``response.model``, Gemini ``modelVersion``), if named.
+    model: str | None = None
 
 
 def content_events(events: Iterable[StreamEvent]) -> list[StreamEvent]:

@@ -12,6 +12,8 @@ from promptpath.core.analysis import (
     compute,
     headline,
     open_stage_at_error,
+    reported_usage,
+    response_model,
     stage_spans,
 )
 from promptpath.core.coalescing import coalescing
@@ -73,6 +75,12 @@ def arrivals_json(timeline: Timeline) -> dict[str, Any]:
         "server_sent_ms": sent,
         "omitted": len(content) - len(kept),
     }
+
+
+def _usage_json(timeline: Timeline) -> dict[str, int | None] | None:
+    """The server's own token counts (null: it reported none)."""
+    usage = reported_usage(timeline)
+    return None if usage is None else asdict(usage)
 
 
 def _gaps(summary: Summary | None) -> dict[str, float] | None:
@@ -214,9 +222,11 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         else {"ip": timeline.address[0], "port": timeline.address[1], "family": timeline.family},
         "http_version": timeline.http_version,
         "status": timeline.status,
+        "response_model": response_model(timeline),
         "reused_connection": timeline.reused_connection,
         "request": request_json(timeline.request),
         "started_at": _utc_iso(timeline.t0_unix_ns),
+        "started_unix_ns": timeline.t0_unix_ns,
         "stages_ms": metrics.stages_ms,
         "spans_ms": [
             {"stage": key, "start": round(start, 3), "end": round(end, 3)}
@@ -254,6 +264,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "mean_itl_ms": None if tok.mean_itl_ms is None else round(tok.mean_itl_ms, 3),
             "content_types": tok.content_types,
             "hidden_reasoning_tokens": tok.hidden_reasoning,
+            "usage": _usage_json(timeline),
             "gaps_ms": _gaps(tok.gap_summary),
             "gaps": [round(g, 3) for g in tok.gaps],
             "arrivals": arrivals_json(timeline),

@@ -125,10 +125,30 @@ def _usage(input_tokens: object, output_tokens: object, reasoning: object = None
     return None if usage == Usage() else usage
 
 
+#: A model name longer than this is no model name: kept out of every report.
+MODEL_MAX = 200
+
+
+def _model_of(obj: JSONObject) -> str | None:
+    """The model a stream event names: ``model`` (OpenAI chat, Ollama), ``modelVersion``
+    (Gemini), ``message.model`` (Anthropic ``message_start``), ``response.model``
+    (Responses). Azure's filter chunks carry ``"model": ""``: no name."""
+    for value in (
+        obj.get("model"),
+        obj.get("modelVersion"),
+        _obj(obj.get("message")).get("model"),
+        _obj(obj.get("response")).get("model"),
+    ):
+        name = _str(value)
+        if name and len(name) <= MODEL_MAX:
+            return name
+    return None
+
+
 class _Maker:
     """Builds events for one frame: its stamp, read and reference-endpoint fields."""
 
-    __slots__ = ("controls", "read_index", "sent", "seq", "t_ns")
+    __slots__ = ("controls", "model", "read_index", "sent", "seq", "t_ns")
 
     def __init__(self, t_ns: int, read_index: int) -> None:
         self.t_ns = t_ns
@@ -136,10 +156,12 @@ class _Maker:
         self.seq: int | None = None
         self.sent: int | None = None
         self.controls: ServerControls | None = None
+        self.model: str | None = None
 
     def stamp_from(self, obj: JSONObject) -> None:
         """Pick up the reference endpoint's ``"promptpath": {"seq", "sent_unix_ns"}``, and
         on its first event the controls it applied (``controls``, ``controls_from``)."""
+        self.model = _model_of(obj)
         ours = _obj(obj.get("promptpath"))
         self.seq = _int(ours.get("seq"))
         self.sent = _int(ours.get("sent_unix_ns"))
@@ -175,6 +197,7 @@ class _Maker:
             seq=self.seq,
             read_index=self.read_index,
             controls=self.controls,
+            model=self.model,
         )
 
 

@@ -210,6 +210,7 @@ class Lab:
 
     proxy: str | None = None
     pushgateway: str | None = None
+    otlp: str | None = None  # an OTLP/HTTP receiver (tests/helpers/otlpreceiver.py)
 
 
 def _positional_index(argv: list[str], value_options: set[str]) -> int | None:
@@ -276,6 +277,7 @@ def rewrite(
         "-x": lambda v: _lab_url(lab.proxy, v),
         "--proxy": lambda v: _lab_url(lab.proxy, v),
         "--pushgateway": lambda v: _lab_url(lab.pushgateway, v),
+        "--otlp-endpoint": lambda v: _lab_url(lab.otlp, v),
         **{flag: (lambda v: str(tmp_path / Path(v).name)) for flag in _WRITTEN},
     }
     i = 1
@@ -290,6 +292,8 @@ def rewrite(
     for name in list(env):
         if name.lower() in _PROXY_VARIABLES:
             env[name] = _lab_url(lab.proxy, env[name])
+        elif name == "OTEL_EXPORTER_OTLP_ENDPOINT":
+            env[name] = _lab_url(lab.otlp, env[name])
     if target.startswith("https://") and "--cacert" not in argv and "-k" not in argv:
         argv += ["--cacert", str(server.ca)]  # the real endpoint's CA is a public one
     if "--count" in argv and "--max-tokens" not in argv:
@@ -316,7 +320,7 @@ def assert_loopback_only(argv: list[str], env: dict[str, str]) -> None:
             assert _loopback(value.split(":", 2)[2]), value
         elif opt == "--connect-to":
             assert _loopback(value.split(":")[2]), value
-        elif opt in ("-x", "--proxy", "--pushgateway"):
+        elif opt in ("-x", "--proxy", "--pushgateway", "--otlp-endpoint"):
             assert _loopback(urlsplit(value).hostname), f"{opt} {value}"
         assert opt not in ("--resolver", "--authoritative"), (
             f"{opt} {value}: this line needs a rewrite rule before it may run"

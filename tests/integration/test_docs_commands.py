@@ -41,6 +41,7 @@ from tests.helpers.doccommands import (
     SHELL_LINES,
     ClientPki,
     DocCommand,
+    Lab,
     as_doc_command,
     assert_loopback_only,
     fenced,
@@ -48,6 +49,7 @@ from tests.helpers.doccommands import (
     parses,
     rewrite,
 )
+from tests.helpers.otlpreceiver import OtlpReceiver, otlp_receiver
 from tests.helpers.refserver import RefServer, _wait_listening, reference_server
 
 # -- fixtures -------------------------------------------------------------------------------
@@ -67,6 +69,12 @@ def plain_ref(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
         tls=False, extra_args=FAST_ENDPOINT, tmp_path=tmp_path_factory.mktemp("plain")
     ) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def otlp() -> Iterator[OtlpReceiver]:
+    with otlp_receiver() as receiver:
+        yield receiver
 
 
 @pytest.fixture(scope="module")
@@ -198,9 +206,16 @@ def test_doc_command_runs_against_the_reference_endpoint(
                 written = Path(options[flag])
                 assert written.stat().st_size > 0, f"{flag} wrote nothing"
         return
-    argv, env = rewrite(cmd, request.getfixturevalue, pki, tmp_path)
+    exports_otlp = "--otlp-endpoint" in cmd.argv or "OTEL_EXPORTER_OTLP_ENDPOINT" in cmd.env
+    receiver: OtlpReceiver | None = request.getfixturevalue("otlp") if exports_otlp else None
+    lab = Lab(otlp=None if receiver is None else receiver.url)
+    if receiver is not None:
+        receiver.clear()
+    argv, env = rewrite(cmd, request.getfixturevalue, pki, tmp_path, lab)
     assert_loopback_only(argv, env)
     res = run_cli(*argv, environ=env)
+    if receiver is not None:  # the collector got the run's spans and metrics
+        assert receiver.of("/v1/traces") and receiver.of("/v1/metrics"), f"{cmd.where}: no OTLP"
     assert res.exit_code == 0, f"{cmd.where}: {cmd.text}\nran: {shlex.join(argv)}\n{res.stderr}"
     for secret in _secrets_of(argv, env):  # docs/security.md: a key is never shown
         assert secret not in res.stdout + res.stderr, f"{cmd.where}: a key was shown"

@@ -17,9 +17,9 @@ import pytest
 from tests.helpers.refserver import RefServer
 
 #: Loaded only when a feature asks for them (serve, --http 3, --resolver or an HTTPS
-#: record lookup, schema checks, --prom-textfile/--junit/--har, a series, --slo, probes)
-#: or never (pydantic: typer 0.29 pulled it in to coerce every option; pyproject pins
-#: typer below 0.29).
+#: record lookup, schema checks, --prom-textfile/--junit/--har, --otlp-endpoint, a series,
+#: --slo, probes) or never (pydantic: typer 0.29 pulled it in to coerce every option;
+#: pyproject pins typer below 0.29).
 DENIED = (
     "hypercorn",
     "aioquic",
@@ -50,6 +50,11 @@ DENIED = (
     "rich.spinner",
     # rich's emoji table: our consoles print ":warning:" as sent (emoji=False).
     "rich._emoji_codes",
+    # --otlp-endpoint's SDK (the otel extra) and its encoders; promptpath.otlp_sdk imports them.
+    "opentelemetry",
+    "google.protobuf",
+    "promptpath.otlp_sdk",
+    "promptpath.report.otel",
 )
 
 

@@ -44,6 +44,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.har": ("promptpath.report.runs",),
     "promptpath.report.junit": ("promptpath.report.runs",),
     "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
+    "promptpath.report.otel": ("promptpath.report.runs",),
+    # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
+    "promptpath.otlp_sdk": ("promptpath.report.otel",),
     # The option table is read by every --help: typer and the probes' plain settings only.
     "promptpath.flags": ("promptpath.probes.settings",),
     # (net.dnsmsg parses --authoritative, imported only when one is given)
@@ -77,6 +80,15 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "promptpath.modes": ("promptpath.commands", "promptpath.cli", "promptpath.resolve"),
     "promptpath.runner": ("promptpath.commands", "promptpath.cli", "promptpath.modes"),
     "promptpath.reporting": ("promptpath.commands", "promptpath.cli", "promptpath.modes"),
+    # Sends what the report holds to a collector: neither traces nor parses the command line.
+    "promptpath.otlp": (
+        "promptpath.net",
+        "promptpath.tracer",
+        "promptpath.probes",
+        "promptpath.commands",
+        "promptpath.cli",
+        "promptpath.modes",
+    ),
     # Writes and pushes what the report holds: it neither traces nor parses the command line.
     "promptpath.export": (
         "promptpath.net",
