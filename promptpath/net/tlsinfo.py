@@ -206,7 +206,13 @@ def finish_tls(tls: TLSInfo | None) -> None:
         return
     decoder, tls.decoded_cert = tls.decoded_cert, None  # the SSL object goes with it
     if tls.cert is None and decoder is not None:
-        decoded = decoder()
+        try:
+            decoded = decoder()
+        except ValueError:
+            # "handshake not done yet": a session the server ended with an alert after the
+            # handshake (TLS 1.3's refused client certificate) leaves the SSL object
+            # unreadable. The DER taken when the handshake completed is read instead.
+            decoded = {}
         tls.cert = decoded_cert_info(decoded) if decoded else None
     if tls.cert is None and tls.cert_der:
         tls.cert = cert_info(tls.cert_der)

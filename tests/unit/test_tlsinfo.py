@@ -230,3 +230,19 @@ def test_certificate_times_as_the_ssl_module_spells_them(text: str, when: object
     assert _utc(text) == when
     if when is not None:  # what ssl.cert_time_to_seconds (strptime: 8 ms at first) reads
         assert dt.datetime.fromtimestamp(ssl.cert_time_to_seconds(text), dt.UTC) == when
+
+
+def test_a_session_ended_by_an_alert_has_its_certificate_read_from_the_der() -> None:
+    # Found by tests/integration/test_mtls.py: after a TLS 1.3 server refuses our client
+    # certificate with an alert, SSLObject.getpeercert() raises "handshake not done yet".
+    from promptpath.core.timeline import TLSInfo
+    from promptpath.net.tlsinfo import finish_tls
+
+    def unreadable() -> dict[str, object]:
+        raise ValueError("handshake not done yet")
+
+    der_bytes = der(NOW + dt.timedelta(days=30))
+    tls = TLSInfo(sni="api.test", alpn_offered=(), cert_der=der_bytes, decoded_cert=unreadable)
+    finish_tls(tls)
+    assert tls.cert is not None and tls.cert.subject == "CN=api.test"
+    assert tls.decoded_cert is None  # the SSL object is let go
