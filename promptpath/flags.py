@@ -37,7 +37,7 @@ SERIES: Final = "Series and load"
 OUTPUT: Final = "Output and exports"
 PANELS: Final = (TARGET, PATH, PROBES, SERIES, OUTPUT)
 
-PROVIDER_CHOICES: Final = "openai|responses|anthropic|ollama|gemini|vertex|azure"
+PROVIDER_CHOICES: Final = "openai|responses|anthropic|ollama|gemini|vertex|azure|realtime"
 HTTP_CHOICES: Final = "1.1|2|3|auto"
 CLIENT_CHOICES: Final = (
     "openai-python|anthropic-python|ollama-python|google-genai|curl|browser|identity"
@@ -161,6 +161,25 @@ FLAGS: tuple[Flag, ...] = (
         metavar="SECONDS",
         help="Deadline for the whole request, in seconds. [default: 60]",
         panel=TARGET,
+    ),
+    Flag(
+        dest="ws_ping_ms",
+        decls=("--ws-ping-ms",),
+        type=float | None,
+        default=None,
+        metavar="MS",
+        help="WebSocket only: send an in-band ping every MS ms while the stream runs; the"
+        " pong round trips are reported beside the TCP handshake's.",
+        panel=PATH,
+    ),
+    Flag(
+        dest="ws_ping_count",
+        decls=("--ws-ping-count",),
+        type=int | None,
+        default=None,
+        metavar="N",
+        help="WebSocket only: at most N pings (default 10 with --ws-ping-ms).",
+        panel=PATH,
     ),
     Flag(
         dest="warm",

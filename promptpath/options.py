@@ -52,6 +52,7 @@ PATH_PATTERNS: tuple[tuple[re.Pattern[str], Provider], ...] = (
 PATH_PROVIDERS: tuple[tuple[str, Provider], ...] = (
     ("/chat/completions", "openai"),
     ("/responses", "responses"),
+    ("/realtime", "realtime"),
     ("/messages", "anthropic"),
     ("/api/chat", "ollama"),
 )
@@ -68,6 +69,7 @@ DEFAULT_KEY_ENV: dict[Provider, str | None] = {
     # its own, the user names one with --api-key-env (e.g. from `gcloud auth print-access-token`).
     "vertex": None,
     "azure": "AZURE_OPENAI_API_KEY",
+    "realtime": "OPENAI_API_KEY",
 }
 
 #: Variables read, in order, when the default one is unset (the SDKs' own order):
@@ -93,6 +95,7 @@ DEFAULT_CLIENT: dict[Provider, ClientName] = {
     "gemini": "google-genai",
     "vertex": "google-genai",
     "azure": "openai-python",
+    "realtime": "openai-python",
 }
 
 DEFAULT_MODEL: dict[Provider, str] = {
@@ -106,6 +109,7 @@ DEFAULT_MODEL: dict[Provider, str] = {
     "vertex": "gemini-2.5-flash",
     # Azure: the deployment in the URL is what answers; the SDK sends it as "model" too.
     "azure": "gpt-4o-mini",
+    "realtime": "gpt-realtime",
 }
 
 _MODEL_IN_PATH = re.compile(r"/(?:models|tunedModels|deployments)/([^/:?]+)")
@@ -114,10 +118,11 @@ _MODEL_IN_PATH = re.compile(r"/(?:models|tunedModels|deployments)/([^/:?]+)")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
     url: str
-    scheme: Literal["http", "https"]
+    scheme: Literal["http", "https"]  # ws:// is http, wss:// https (``websocket`` set)
     host: str
     port: int
     path: str  # path plus query, as sent
+    websocket: bool = False  # a ws:// or wss:// URL: the upgrade, then messages
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,6 +181,10 @@ class RunOptions:
     # Reference-endpoint controls sent in the body's "promptpath" object (canary probes):
     # they reach it through gateways that strip x-promptpath-* headers.
     body_controls: tuple[tuple[str, str], ...] = ()
+    # WebSocket only: in-band pings every ``ws_ping_ms`` while the stream runs, at most
+    # ``ws_ping_count`` of them (None: no pings).
+    ws_ping_ms: float | None = None
+    ws_ping_count: int = 0
 
     def derive(
         self,
@@ -252,9 +261,10 @@ def parse_target(url: str) -> Target:
         parts.port  # noqa: B018 - urlsplit checks the port and brackets lazily
     except ValueError as exc:
         raise UsageError(f"target is not a valid URL: {url!r} ({exc})", kind="bad_target") from exc
-    if parts.scheme not in ("http", "https"):
+    if parts.scheme not in ("http", "https", "ws", "wss"):
         raise UsageError(
-            f"target must be an http:// or https:// URL, got {url!r}", kind="bad_target"
+            f"target must be an http://, https://, ws:// or wss:// URL, got {url!r}",
+            kind="bad_target",
         )
     if not parts.hostname:
         raise UsageError(f"target URL has no host: {url!r}", kind="bad_target")
@@ -273,13 +283,21 @@ def parse_target(url: str) -> Target:
         raise UsageError(
             f"target URL has port 0, which no server listens on: {url!r}", kind="bad_target"
         )
+    secure = parts.scheme in ("https", "wss")
     if port is None:  # none given, or "host:" (RFC 3986: the scheme's default)
-        port = 443 if parts.scheme == "https" else 80
+        port = 443 if secure else 80
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
-    scheme: Literal["http", "https"] = "https" if parts.scheme == "https" else "http"
-    return Target(url=url, scheme=scheme, host=parts.hostname, port=port, path=path)
+    scheme: Literal["http", "https"] = "https" if secure else "http"
+    return Target(
+        url=url,
+        scheme=scheme,
+        host=parts.hostname,
+        port=port,
+        path=path,
+        websocket=parts.scheme in ("ws", "wss"),
+    )
 
 
 def detect_provider(path: str) -> Provider | None:

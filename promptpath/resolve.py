@@ -31,6 +31,7 @@ from promptpath.options import (
     HTTPChoice,
     Provider,
     RunOptions,
+    Target,
     check_client_cert,
     check_timeout,
     detect_provider,
@@ -194,6 +195,55 @@ def _http(given: str) -> HTTPChoice:
     raise UsageError(f"--http must be one of {', '.join(HTTP_CHOICES)}, got {given!r}")
 
 
+#: Dialects that speak WebSocket: the Responses API's WebSocket mode, and Realtime.
+WEBSOCKET_PROVIDERS: tuple[Provider, ...] = ("responses", "realtime")
+#: Most in-band pings one run may send (each is a frame on a metered connection).
+MAX_WS_PINGS = 1000
+#: Default ping count when only --ws-ping-ms is given.
+DEFAULT_WS_PINGS = 10
+
+
+def _websocket(
+    values: Values, target: Target, provider: Provider, http: HTTPChoice
+) -> tuple[float | None, int]:
+    """A ws:// or wss:// target's dialect and HTTP version checked; the ping settings."""
+    if target.websocket and provider not in WEBSOCKET_PROVIDERS:
+        raise UsageError(
+            f"a {target.url.split(':', 1)[0]}:// target speaks WebSocket, which the {provider}"
+            f" dialect does not: use --provider {' or '.join(WEBSOCKET_PROVIDERS)}",
+            kind="bad_target",
+        )
+    if provider == "realtime" and not target.websocket:
+        raise UsageError(
+            "the Realtime API is WebSocket only: give a ws:// or wss:// URL"
+            " (wss://api.openai.com/v1/realtime?model=M)",
+            kind="bad_target",
+        )
+    if target.websocket and http not in ("1.1", "auto"):
+        raise UsageError(
+            f"--http {http}: a WebSocket upgrade runs over HTTP/1.1 (ALPN offers http/1.1 only)",
+            kind="bad_option",
+        )
+    interval, count = values.get("ws_ping_ms"), values.get("ws_ping_count")
+    if (interval is not None or count is not None) and not target.websocket:
+        raise UsageError(
+            "--ws-ping-ms and --ws-ping-count go with a ws:// or wss:// target",
+            kind="bad_option",
+        )
+    if count is not None and interval is None:
+        raise UsageError("--ws-ping-count goes with --ws-ping-ms", kind="bad_option")
+    if interval is None:
+        return None, 0
+    if not math.isfinite(interval) or interval < 1:
+        raise UsageError(f"--ws-ping-ms must be at least 1 ms, got {interval:g}", kind="bad_option")
+    pings = DEFAULT_WS_PINGS if count is None else int(count)
+    if not 1 <= pings <= MAX_WS_PINGS:
+        raise UsageError(
+            f"--ws-ping-count must be between 1 and {MAX_WS_PINGS}, got {pings}", kind="bad_option"
+        )
+    return float(interval), pings
+
+
 def _family(values: Values) -> int:
     ipv4, ipv6 = values.flag("ipv4"), values.flag("ipv6")
     if ipv4 and ipv6:
@@ -236,6 +286,7 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
     from promptpath.tracer.request import SHAPES
 
     http = _http(values.text("http") or SHAPES[client].http)
+    ws_ping_ms, ws_ping_count = _websocket(values, target, provider, http)
     family = _family(values)
     timeout = values.get("timeout")
     timeout = check_timeout(DEFAULT_TIMEOUT_S if timeout is None else timeout)
@@ -283,6 +334,8 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
         api_key_env=key_env,
         client=client,
         http=http,
+        ws_ping_ms=ws_ping_ms,
+        ws_ping_count=ws_ping_count,
         resolve=tuple(parse_resolve(r) for r in values.texts("resolve")),
         cacert=values.text("cacert"),
         insecure=values.flag("insecure"),

@@ -37,6 +37,7 @@ ErrorStage = Literal[
     "connect",
     "tls",
     "quic_handshake",
+    "upgrade",  # WebSocket: the GET with Upgrade: websocket, to the 101
     "request",
     "wait",  # request sent, no response headers yet
     "response",  # status or content type refused before the stream
@@ -86,6 +87,9 @@ ErrorKind = Literal[
     # tls: client certificates (mTLS)
     "client_cert_required",
     "client_cert_rejected",
+    # upgrade: the WebSocket handshake (a refusal is ``http_<status>``)
+    "upgrade_invalid",
+    "upgrade_refused",
     # response and stream
     "not_event_stream",
     "no_response",

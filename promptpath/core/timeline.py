@@ -35,9 +35,12 @@ StageName = Literal[
     "connect",
     "tls",
     "quic_handshake",
+    "upgrade",
 ]
-#: Every StageName: all of them are open before the request goes out.
-CONNECT_STAGES: tuple[StageName, ...] = get_args(StageName)
+#: The set-up stages: every StageName but ``upgrade``, all open before the request goes
+#: out. The WebSocket ``upgrade`` (the GET's first byte written to the 101 read) is the
+#: request itself: its time is the request and wait spans, so no waterfall draws it twice.
+CONNECT_STAGES: tuple[StageName, ...] = tuple(s for s in get_args(StageName) if s != "upgrade")
 
 #: Milestone names, in the order a healthy trace reaches them.
 MILESTONES = (
@@ -355,6 +358,47 @@ class SentRequest:
         return next((v for k, v in self.headers if k.lower() == name), None)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WSPing:
+    """One in-band WebSocket ping: when it was written and when its pong arrived."""
+
+    sent_ns: int
+    pong_ns: int | None = None  # None: no pong before the stream ended
+
+    @property
+    def rtt_ns(self) -> int | None:
+        return None if self.pong_ns is None else self.pong_ns - self.sent_ns
+
+
+#: Who ended a WebSocket: the server's Close frame, ours, our parser refusing a frame
+#: (``protocol``), or the TCP connection ending without any Close frame (``eof``).
+WSCloseBy = Literal["server", "client", "protocol", "eof"]
+
+
+@dataclass(slots=True, kw_only=True)
+class WebSocketInfo:
+    """What a WebSocket run learned beyond HTTP: the upgrade's outcome, the messages, the
+    close and the pings (the 101's headers are ``Timeline.response_headers``)."""
+
+    subprotocols_offered: tuple[str, ...] = ()
+    subprotocol: str | None = None  # the one the server chose
+    extensions_offered: tuple[str, ...] = ()
+    extensions: tuple[str, ...] = ()  # as the server accepted them (permessage-deflate...)
+    upgrade_start_ns: int | None = None  # the upgrade GET's first byte handed to the socket
+    upgraded_ns: int | None = None  # the read that completed the 101
+    messages_sent: int = 0  # our messages (response.create, ...)
+    sent_ns: int | None = None  # the last of our opening messages written
+    messages: int = 0  # whole messages received
+    fragmented: int = 0  # of those, messages in more than one frame
+    binary: int = 0  # of those, binary messages (no dialect sends any: counted, not decoded)
+    control_frames: int = 0  # pings and pongs received
+    close_code: int | None = None  # 1006: the TCP connection ended without a Close frame
+    close_reason: str | None = None
+    close_by: WSCloseBy | None = None
+    close_ns: int | None = None
+    pings: list[WSPing] = field(default_factory=list)
+
+
 @dataclass(slots=True, kw_only=True)
 class Timeline:
     """Everything one traced request learned, in stamped facts."""
@@ -400,6 +444,7 @@ class Timeline:
     #: timeout) cut the client's decoding, not a silence of the server's.
     decoding: bool = False
     request: SentRequest | None = None  # what the tracer sent (or was about to send)
+    websocket: WebSocketInfo | None = None  # set by the WebSocket transport
 
     # -- appending facts -------------------------------------------------------------
     def begin(self, name: StageName, t_ns: int, **detail: object) -> Stage:

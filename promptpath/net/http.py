@@ -114,17 +114,21 @@ class TCPTransport:
     def recorder(timeline: Timeline) -> Recorder:
         return Recorder(timeline)
 
-    async def open_stream(self, spec: ConnectSpec, recorder: Recorder) -> TracedNetworkStream:
+    async def open_stream(
+        self, spec: ConnectSpec, recorder: Recorder, *, tunnel: bool = False
+    ) -> TracedNetworkStream:
         """The ``connect`` and (for https) ``tls`` stages: a stamped byte stream.
 
         Through a proxy: ``proxy_connect`` (and ``proxy_tls`` for an https:// proxy), then
         for an https:// target the ``tunnel`` (CONNECT) and the origin's ``tls`` inside it.
+        ``tunnel``: CONNECT for a plain-http target too (a WebSocket cannot go in the
+        absolute form: the proxy would have to speak it).
         """
         hop = spec.proxy
         if hop is None:
             stream = await connect_tcp(spec.host, spec.dial_port, spec.addresses, recorder)
         else:
-            plain_target = spec.scheme == "http"
+            plain_target = spec.scheme == "http" and not tunnel
             stream = await connect_tcp(
                 hop.host,
                 hop.port,

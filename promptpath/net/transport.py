@@ -91,6 +91,9 @@ class WireRequest:
     path: str  # path plus query
     headers: tuple[tuple[str, str], ...]
     body: bytes
+    #: WebSocket: the text messages sent once the upgrade is answered with a 101 (the
+    #: dialect's ``response.create``); the GET itself carries no body.
+    messages: tuple[str, ...] = ()
 
     def authority(self, spec: ConnectSpec) -> str:
         """The Host / :authority this request names: a Host among its headers (-H Host,
@@ -116,6 +119,9 @@ class ResponseHead:
     headers: tuple[tuple[str, str], ...]
     http_version: str  # "HTTP/1.1", "HTTP/2", "HTTP/3"
     t_ns: int
+    #: The answer to a WebSocket upgrade: a 101's body is whole messages, one per piece
+    #: (text, UTF-8), any other status's body the refusal's bytes.
+    websocket: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,7 +129,9 @@ class BodyPiece:
     """Response-body bytes with the stamp of the socket read (or datagram) that carried them.
 
     The last piece of a body that ended cleanly has ``end`` set (and usually no data): its
-    stamp is the read that carried the end (the last chunk, the stream's FIN)."""
+    stamp is the read that carried the end (the last chunk, the stream's FIN). After a
+    WebSocket's 101 each piece is one whole message, stamped with the read that carried
+    its last frame."""
 
     data: bytes
     t_ns: int

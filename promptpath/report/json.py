@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import asdict
 from typing import Any, cast
 
@@ -29,6 +30,7 @@ from promptpath.core.timeline import (
     TLSInfo,
     content_events,
 )
+from promptpath.core.wsclose import close_meaning
 from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
 from promptpath.report.redact import Redactor, headers_json
 from promptpath.result import TraceResult
@@ -184,6 +186,57 @@ def _proxy(timeline: Timeline) -> dict[str, Any] | None:
     }
 
 
+def websocket_json(timeline: Timeline) -> dict[str, Any] | None:
+    """The ``websocket`` object: the upgrade's outcome, the messages, the close, and the
+    ping round trips beside the TCP handshake's (null for an HTTP run)."""
+    ws = timeline.websocket
+    if ws is None:
+        return None
+    ms = timeline.ms
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 3)
+
+    upgrade = timeline.stage("upgrade")
+    rtts = [p.rtt_ns / 1e6 for p in ws.pings if p.rtt_ns is not None]
+    handshake = timeline.stage("connect") or timeline.stage("proxy_connect")
+    close = None
+    if ws.close_by is not None:
+        close = {
+            "by": ws.close_by,
+            "code": ws.close_code,
+            "meaning": close_meaning(ws.close_code),
+            "reason": ws.close_reason or None,
+            "at_ms": rounded(ms(ws.close_ns)),
+        }
+    return {
+        "upgrade_ms": None
+        if upgrade is None or upgrade.duration_ns is None
+        else round(upgrade.duration_ns / 1e6, 3),
+        "subprotocols_offered": list(ws.subprotocols_offered),
+        "subprotocol": ws.subprotocol,
+        "extensions_offered": list(ws.extensions_offered),
+        "extensions": list(ws.extensions),
+        "messages_sent": ws.messages_sent,
+        "sent_ms": rounded(ms(ws.sent_ns)),
+        "messages": ws.messages,
+        "fragmented": ws.fragmented,
+        "binary": ws.binary,
+        "control_frames": ws.control_frames,
+        "close": close,
+        "pings": {
+            "sent": len(ws.pings),
+            "answered": len(rtts),
+            "rtt_ms": [round(r, 3) for r in rtts],
+            "rtt_p50_ms": rounded(statistics.median(rtts)) if rtts else None,
+            "rtt_max_ms": rounded(max(rtts)) if rtts else None,
+            "tcp_connect_ms": None
+            if handshake is None or handshake.duration_ns is None
+            else round(handshake.duration_ns / 1e6, 3),
+        },
+    }
+
+
 def _utc_iso(unix_ns: int) -> str:
     """t0 on the wall clock: HAR and JUnit want a date, our offsets are from t0."""
     from datetime import UTC, datetime
@@ -300,6 +353,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
         },
         "server": server_json(timeline, metrics),
         "quic": None if timeline.quic is None else asdict(timeline.quic),
+        "websocket": websocket_json(timeline),
         "proxy": _proxy(timeline),
         "headline": headline(timeline, metrics),
         "error": None

@@ -122,6 +122,7 @@ INSTRUMENTS: Final = (
 PROVIDER_NAMES: Final = {
     "openai": "openai",
     "responses": "openai",
+    "realtime": "openai",
     "azure": "azure.ai.openai",
     "anthropic": "anthropic",
     "gemini": "gcp.gemini",

@@ -20,6 +20,7 @@ from promptpath.core.headers import redact_headers
 from promptpath.core.servertime import server_account, split_words
 from promptpath.core.stats import sparkline
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
+from promptpath.core.wsclose import close_words
 from promptpath.options import display_url
 from promptpath.report.labels import STAGE_LABELS
 from promptpath.report.pathtable import path_table
@@ -121,6 +122,33 @@ def proxy_line(timeline: Timeline) -> str | None:
     if proxy.authenticated:
         parts.append("Proxy-Authorization sent")
     parts.extend(f"{name}: {value}" for name, value in proxy.headers)
+    return " · ".join(parts)
+
+
+def websocket_line(timeline: Timeline) -> str | None:
+    """A WebSocket run: what the upgrade negotiated, the messages, the close, the pings
+    beside the TCP handshake's round trip."""
+    ws = timeline.websocket
+    if ws is None:
+        return None
+    parts = []
+    if ws.upgraded_ns is not None:
+        parts.append(f"subprotocol {ws.subprotocol}" if ws.subprotocol else "no subprotocol")
+        parts.append(" ".join(ws.extensions) if ws.extensions else "no extension negotiated")
+    frag = f" ({ws.fragmented} fragmented)" if ws.fragmented else ""
+    parts.append(f"{ws.messages_sent} message(s) sent, {ws.messages} received{frag}")
+    if ws.close_by is not None:
+        reason = f" {ws.close_reason!r}" if ws.close_reason else ""
+        parts.append(f"closed by {ws.close_by}: {close_words(ws.close_code)}{reason}")
+    rtts = sorted(p.rtt_ns / 1e6 for p in ws.pings if p.rtt_ns is not None)
+    if ws.pings:
+        ping = f"pings {len(rtts)}/{len(ws.pings)} answered"
+        if rtts:
+            ping += f", RTT p50 {rtts[len(rtts) // 2]:.2f} ms max {rtts[-1]:.2f} ms"
+        connect = timeline.stage("connect") or timeline.stage("proxy_connect")
+        if connect is not None and connect.duration_ns is not None:
+            ping += f" (TCP handshake {connect.duration_ns / 1e6:.2f} ms)"
+        parts.append(ping)
     return " · ".join(parts)
 
 
@@ -286,6 +314,9 @@ def render_timeline(
         console.print(Text("TLS    ") + Text(line))
         for text in interception_lines(timeline):
             console.print(Text("       ") + Text(text))
+    line = websocket_line(timeline)
+    if line:
+        console.print(Text("WS     ") + Text(line))
     quic = timeline.quic
     if quic is not None and not timeline.reused_connection:
         console.print(

@@ -70,10 +70,23 @@ class ReferenceApp:
                 await self._http(scope, receive, send)
             except Exception as exc:  # every request is untrusted: see _internal_error
                 await self._internal_error(scope, send, exc)
+        elif scope["type"] == "websocket":
+            from promptpath.server.websocket import serve_websocket
+
+            try:
+                await serve_websocket(self, self.stats, scope, receive, send)
+            except Exception as exc:  # untrusted too: one line, and hypercorn closes 1011
+                self._log_internal(scope, exc)
 
     async def _internal_error(self, scope: Scope, send: Send, exc: Exception) -> None:
         """A request this app did not foresee: one escaped line on stderr and a 500 (when
         nothing was sent yet), never a traceback, and serve goes on serving."""
+        self._log_internal(scope, exc)
+        body = b'{"error":{"message":"internal error","type":"server_error"}}'
+        await self._reply(send, 500, body, "application/json")
+
+    @staticmethod
+    def _log_internal(scope: Scope, exc: Exception) -> None:
         where = ascii(str(scope.get("path", "")))[:200]
         print(
             f"promptpath serve: internal error answering {where}: {type(exc).__name__}:"
@@ -81,8 +94,6 @@ class ReferenceApp:
             file=sys.stderr,
             flush=True,
         )
-        body = b'{"error":{"message":"internal error","type":"server_error"}}'
-        await self._reply(send, 500, body, "application/json")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -150,6 +161,10 @@ class ReferenceApp:
             return
         body = json_body(asdict(record))
         await self._reply(send, 200, body, "application/json", (("cache-control", "no-store"),))
+
+    def authorized(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        """Whether the request carries the key (always, when serve requires none)."""
+        return self._authorized(headers)
 
     def _authorized(self, headers: list[tuple[bytes, bytes]]) -> bool:
         if self.api_key is None:

@@ -61,6 +61,8 @@ class Behaviour:
     # its own task would make the model do: plays a ghosting upstream in labs.
     ignore_disconnect: bool = False
     probe_id: str | None = None  # a probe's tag: GET /stats/requests/<id> answers for it
+    # WebSocket: the Close frame's code when truncate-after cuts the stream (None: 1011).
+    close_code: int | None = None
 
 
 def _parse_float(*, minimum: float = 0.0) -> Callable[[str], float]:
@@ -114,6 +116,17 @@ def _parse_yes_no(raw: str) -> bool:
     return value == "yes"
 
 
+def _parse_close_code(raw: str) -> int:
+    """A close code a server may send (RFC 6455 §7.4): 1000-1003, 1007-1014, 3000-4999;
+    1004-1006 and 1015 are reserved for reports, never sent."""
+    value = int(raw)
+    if not (1000 <= value <= 1003 or 1007 <= value <= 1014 or 3000 <= value <= 4999):
+        raise ValueError(
+            "must be a sendable WebSocket close code (1000-1003, 1007-1014, 3000-4999)"
+        )
+    return value
+
+
 def _parse_probe_id(raw: str) -> str:
     if not 1 <= len(raw) <= 64 or not set(raw) <= _ID_CHARS:
         raise ValueError("must be 1-64 characters of A-Z a-z 0-9 . _ -")
@@ -140,6 +153,7 @@ CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "accel-buffering": ("accel_buffering", _parse_choice("yes", "no")),
     "ignore-disconnect": ("ignore_disconnect", _parse_yes_no),
     "probe-id": ("probe_id", _parse_probe_id),
+    "close-code": ("close_code", _parse_close_code),
 }
 
 

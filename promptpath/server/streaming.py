@@ -107,8 +107,10 @@ class EventWriter:
         stats: ServerStats,
         record: RequestRecord,
         report: JSONObject | None = None,
+        ws: bool = False,
     ) -> None:
         self.ex = ex
+        self.ws = ws  # each event its own WebSocket message: nothing to frame
         self.report = report  # rides on the first JSON event, then is spent
         self.sse = sse
         self.batch = batch
@@ -146,8 +148,14 @@ class EventWriter:
             self.seq += 1
         n_tokens = sum(1 for event in self.pending if event.content)
         self.pending.clear()
-        body = b"".join(parts)
-        ok = await self.ex.send({"type": "http.response.body", "body": body, "more_body": True})
+        if self.ws:
+            ok = True
+            for part in parts:  # one message per event, written back to back
+                text = part.decode().rstrip("\n")
+                ok = ok and await self.ex.send({"type": "websocket.send", "text": text})
+        else:
+            body = b"".join(parts)
+            ok = await self.ex.send({"type": "http.response.body", "body": body, "more_body": True})
         if ok:
             self.stats.tokens(self.record, n_tokens)
         return ok
@@ -166,8 +174,13 @@ async def write_stream(
     stats: ServerStats,
     record: RequestRecord,
     report: JSONObject | None = None,
+    ws: bool = False,
 ) -> bool:
     """Write the event stream. False when it stopped early (client gone, truncated).
+
+    ``ws``: on an accepted WebSocket: each event one text message, no HTTP head, the
+    socket left open at the end (the client may send the next request), and
+    ``truncate_after`` a Close frame with ``close_code`` (1011 unless set).
 
     Every content token counts as generated when it is produced. The disconnect check
     runs on every chunk (each sleep and each send): a client that left stops the
@@ -176,16 +189,24 @@ async def write_stream(
     content_type = dialect.media_type + ("; charset=utf-8" if dialect.sse else "")
     raw_headers = [(b"content-type", content_type.encode())]
     raw_headers += [(k.encode(), v.encode()) for k, v in headers]
-    if not await ex.send({"type": "http.response.start", "status": 200, "headers": raw_headers}):
+    if not ws and not await ex.send(
+        {"type": "http.response.start", "status": 200, "headers": raw_headers}
+    ):
         return False
     out = EventWriter(
-        ex, sse=dialect.sse, batch=behaviour.batch, stats=stats, record=record, report=report
+        ex,
+        sse=dialect.sse and not ws,
+        batch=behaviour.batch,
+        stats=stats,
+        record=record,
+        report=report,
+        ws=ws,
     )
     plan = Plan(behaviour, t_recv)
 
     async def wait(deadline: float) -> bool:
         every = behaviour.keepalive_s
-        if dialect.sse and every > 0:
+        if dialect.sse and not ws and every > 0:
             next_keepalive = asyncio.get_running_loop().time() + every
             while next_keepalive < deadline:
                 if not await ex.sleep_until(next_keepalive) or not await out.keepalive():
@@ -194,6 +215,8 @@ async def write_stream(
         return await ex.sleep_until(deadline)
 
     async def end_body() -> bool:
+        if ws:
+            return await out.flush()
         return await out.flush() and await ex.send(
             {"type": "http.response.body", "body": b"", "more_body": False}
         )
@@ -226,6 +249,10 @@ async def write_stream(
             return await end_body()
         if behaviour.truncate_after == i:
             if not await out.flush():
+                return False
+            if ws:
+                code = behaviour.close_code or 1011
+                await ex.send({"type": "websocket.close", "code": code, "reason": "truncate-after"})
                 return False
             if http_version.startswith("1"):
                 # Return without the final body message: hypercorn then closes the

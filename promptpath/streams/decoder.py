@@ -9,6 +9,7 @@ from promptpath.streams.dialects import Frame, MalformedEvent, Provider, decoder
 from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge
 from promptpath.streams.ndjson import NDJSONDecoder
 from promptpath.streams.sse import SSEDecoder
+from promptpath.streams.wsmessage import MessageFramer
 
 __all__ = ["StreamDecoder"]
 
@@ -30,17 +31,25 @@ class StreamDecoder:
         "_terminal",
         "_truncated_tail",
         "invalid_utf8",
+        "messages",
         "provider",
     )
 
-    def __init__(self, provider: Provider, *, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(
+        self, provider: Provider, *, max_line: int = MAX_LINE_BYTES, messages: bool = False
+    ) -> None:
         self.provider = provider
         self._dialect = decoder_for(provider)
-        self._framer: SSEDecoder | NDJSONDecoder = (
-            SSEDecoder(max_line=max_line)
-            if self._dialect.framing == "sse"
-            else NDJSONDecoder(max_line=max_line)
-        )
+        #: ``messages``: each feed is one whole WebSocket message (the dialect's framing
+        #: over HTTP does not apply).
+        self.messages = messages or self._dialect.framing == "websocket"
+        self._framer: SSEDecoder | NDJSONDecoder | MessageFramer
+        if self.messages:
+            self._framer = MessageFramer(max_line=max_line)
+        elif self._dialect.framing == "sse":
+            self._framer = SSEDecoder(max_line=max_line)
+        else:
+            self._framer = NDJSONDecoder(max_line=max_line)
         self._last_read_index = -1
         self._ended = False
         self._terminal = False
@@ -50,7 +59,7 @@ class StreamDecoder:
 
     @property
     def framing(self) -> str:
-        return self._dialect.framing
+        return "websocket" if self.messages else self._dialect.framing
 
     @property
     def pending(self) -> bool:

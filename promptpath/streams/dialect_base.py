@@ -18,7 +18,8 @@ from promptpath.streams.sse import SSEMessage
 
 __all__ = ["DialectDecoder", "Frame", "Framing", "JSONObject", "MalformedEvent"]
 
-Framing = Literal["sse", "ndjson"]
+#: ``websocket``: one whole message per frame (a dialect that speaks nothing else).
+Framing = Literal["sse", "ndjson", "websocket"]
 Frame = SSEMessage | NDJSONLine
 JSONObject = dict[str, object]
 

@@ -33,11 +33,16 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 from promptpath.streams.google import GeminiDecoder
+from promptpath.streams.realtime import RealtimeDecoder
 
 #: The stream dialects we decode, named for the API that speaks them.
 #: ``azure`` is OpenAI chat on the wire (plus content-filter chunks); ``vertex`` is the
-#: Gemini format on Vertex AI's paths and auth.
-Provider = Literal["openai", "responses", "anthropic", "ollama", "gemini", "vertex", "azure"]
+#: Gemini format on Vertex AI's paths and auth. ``responses`` is also the Responses API's
+#: WebSocket mode (a ws:// or wss:// target); ``realtime`` is the Realtime API, WebSocket
+#: only.
+Provider = Literal[
+    "openai", "responses", "anthropic", "ollama", "gemini", "vertex", "azure", "realtime"
+]
 
 __all__ = [
     "AnthropicDecoder",
@@ -48,6 +53,7 @@ __all__ = [
     "MalformedEvent",
     "OllamaDecoder",
     "OpenAIChatDecoder",
+    "RealtimeDecoder",
     "ResponsesDecoder",
     "decoder_for",
 ]
@@ -263,6 +269,7 @@ _DECODERS: dict[str, type[_Dialect]] = {
     "ollama": OllamaDecoder,
     "gemini": GeminiDecoder,
     "vertex": GeminiDecoder,
+    "realtime": RealtimeDecoder,
 }
 
 

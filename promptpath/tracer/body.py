@@ -12,7 +12,7 @@ from collections.abc import Callable
 import anyio
 import anyio.lowlevel
 
-from promptpath.core.errors import PromptpathError
+from promptpath.core.errors import HTTPStatusError, PromptpathError, http_status_kind
 from promptpath.core.redaction import Redactor
 from promptpath.core.timeline import Timeline
 from promptpath.net.tlsinfo import client_cert_refused
@@ -24,6 +24,7 @@ from promptpath.tracer.ingest import (
     BodyIngest,
     is_event_stream,
     not_a_stream_error,
+    snippet,
     status_error,
 )
 from promptpath.tracer.request import key_sent
@@ -62,8 +63,12 @@ async def consume(
 ) -> bool:
     """Judge the response and feed its body to the decoder, piece by piece (every transport).
 
-    True when it stopped early, ``stop_after`` content tokens in: the rest is left unread."""
-    if head.status >= 300:
+    True when it stopped early, ``stop_after`` content tokens in: the rest is left unread.
+    A WebSocket's body is whole messages; after its terminal message nothing more is
+    read (the socket stays open for the next request by design)."""
+    if head.websocket and head.status != 101:
+        raise upgrade_refused(timeline, await read_limited(body), options)
+    if not head.websocket and head.status >= 300:
         body_text = await read_limited(body)
         refused = client_cert_status(timeline, body_text)
         if refused is not None:
@@ -77,11 +82,11 @@ async def consume(
             key_sent=carried,
             redact=redact_for(options),
         )
-    if not is_event_stream(timeline):
+    if not head.websocket and not is_event_stream(timeline):
         raise not_a_stream_error(
             timeline, await read_limited(body, 2048), options.provider, redact_for(options)
         )
-    ingest = BodyIngest(timeline, options.provider, redact_for(options))
+    ingest = BodyIngest(timeline, options.provider, redact_for(options), messages=head.websocket)
     last_ns = head.t_ns
     try:
         while (piece := await next_piece(ingest, body)) is not None:
@@ -96,6 +101,8 @@ async def consume(
                 ingest.resume()
             if stop_after is not None and ingest.tokens >= stop_after:
                 return True
+            if head.websocket and ingest.terminal:
+                break
     except TransportError as err:
         # A reset after the terminal marker cuts nothing; before it, the stream is truncated.
         reason = network_reason(err.reason, timeline)
@@ -105,6 +112,39 @@ async def consume(
         return False
     ingest.finish(last_ns)
     return False
+
+
+def upgrade_refused(timeline: Timeline, body: bytes, options: RunOptions) -> HTTPStatusError:
+    """A WebSocket upgrade answered with anything but 101: the status, the server and the
+    body's words (redacted), in the ``upgrade`` stage. A 2xx or 3xx is a hop or server
+    that took the GET for a plain request (nginx without ``proxy_set_header Upgrade``
+    forwards it as one): kind ``upgrade_refused``; 4xx/5xx keep their ``http_<status>``."""
+    sent = timeline.request
+    carried = key_sent(options) if sent is None else sent.key_sent
+    plain = status_error(
+        timeline,
+        body,
+        key_env=options.api_key_env,
+        key_sent=carried,
+        redact=redact_for(options),
+    )
+    status = timeline.status or 0
+    server = timeline.header("server")
+    who = f" (server: {snippet(server, 60, redact_for(options))})" if server else ""
+    hint = ""
+    if status < 400:
+        hint = (
+            " — a 101 Switching Protocols was expected: a hop that does not pass the Upgrade"
+            " and Connection headers turns the upgrade into a plain GET"
+        )
+    return HTTPStatusError(
+        f"WebSocket upgrade refused{who}: {plain.message}{hint}",
+        stage="upgrade",
+        kind=http_status_kind(status) if status >= 400 else "upgrade_refused",
+        status=status,
+        retry_after=timeline.header("retry-after"),
+        server=server,
+    )
 
 
 #: nginx (``ssl_verify_client on``) completes the handshake without or with a refused

@@ -187,12 +187,22 @@ def note(timeline: Timeline, new: list[StreamEvent]) -> None:
 class BodyIngest:
     """Feeds stamped body bytes to the decoder and the Timeline; judges the ending."""
 
-    def __init__(self, timeline: Timeline, provider: Provider, redact: Redact = _as_is) -> None:
+    def __init__(
+        self,
+        timeline: Timeline,
+        provider: Provider,
+        redact: Redact = _as_is,
+        *,
+        messages: bool = False,
+    ) -> None:
         self.timeline = timeline
         # A transport's reason may quote what the peer sent (a bad chunk line, a header):
         # redacted before it is cut to a snippet.
         self.redact = redact
-        self.decoder = StreamDecoder(provider)
+        #: Each piece fed is one whole WebSocket message (decoded in one step: a message
+        #: is bounded by the transport, and cutting it would cut its JSON).
+        self.messages = messages
+        self.decoder = StreamDecoder(provider, messages=messages)
         self.provider = provider
         # The first bytes, kept to name the dialect they parse as when this one fails.
         self._head = bytearray()
@@ -254,6 +264,8 @@ class BodyIngest:
             self._pending = self._inflate.unconsumed_tail
             # A full step may leave output inside zlib with no input left to push it.
             self._more_output = len(data) == DECODE_STEP and not self._inflate.eof
+        elif self.messages:
+            data, self._pending = self._pending, b""
         else:
             data, self._pending = self._pending[:DECODE_STEP], self._pending[DECODE_STEP:]
         tl.decoding = self.backlog

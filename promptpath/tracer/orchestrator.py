@@ -247,6 +247,7 @@ class Tracer:
                 path=self.options.target.path,
                 headers=tuple(prepared.headers),
                 body=prepared.body,
+                messages=prepared.messages,
             ),
             timeline,
         )

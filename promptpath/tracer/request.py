@@ -30,7 +30,8 @@ class PreparedRequest:
     method: str
     headers: tuple[tuple[str, str], ...]
     body: bytes
-    expects: str  # "text/event-stream" or "application/x-ndjson"
+    expects: str  # "text/event-stream", "application/x-ndjson" or "websocket"
+    messages: tuple[str, ...] = ()  # WebSocket: sent after the 101, in order
 
 
 def build_body(provider: Provider, model: str, prompt: str, max_tokens: int) -> dict[str, object]:
@@ -220,7 +221,67 @@ def request_headers(options: RunOptions) -> list[tuple[str, str]]:
     return headers
 
 
+def ws_messages(options: RunOptions) -> tuple[str, ...]:
+    """The messages a WebSocket dialect sends after the 101, as the openai SDK 3.57 sends
+    them (observed on loopback): the Responses API's WebSocket mode one
+    ``{"type": "response.create", ...}`` with the request's fields at the top level, no
+    ``stream``; Realtime the user's turn (``conversation.item.create``) and a text-only
+    ``response.create``. The reference endpoint's controls ride in each's ``promptpath``."""
+    controls: dict[str, object] = (
+        {CONTROLS_FIELD: dict(options.body_controls)} if options.body_controls else {}
+    )
+    if options.provider == "realtime":
+        item: dict[str, object] = {
+            "type": "conversation.item.create",
+            "item": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": options.prompt}],
+            },
+        }
+        create: dict[str, object] = {
+            "type": "response.create",
+            "response": {"output_modalities": ["text"], "max_output_tokens": options.max_tokens},
+            **controls,
+        }
+        return json.dumps(item), json.dumps(create)
+    create = {
+        "type": "response.create",
+        "model": options.model,
+        "input": options.prompt,
+        "max_output_tokens": options.max_tokens,
+        **controls,
+    }
+    return (json.dumps(create),)
+
+
+def ws_headers(options: RunOptions) -> list[tuple[str, str]]:
+    """The upgrade GET's own headers (Host, Upgrade, the key are the transport's): the
+    openai SDK 3.57 sends Authorization, Accept and Content-Type application/json and its
+    User-Agent (observed on loopback; no Accept-Encoding: its websockets client offers
+    none, and no OpenAI-Beta header); -H wins."""
+    shape = SHAPES[options.client]
+    headers = [
+        ("accept", shape.accept or "application/json"),
+        ("content-type", "application/json"),
+        ("user-agent", user_agent(shape)),
+    ]
+    user_names = {name.lower() for name, _ in options.headers}
+    headers = [(n, v) for n, v in headers if n not in user_names]
+    if not user_names & KEY_HEADERS:
+        headers += auth_headers(options.provider, options.api_key, options.api_key_env)
+    return headers + list(options.headers)
+
+
 def prepare(options: RunOptions) -> PreparedRequest:
+    if options.target.websocket:
+        return PreparedRequest(
+            method="GET",
+            headers=tuple(ws_headers(options)),
+            body=b"",
+            expects="websocket",
+            messages=ws_messages(options),
+        )
     fields = build_body(options.provider, options.model, options.prompt, options.max_tokens)
     if options.body_controls:
         fields[CONTROLS_FIELD] = dict(options.body_controls)
@@ -240,7 +301,7 @@ def sent_request(options: RunOptions, prepared: PreparedRequest) -> SentRequest:
         method=prepared.method,
         path=options.target.path,
         headers=tuple(redact_headers(prepared.headers)),
-        body_bytes=len(prepared.body),
+        body_bytes=len(prepared.body) + sum(len(m.encode()) for m in prepared.messages),
         key_sent=carries_key(prepared.headers),
         client=options.client,
         not_offered=shape.not_offered,

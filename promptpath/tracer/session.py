@@ -142,6 +142,18 @@ def new_timeline() -> Timeline:
 
 def transport_for(options: RunOptions) -> Transport:
     """The transport for ``--http`` (built before t0: it loads what it needs)."""
+    if options.target.websocket:
+        from promptpath.net.websocket import WebSocketTransport, WSSettings
+
+        return WebSocketTransport(
+            WSSettings(
+                # Browsers and the websockets library offer permessage-deflate; the openai
+                # SDK turns it off (compression=None, observed: no extension offered).
+                deflate=options.client == "browser",
+                ping_interval_s=None if options.ws_ping_ms is None else options.ws_ping_ms / 1e3,
+                ping_max=options.ws_ping_count,
+            )
+        )
     if options.http == "3":
         from promptpath.net.quic import QuicTransport  # aioquic: only when asked for
 

@@ -250,7 +250,7 @@ def rewrite(
     host = "localhost" if pinned else "127.0.0.1"
     if "://" in target:
         parts = urlsplit(target)
-        if parts.scheme == "https":
+        if parts.scheme in ("https", "wss"):
             server = servers("mtls_ref" if "--cert" in argv else "tls_ref")
         else:
             server = servers("plain_ref")
@@ -294,7 +294,8 @@ def rewrite(
             env[name] = _lab_url(lab.proxy, env[name])
         elif name == "OTEL_EXPORTER_OTLP_ENDPOINT":
             env[name] = _lab_url(lab.otlp, env[name])
-    if target.startswith("https://") and "--cacert" not in argv and "-k" not in argv:
+    secure = target.startswith(("https://", "wss://"))
+    if secure and "--cacert" not in argv and "-k" not in argv:
         argv += ["--cacert", str(server.ca)]  # the real endpoint's CA is a public one
     if "--count" in argv and "--max-tokens" not in argv:
         argv += ["--max-tokens", "8"]

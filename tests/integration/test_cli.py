@@ -424,4 +424,6 @@ def test_entry_point_prints_the_version_and_returns_main_s_exit_code(entry: str)
         [*command, "run", "ftp://x/y"], capture_output=True, text=True, timeout=30
     )
     assert usage.returncode == ExitCode.USAGE and usage.stdout == ""
-    assert usage.stderr.startswith("promptpath: target must be an http:// or https:// URL")
+    assert usage.stderr.startswith(
+        "promptpath: target must be an http://, https://, ws:// or wss:// URL"
+    )

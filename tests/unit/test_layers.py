@@ -27,6 +27,7 @@ SHARED = (
     "promptpath.core.addr",
     "promptpath.core.headers",
     "promptpath.core.media",
+    "promptpath.core.wsclose",  # WebSocket close codes in words: the transport and reports
 )
 
 #: layer prefix -> prefixes it may import (besides itself and SHARED)

@@ -201,6 +201,7 @@ def test_every_control_travels_in_the_body() -> None:
             "status": "200",
             "ignore-disconnect": "yes",
             "probe-id": "p1",
+            "close-code": "1011",
         }.get(control, "1")
         via_header = from_headers(Behaviour(), {f"x-promptpath-{control}": value})
         via_body, sources = from_request(Behaviour(), {}, {"promptpath": {control: value}})
