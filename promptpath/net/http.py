@@ -212,7 +212,10 @@ class TCPConnection:
             if name.endswith("send_request_headers.started"):
                 stream_id = info.get("stream_id", 0)
             elif name.endswith("send_request_body.complete"):
-                tl.mark("request_sent", recorder.last_write_ns or time.perf_counter_ns())
+                # On HTTP/2 the write that carried this stream's END_STREAM (streams share
+                # the connection's writes).
+                sent = None if h2conn is None else h2conn.sent_ns.get(stream_id)
+                tl.mark("request_sent", sent or recorder.last_write_ns or time.perf_counter_ns())
             elif name.endswith("receive_response_headers.complete"):
                 # On HTTP/2 the read that carried this stream's HEADERS, which is not the
                 # connection's last read when other streams share it.
