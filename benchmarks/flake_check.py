@@ -83,6 +83,8 @@ def _round(tests: list[str], keyword: str | None, work: Path, index: int) -> dic
         "-m",
         "pytest",
         "-q",
+        "-n",
+        "0",  # one at a time, beside the hogs only (not the suite's 3 workers)
         "-p",
         "no:cacheprovider",
         f"--junitxml={junit}",

@@ -26,6 +26,7 @@ from promptpath.probes.settings import (
     CanarySettings,
     DNSCacheSettings,
     IdleTimeoutSettings,
+    PathSettings,
     TLSSettings,
 )
 
@@ -37,10 +38,14 @@ SERIES: Final = "Series and load"
 OUTPUT: Final = "Output and exports"
 PANELS: Final = (TARGET, PATH, PROBES, SERIES, OUTPUT)
 
-PROVIDER_CHOICES: Final = "openai|responses|anthropic|ollama|gemini|vertex|azure|realtime"
+PROVIDER_CHOICES: Final = (
+    "openai|responses|anthropic|ollama|gemini|vertex|azure|realtime|bedrock|bedrock-invoke"
+    "|cohere"
+)
 HTTP_CHOICES: Final = "1.1|2|3|auto"
 CLIENT_CHOICES: Final = (
-    "openai-python|anthropic-python|ollama-python|google-genai|curl|browser|identity"
+    "openai-python|anthropic-python|ollama-python|google-genai|boto3|cohere|curl|browser"
+    "|identity"
 )
 
 F = TypeVar("F", bound=Callable[..., None])
@@ -86,6 +91,7 @@ _canary = CanarySettings()
 _dns = DNSCacheSettings()
 _idle = IdleTimeoutSettings()
 _tls = TLSSettings()
+_path = PathSettings()
 
 FLAGS: tuple[Flag, ...] = (
     # -- target and request ------------------------------------------------------------
@@ -142,6 +148,15 @@ FLAGS: tuple[Flag, ...] = (
         metavar=CLIENT_CHOICES,
         help="Shape the request like this client (its Accept-Encoding, User-Agent, Accept"
         " and HTTP version). [default: the provider's SDK]",
+        panel=TARGET,
+    ),
+    Flag(
+        dest="guardrail",
+        decls=("--guardrail",),
+        type=str | None,
+        default=None,
+        metavar="ID:VERSION[:async]",
+        help="Bedrock: apply this guardrail (synchronous streaming mode unless ':async').",
         panel=TARGET,
     ),
     Flag(
@@ -351,7 +366,7 @@ FLAGS: tuple[Flag, ...] = (
         default=None,
         metavar="NAME",
         help="Run a probe after the trace: buffering, idle-timeout, dns-cache,"
-        " ghost-stream, ratelimit, tls, cors or all (repeatable).",
+        " ghost-stream, ratelimit, tls, cors, path, mtu or all (repeatable).",
         panel=PROBES,
         commands=RUN,
     ),
@@ -406,6 +421,16 @@ FLAGS: tuple[Flag, ...] = (
         panel=PROBES,
         setting="tls.fail_days",
         extra={"min": 0},
+    ),
+    Flag(
+        dest="path_names",
+        decls=("--path-names",),
+        type=bool,
+        default=_path.names,
+        help="path probe: look up each hop's reverse name (PTR) with the trace's resolver"
+        " (--resolve pins, --resolver, or the system's); no PTR query is sent without it.",
+        panel=PROBES,
+        setting="path.names",
     ),
     Flag(
         dest="canary",

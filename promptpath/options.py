@@ -8,7 +8,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from promptpath.core.errors import UsageError
 from promptpath.core.headers import is_secret_header
@@ -23,6 +23,8 @@ ClientName = Literal[
     "anthropic-python",
     "ollama-python",
     "google-genai",
+    "boto3",
+    "cohere",
     "curl",
     "browser",
     "identity",
@@ -46,6 +48,12 @@ PATH_PATTERNS: tuple[tuple[re.Pattern[str], Provider], ...] = (
     # Azure OpenAI: /openai/deployments/D/chat/completions?api-version=..., /openai/v1/...
     (re.compile(r"^/openai/deployments/[^/]+/chat/completions$"), "azure"),
     (re.compile(r"^/openai/v1/chat/completions$"), "azure"),
+    # Amazon Bedrock (bedrock-runtime.REGION.amazonaws.com): /model/{id}/converse-stream and
+    # /model/{id}/invoke-with-response-stream, the id percent-encoded as boto3 sends it
+    (re.compile(r"/model/[^/]+/converse-stream$"), "bedrock"),
+    (re.compile(r"/model/[^/]+/invoke-with-response-stream$"), "bedrock-invoke"),
+    # Cohere v2 (api.cohere.com, api.cohere.ai, or a gateway's prefix): /v2/chat
+    (re.compile(r"/v2/chat$"), "cohere"),
 )
 
 #: Path suffix -> provider, for auto-detection from the target URL.
@@ -70,6 +78,13 @@ DEFAULT_KEY_ENV: dict[Provider, str | None] = {
     "vertex": None,
     "azure": "AZURE_OPENAI_API_KEY",
     "realtime": "OPENAI_API_KEY",
+    # A Bedrock API key (botocore 1.39+ sends it as a bearer token); without one the
+    # request is signed with SigV4 from the AWS credentials (options.AwsCredentials).
+    "bedrock": "AWS_BEARER_TOKEN_BEDROCK",
+    "bedrock-invoke": "AWS_BEARER_TOKEN_BEDROCK",
+    # cohere 7.3.1 client.py _get_api_key_from_environment: CO_API_KEY (documented), then
+    # COHERE_API_KEY (accepted, not documented).
+    "cohere": "CO_API_KEY",
 }
 
 #: Variables read, in order, when the default one is unset (the SDKs' own order):
@@ -78,6 +93,7 @@ DEFAULT_KEY_ENV: dict[Provider, str | None] = {
 KEY_ENV_FALLBACK: dict[Provider, tuple[str, ...]] = {
     "gemini": ("GEMINI_API_KEY",),
     "azure": ("AZURE_OPENAI_AD_TOKEN",),
+    "cohere": ("COHERE_API_KEY",),
 }
 
 #: Key variables whose value is a bearer token for a provider whose API key has a header
@@ -96,6 +112,9 @@ DEFAULT_CLIENT: dict[Provider, ClientName] = {
     "vertex": "google-genai",
     "azure": "openai-python",
     "realtime": "openai-python",
+    "bedrock": "boto3",
+    "bedrock-invoke": "boto3",
+    "cohere": "cohere",
 }
 
 DEFAULT_MODEL: dict[Provider, str] = {
@@ -110,9 +129,56 @@ DEFAULT_MODEL: dict[Provider, str] = {
     # Azure: the deployment in the URL is what answers; the SDK sends it as "model" too.
     "azure": "gpt-4o-mini",
     "realtime": "gpt-realtime",
+    # Bedrock names the model in the path; these are for a URL that does not.
+    "bedrock": "anthropic.claude-3-5-haiku-20241022-v1:0",
+    "bedrock-invoke": "anthropic.claude-3-5-haiku-20241022-v1:0",
+    "cohere": "command-a-03-2025",
 }
 
 _MODEL_IN_PATH = re.compile(r"/(?:models|tunedModels|deployments)/([^/:?]+)")
+#: Bedrock's model id (or an ARN, its slashes encoded): percent-encoded in the path.
+_BEDROCK_MODEL = re.compile(r"/model/([^/?]+)/(?:converse-stream|invoke-with-response-stream)")
+#: bedrock-runtime.REGION.amazonaws.com (and -fips, and the .com.cn partition)
+_BEDROCK_HOST = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
+BEDROCK_PROVIDERS = frozenset({"bedrock", "bedrock-invoke"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Guardrail:
+    """A Bedrock guardrail the request applies (converse's ``guardrailConfig``, invoke's
+    ``X-Amzn-Bedrock-Guardrail*`` headers) and its streaming mode."""
+
+    identifier: str
+    version: str
+    mode: Literal["sync", "async"] = "sync"  # Bedrock's default is synchronous
+
+
+def parse_guardrail(spec: str) -> Guardrail:
+    """``ID:VERSION`` or ``ID:VERSION:async`` (``sync`` may be written too)."""
+    parts = spec.split(":")
+    mode = parts.pop() if len(parts) == 3 else "sync"
+    if len(parts) != 2 or not all(parts) or mode not in ("sync", "async"):
+        raise UsageError(
+            f"--guardrail wants ID:VERSION[:sync|async], got {spec!r}", kind="bad_option"
+        )
+    if not all(p.isascii() and p.replace("-", "").replace("_", "").isalnum() for p in parts):
+        raise UsageError(
+            f"--guardrail: {spec!r} is not a guardrail id and version", kind="bad_option"
+        )
+    return Guardrail(
+        identifier=parts[0], version=parts[1], mode="async" if mode == "async" else "sync"
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AwsCredentials:
+    """What SigV4 signs Bedrock requests with (found as botocore finds them: resolve.py)."""
+
+    access_key: str
+    secret_key: str = field(repr=False)  # never sent, never printed
+    token: str | None = field(default=None, repr=False)  # a session token (temporary keys)
+    region: str
+    source: str  # where they came from: "environment", "shared-credentials-file", ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -178,6 +244,9 @@ class RunOptions:
     # SSLKEYLOGFILE from the environment the CLI was given: aioquic's secrets go there
     # (over TCP the ssl module reads the variable itself).
     keylog_file: str | None = None
+    guardrail: Guardrail | None = None  # a Bedrock guardrail the request applies
+    # SigV4 credentials for Bedrock (none: not Bedrock, or a bearer token / -H key is used)
+    aws: AwsCredentials | None = field(default=None, repr=False)
     # Reference-endpoint controls sent in the body's "promptpath" object (canary probes):
     # they reach it through gateways that strip x-promptpath-* headers.
     body_controls: tuple[tuple[str, str], ...] = ()
@@ -213,6 +282,7 @@ class RunOptions:
                 changes[name] = value
         if keyless:
             changes["api_key"] = None
+            changes["aws"] = None
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def resolve_override(self, host: str, port: int) -> str | None:
@@ -313,9 +383,18 @@ def detect_provider(path: str) -> Provider | None:
 
 def model_from_path(provider: Provider, path: str) -> str | None:
     """The model (Gemini, Vertex) or deployment (Azure) the URL names, if it names one."""
+    if provider in BEDROCK_PROVIDERS:
+        found = _BEDROCK_MODEL.search(path.split("?", 1)[0])
+        return unquote(found.group(1)) if found else None
     if provider not in ("gemini", "vertex", "azure"):
         return None
     found = _MODEL_IN_PATH.search(path.split("?", 1)[0])
+    return found.group(1) if found else None
+
+
+def region_from_host(host: str) -> str | None:
+    """The AWS region a Bedrock runtime host name carries, if it carries one."""
+    found = _BEDROCK_HOST.match(host.lower())
     return found.group(1) if found else None
 
 
@@ -591,6 +670,8 @@ def secret_values(options: RunOptions) -> list[str]:
     """The key, credential headers and query values, and the proxy's credentials (its
     ``Proxy-Authorization`` value, its Basic token, ``user:password`` and the password)."""
     values = [options.api_key] if options.api_key else []
+    if options.aws is not None:  # the access key id is an identifier, not a secret
+        values.extend(v for v in (options.aws.secret_key, options.aws.token) if v)
     for name, value in options.headers:
         if is_secret_header(name) and value:
             values.append(value)

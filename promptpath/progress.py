@@ -38,6 +38,7 @@ _AWAITING = {
     "ttfb": "first_token",
     "first_event": "first_token",
     "ttft": "stream",
+    "first_output": "stream",
     "last_token": "stream",
     "end": "closing",
 }

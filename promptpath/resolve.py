@@ -20,14 +20,18 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from promptpath import flags
 from promptpath.core.errors import UsageError
+from promptpath.core.headers import KEY_HEADERS
 from promptpath.core.series_plan import SeriesPlan
 from promptpath.options import (
+    BEDROCK_PROVIDERS,
     DEFAULT_CLIENT,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODEL,
     DEFAULT_PROMPT,
     DEFAULT_TIMEOUT_S,
+    AwsCredentials,
     ClientName,
+    Guardrail,
     HTTPChoice,
     Provider,
     RunOptions,
@@ -38,6 +42,7 @@ from promptpath.options import (
     key_from_env,
     model_from_path,
     parse_connect_to,
+    parse_guardrail,
     parse_headers,
     parse_resolve,
     parse_target,
@@ -188,6 +193,36 @@ def _provider(given: str | None, path: str) -> Provider:
     return detected
 
 
+def _guardrail(spec: str | None, provider: Provider) -> Guardrail | None:
+    if spec is None:
+        return None
+    if provider not in BEDROCK_PROVIDERS:
+        raise UsageError(
+            f"--guardrail applies to Amazon Bedrock only, not the {provider} dialect: use"
+            " --provider bedrock or bedrock-invoke",
+            kind="bad_option",
+        )
+    return parse_guardrail(spec)
+
+
+def _aws(
+    provider: Provider,
+    api_key: str | None,
+    headers: tuple[tuple[str, str], ...],
+    environ: Mapping[str, str],
+    host: str,
+) -> AwsCredentials | None:
+    """SigV4 credentials for a Bedrock run that has no key of another kind (a bearer token
+    from AWS_BEARER_TOKEN_BEDROCK or a profile, a credential header given with -H)."""
+    if provider not in BEDROCK_PROVIDERS or api_key:
+        return None
+    if {name.lower() for name, _ in headers} & KEY_HEADERS:
+        return None
+    from promptpath.aws_auth import load_credentials
+
+    return load_credentials(environ, host)
+
+
 def _http(given: str) -> HTTPChoice:
     for known in HTTP_CHOICES:
         if known == given:
@@ -321,6 +356,7 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
         environ=environ,
     )
     prompt = values.text("prompt")
+    headers = parse_headers(values.texts("header"))
     return RunOptions(
         target=target,
         provider=provider,
@@ -329,7 +365,9 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
         or DEFAULT_MODEL[provider],
         prompt=prompt if prompt is not None else DEFAULT_PROMPT,
         max_tokens=max_tokens,
-        headers=parse_headers(values.texts("header")),
+        headers=headers,
+        guardrail=_guardrail(values.text("guardrail"), provider),
+        aws=_aws(provider, api_key, headers, environ, target.host),
         api_key=api_key or None,
         api_key_env=key_env,
         client=client,
@@ -587,6 +625,11 @@ def resolve(
         from promptpath.probes.suite import select
 
         probes = tuple(select(probe_names))
+    if settings.path.names and not any(p.name == "path" for p in probes):
+        raise UsageError(
+            "--path-names names the hops the path probe finds: add --probe path (or all)",
+            kind="bad_option",
+        )
     compare_runs = _compare_runs(
         values, options, probes=bool(probes), exports=exports.wanted, otlp=otlp_given
     )

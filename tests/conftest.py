@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,17 @@ _STRIPPED_ENV = (
     "SSL_CERT_DIR",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
+    # AWS: keys, the profile and the files botocore would read them from
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
     # The OTLP exporter reads these from os.environ itself (headers, TLS, endpoints).
     "OTEL_EXPORTER_OTLP_ENDPOINT",
     "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -35,6 +47,8 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in _STRIPPED_ENV:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
+    # Nothing may call out for AWS credentials (instance metadata) in a test.
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("COLUMNS", "100")
 
 
@@ -58,8 +72,34 @@ def require_binary(name: str) -> str:
 _LAYERS = ("unit", "integration", "lab")
 
 
+#: Files whose tests hold a measured time to a bound (benchmarks/flake_check.py's TIMED
+#: list, and the integration files whose deadlines and cadences are asserted). Under
+#: ``pytest -n`` (pyproject's addopts) they share one xdist group, so a single worker runs
+#: them one at a time, each beside at most the other workers' tests: the condition their
+#: bounds were measured in (flake_check.py: 10 rounds beside two CPU hogs). Every other
+#: file is a group of its own, so its module-scoped lab (an nginx, a LiteLLM) starts once.
+_TIMED_FILES = frozenset(
+    {
+        "tests/integration/test_buffering_loopback.py",
+        "tests/integration/test_http3.py",
+        "tests/integration/test_timeout_time.py",
+        "tests/lab/test_buffering.py",
+        "tests/lab/test_canary_controls.py",
+        "tests/lab/test_ghost_stream.py",
+        "tests/lab/test_idle_timeout.py",
+        "tests/lab/test_impaired_path.py",
+    }
+)
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         layer = next((name for name in _LAYERS if f"/tests/{name}/" in str(item.path)), None)
         if layer is not None:
             item.add_marker(getattr(pytest.mark, layer))
+        if item.get_closest_marker("xdist_group") is None:
+            relative = item.path.resolve().relative_to(_ROOT).as_posix()
+            group = "timed" if relative in _TIMED_FILES else relative
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from promptpath.core.coalescing import coalescing
 from promptpath.core.stats import Summary, intervals_ms, summarize
+from promptpath.core.stopped import PolicyStop, policy_stop, said
 from promptpath.core.timeline import (
     CONNECT_STAGES,
     FILTER_EVENTS,
@@ -16,6 +17,7 @@ from promptpath.core.timeline import (
     Timeline,
     Usage,
     content_events,
+    is_visible,
 )
 
 #: Waterfall stages derived from milestones: (name, from, to). "ready" is the moment the
@@ -131,6 +133,9 @@ class TokenMetrics:
     read_batched: int = 0
     #: events of a content filter (core.timeline.FILTER_EVENTS): no token, no error
     filter_events: int = 0
+    #: the content types of the events before the first visible text ("reasoning",
+    #: "reasoning+tool"), "" when the answer's text came first or never came
+    before_output: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,6 +146,19 @@ class Metrics:
     closed_ms: float | None
     tokens: TokenMetrics
     mostly_coalesced: bool
+    #: The first answer text a user sees (first_output), from the request's last byte,
+    #: and after the first content of any kind (ttft): 0 when the answer came first,
+    #: the reasoning's (or tool call's) lead when something else did.
+    first_output_from_request_ms: float | None = None
+    first_output_after_ttft_ms: float | None = None
+    #: The provider's content policy ended the answer (a finish reason, not an error).
+    stopped: PolicyStop | None = None
+
+    @property
+    def output_lead(self) -> str | None:
+        """What came before the answer's first text, when something did: ``reasoning``,
+        ``tool`` (the content types of the events before first_output)."""
+        return self.tokens.before_output or None
 
 
 def _usage(timeline: Timeline) -> tuple[int | None, int]:
@@ -203,7 +221,16 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
     if last_ns is not None and err is not None and err.t_ns is not None:
         stalled = err.stage == "stream" and not timeline.decoding
         stall = round(max(0, err.t_ns - last_ns) / 1e6, 3) if stalled else None
+    before: list[str] = []
+    for e in content:
+        if is_visible(e):
+            break
+        if (e.content_type or "text") not in before:
+            before.append(e.content_type or "text")
+    else:
+        before = []  # no answer text at all: nothing came "before" it
     return TokenMetrics(
+        before_output="+".join(before),
         finished=err is None or err.stage not in ("first_token", "stream"),
         stall_ms=stall,
         count=count,
@@ -239,6 +266,11 @@ def compute(timeline: Timeline) -> Metrics:
     ttft_req = None
     if "ttft" in m and "request_sent" in m:
         ttft_req = round((m["ttft"] - m["request_sent"]) / 1e6, 3)
+    output_req = output_lead = None
+    if "first_output" in m:
+        if "request_sent" in m:
+            output_req = round((m["first_output"] - m["request_sent"]) / 1e6, 3)
+        output_lead = round((m["first_output"] - m["ttft"]) / 1e6, 3)
     tokens = token_metrics(timeline)
     mostly = tokens.events >= 4 and tokens.coalesced >= (tokens.events - 1) / 2
     closed = ms(timeline.closed_ns)
@@ -249,6 +281,33 @@ def compute(timeline: Timeline) -> Metrics:
         closed_ms=None if closed is None else round(closed, 3),
         tokens=tokens,
         mostly_coalesced=mostly,
+        first_output_from_request_ms=output_req,
+        first_output_after_ttft_ms=output_lead,
+        stopped=policy_stop(timeline.events),
+    )
+
+
+def _duration(ms: float) -> str:
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
+def output_note(metrics: Metrics) -> str | None:
+    """When the first content was not the answer: how much later the answer's first
+    text came ("first output 1500 ms, 1.2 s after the first reasoning"), or that none did.
+    None when the first content was answer text (ttft is first_output) or none came."""
+    ms = metrics.milestones_ms
+    if "ttft" not in ms:
+        return None
+    if "first_output" not in ms:
+        kinds = " and ".join(sorted(metrics.tokens.content_types)) or "content"
+        return f"no answer text arrived (only {kinds})"
+    lead = metrics.first_output_after_ttft_ms
+    before = metrics.tokens.before_output
+    if not before or lead is None:
+        return None
+    return (
+        f"first output {ms['first_output']:.0f} ms, {_duration(lead)} after the first"
+        f" {before.replace('+', ' and ')}"
     )
 
 
@@ -310,6 +369,11 @@ def headline(timeline: Timeline, metrics: Metrics) -> str:
         )
     else:
         parts.append("no content token arrived")
+    note = output_note(metrics)
+    if note is not None:
+        parts.append(note)
+    if metrics.stopped is not None:
+        parts.append(said(metrics.stopped))
     if tok.per_second is not None:
         parts.append(f"{tok.per_second:.1f} tok/s")
     if tok.gap_summary is not None:

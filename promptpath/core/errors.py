@@ -96,6 +96,7 @@ ErrorKind = Literal[
     "unsupported_encoding",
     "bad_encoding",
     "malformed_event",
+    "bad_frame",  # a binary frame (AWS event stream) with a bad CRC or an impossible length
     "error_event",
     "truncated",
     "protocol_error",

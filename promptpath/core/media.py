@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-StreamFormat = Literal["sse", "ndjson"]
+StreamFormat = Literal["sse", "ndjson", "eventstream"]
+
+#: Amazon Bedrock's binary framing (streams/eventstream.py).
+EVENTSTREAM = "application/vnd.amazon.eventstream"
 
 #: Media types of an event stream, and how it is framed (RFC 9110 §8.3.1: the type and
 #: subtype are case-insensitive; parameters such as ``charset`` do not change it).
@@ -14,6 +17,7 @@ STREAM_TYPES: dict[str, StreamFormat] = {
     "application/ndjson": "ndjson",
     "application/jsonl": "ndjson",
     "application/json-lines": "ndjson",
+    EVENTSTREAM: "eventstream",
 }
 
 
@@ -27,4 +31,4 @@ def stream_format(content_type: str | None) -> StreamFormat | None:
     return STREAM_TYPES.get(media_type(content_type))
 
 
-__all__ = ["STREAM_TYPES", "StreamFormat", "media_type", "stream_format"]
+__all__ = ["EVENTSTREAM", "STREAM_TYPES", "StreamFormat", "media_type", "stream_format"]

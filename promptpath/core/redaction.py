@@ -41,6 +41,18 @@ PIECE = 12
 #: no piece either, and is passed after len/GRAM set lookups instead of len.
 GRAM = 6
 
+#: A SigV4 signature (``Authorization: AWS4-HMAC-SHA256 …, Signature=<64 hex>``, a
+#: presigned URL's ``X-Amz-Signature=``): made per request, so no run knows it in advance
+#: to search for; its hex after ``Signature=`` is redacted wherever text carries it, however
+#: short a cut left it. The credential scope before it (key id, date, region) is not secret.
+_SIGNATURE = re.compile(r"(?i)signature=([0-9a-f]{4,})")
+
+
+def _signature_spans(value: str) -> list[tuple[int, int]]:
+    if "ignature=" not in value and "IGNATURE=" not in value:  # the cheap test first
+        return []
+    return [m.span(1) for m in _SIGNATURE.finditer(value)]
+
 
 def spellings(value: str) -> set[str]:
     """``value`` as sent, as a JSON string carries it, URL-encoded and base64-encoded; for
@@ -109,7 +121,7 @@ class Redactor:
 
     def spans(self, value: str) -> list[tuple[int, int]]:
         """Where ``value`` holds a secret or a piece of one: merged (start, end) ranges."""
-        hits: list[tuple[int, int]] = []
+        hits = _signature_spans(value)
         if self.pieces and len(value) >= PIECE and self._may_hold_a_piece(value):
             pieces = self.pieces
             hits.extend(
@@ -149,7 +161,7 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """``value`` with each secret (and each piece of one) replaced by the marker."""
-        if not self.secrets or value in self.keep:
+        if value in self.keep or not (self.secrets or _signature_spans(value)):
             # One of promptpath's own words (an enum of the schema: a client shape, a
             # stage, a kind): ours, not data a secret could have leaked into, and blanking
             # part of it would break the report. A key that spells one reveals nothing.

@@ -23,6 +23,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from promptpath.core.timeline import Timeline
+
 #: RFC 9110 tchar, besides letters and digits.
 _TCHAR_EXTRA = frozenset("!#$%&'*+-.^_`|~")
 _OWS = " \t"
@@ -60,6 +62,48 @@ class Edge:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class StreamTime:
+    """The server's own time for the whole request, said inside the stream (Bedrock's
+    ``metadata.metrics.latencyMs``), beside what was measured here over the same span:
+    from the request sent to the stream's end marker."""
+
+    ms: float
+    source: str  # the field it came from
+    measured_ms: float | None  # request sent -> end marker, measured here
+
+    @property
+    def outside_ms(self) -> float | None:
+        """The part of the measured span outside the server's figure (network, queueing,
+        delivery); None when the figure exceeds it or nothing was measured."""
+        if self.measured_ms is None or self.ms > self.measured_ms:
+            return None
+        return self.measured_ms - self.ms
+
+
+#: StreamEvent.name of the event that carries the figure -> the field it was read from
+STREAM_TIME_SOURCES = {
+    "metadata": "metadata.metrics.latencyMs",
+    "message_stop": "amazon-bedrock-invocationMetrics.invocationLatency",
+    "chunk": "amazon-bedrock-invocationMetrics.invocationLatency",
+}
+
+
+def stream_time(timeline: Timeline) -> StreamTime | None:
+    """The last server time a stream event carried, with the span measured for it."""
+    event = next((e for e in reversed(timeline.events) if e.server_ms is not None), None)
+    if event is None or event.server_ms is None:
+        return None
+    sent = timeline.milestones.get("request_sent")
+    end = timeline.milestones.get("end")
+    measured = None if sent is None or end is None else (end - sent) / 1e6
+    return StreamTime(
+        ms=event.server_ms,
+        source=STREAM_TIME_SOURCES.get(event.name, event.name),
+        measured_ms=measured,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ServerAccount:
     """What the response headers say about the server's side of the request."""
 
@@ -69,6 +113,7 @@ class ServerAccount:
     wait_ms: float | None = None  # request sent → response headers, as measured
     request_id: tuple[str, str] | None = None  # (header, value)
     edge: tuple[Edge, ...] = ()
+    stream_time: StreamTime | None = None  # the whole request's time, said in the stream
 
     @property
     def network_ms(self) -> float | None:
@@ -213,9 +258,12 @@ def _location(header: str, value: str) -> str | None:
 
 
 def server_account(
-    headers: Sequence[tuple[str, str]], wait_ms: float | None
+    headers: Sequence[tuple[str, str]],
+    wait_ms: float | None,
+    in_stream: StreamTime | None = None,
 ) -> ServerAccount | None:
-    """What the headers say about the server's side; None when they say nothing of it."""
+    """What the headers (and ``in_stream``, a figure the stream carried) say about the
+    server's side; None when they say nothing of it."""
     lowered = [(k.lower(), v) for k, v in headers]
     timing = parse_server_timing([v for k, v in lowered if k == "server-timing"])
     figures: list[ServerFigure] = []
@@ -235,7 +283,7 @@ def server_account(
         for k, v in lowered
         if k in ("cf-ray", "x-served-by", "x-amz-cf-pop", "via")
     )
-    if not (timing or figures or request_id or edge):
+    if not (timing or figures or request_id or edge or in_stream):
         return None
     return ServerAccount(
         server_timing=tuple(timing),
@@ -244,6 +292,27 @@ def server_account(
         wait_ms=wait_ms,
         request_id=request_id,
         edge=edge,
+        stream_time=in_stream,
+    )
+
+
+def stream_words(account: ServerAccount) -> str | None:
+    """The server's in-stream time against the span measured here, in one sentence."""
+    st = account.stream_time
+    if st is None:
+        return None
+    said = f"the server says the request took {st.ms:.0f} ms ({st.source})"
+    if st.measured_ms is None:
+        return said
+    outside = st.outside_ms
+    if outside is None:
+        return (
+            f"{said}, more than the {st.measured_ms:.1f} ms measured here from the request"
+            " sent to the stream's end (its clock starts earlier or ends later)"
+        )
+    return (
+        f"{said}; the other {outside:.1f} ms of the {st.measured_ms:.1f} ms from the request"
+        " sent to the stream's end was network, queueing and delivery"
     )
 
 

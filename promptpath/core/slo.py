@@ -46,6 +46,8 @@ METRICS: dict[str, str] = {
     "wait": "ms",
     "ttft": "ms",
     "ttft_from_request": "ms",
+    # The first answer text (not reasoning, not a tool call): what a user waits for.
+    "first_output": "ms",
     "itl_mean": "ms",
     "gap_p99": "ms",
     "tokens_per_s": "tok/s",

@@ -51,6 +51,7 @@ MILESTONES = (
     "ttfb",
     "first_event",
     "ttft",
+    "first_output",
     "last_token",
     "end",
 )
@@ -147,6 +148,9 @@ class StreamEvent:
     seq: int | None = None  # reference endpoint's event sequence number
     read_index: int = -1  # index into Timeline.reads of the read that completed it
     controls: ServerControls | None = None  # reference endpoint's report (first event)
+    #: the server's own time for the whole request, reported inside the stream (Bedrock's
+    #: metadata.metrics.latencyMs, invoke's invocationLatency), in ms
+    server_ms: float | None = None
     #: The model the server says produced this event (OpenAI/Ollama ``model``, Anthropic
     #: ``message.model``, Responses ``response.model``, Gemini ``modelVersion``), if named.
     model: str | None = None
@@ -160,6 +164,18 @@ def content_events(events: Iterable[StreamEvent]) -> list[StreamEvent]:
 def count_content(events: Iterable[StreamEvent]) -> int:
     """How many events carried content."""
     return sum(1 for e in events if e.kind == "content")
+
+
+#: The content a user sees as the answer: ``first_output`` is the first of it, where
+#: ``ttft`` is the first content of any kind (reasoning and tool-call arguments too).
+VISIBLE: frozenset[ContentType] = frozenset({"text"})
+
+
+def is_visible(event: StreamEvent) -> bool:
+    """The event carries answer text a user would see (not reasoning, not a tool call)."""
+    return (
+        event.kind == "content" and (event.content_type or "text") in VISIBLE and bool(event.text)
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

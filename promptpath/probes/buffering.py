@@ -12,13 +12,26 @@ from __future__ import annotations
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import count_content
-from promptpath.options import RunOptions
+from promptpath.options import BEDROCK_PROVIDERS, RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.buffering_compression import wants_identity_check, with_identity_check
+from promptpath.probes.buffering_mechanism import BEDROCK_GUARDRAIL_SYNC, ProviderHold
 from promptpath.probes.buffering_verdict import PROBE, judge
 from promptpath.probes.canary import canary_controls, check_controls, skipped, with_controls
 from promptpath.probes.settings import CanarySettings
 from promptpath.tracer.request import offered_encodings, sent_header
+
+
+def provider_hold(opts: RunOptions) -> ProviderHold | None:
+    """The batch-releasing check this request turns on at the provider, if any: a Bedrock
+    guardrail in synchronous streaming mode (--guardrail, or its header given with -H)."""
+    if opts.provider not in BEDROCK_PROVIDERS:
+        return None
+    if opts.guardrail is not None:
+        return BEDROCK_GUARDRAIL_SYNC if opts.guardrail.mode == "sync" else None
+    named = any(n.lower() == "x-amzn-bedrock-guardrailidentifier" for n, _ in opts.headers)
+    return BEDROCK_GUARDRAIL_SYNC if named else None
+
 
 COUNT_PROMPT = "Count from 1 to 200, one number per line."
 #: Canary stream: slow enough that a 4 KiB buffer takes ~0.6 s to fill (events are
@@ -128,4 +141,5 @@ class BufferingProbe(Probe):
             max_tokens=opts.max_tokens,
             context=context,
             offered=offered_encodings(opts),
+            provider_hold=provider_hold(opts),
         )

@@ -20,6 +20,18 @@ numbers that show it:
 - ``irregular_bursts``: held back in bursts of neither steady size nor steady interval:
   graded by how long events were held (canary) or how far apart the bursts came (blind),
   the only measure left.
+- ``provider_guardrail``: any of those shapes when the request itself turned on a
+  provider's check that releases the answer in scanned batches (Amazon Bedrock Guardrails
+  in their default synchronous streaming mode). The provider holds the text, not a hop on
+  the path; the asynchronous mode streams as generated (and checks afterwards). Graded as
+  the shape is: the reader waits all the same.
+- ``content_filter``: the provider's own content filter, not a hop: Azure OpenAI's default
+  streaming mode buffers the output, checks it and releases it in batches, each with the
+  filter's verdict chunk (``content_filter_results`` with ``content_filter_offsets``). The
+  deliveries then follow the verdicts: one verdict in each delivery that carries content,
+  several events before it. Its Asynchronous Filter mode streams token by token instead
+  (the verdicts come later, apart from the text). Graded as ``irregular_bursts`` is, by
+  the holds or the silences; the advice is the filter mode, not a proxy setting.
 """
 
 from __future__ import annotations
@@ -35,11 +47,29 @@ from typing import Literal
 from promptpath.core.coalescing import COALESCE_SLACK_NS, Coalescing
 from promptpath.core.findings import Verdict
 from promptpath.core.timeline import StreamEvent, Timeline, content_events
-from promptpath.probes.delivery import BURST_SHARE, MIN_EVENTS, Burst, Delivery, Unit
+from promptpath.probes.delivery import (
+    BURST_SHARE,
+    MIN_EVENTS,
+    MIN_FLUSH_EVENTS,
+    Burst,
+    Delivery,
+    Unit,
+)
 
 Kind = Literal[
-    "size_buffer", "time_coalescing", "whole_response", "compression", "irregular_bursts"
+    "size_buffer",
+    "time_coalescing",
+    "whole_response",
+    "compression",
+    "irregular_bursts",
+    "provider_guardrail",
+    "content_filter",
 ]
+
+#: ``StreamEvent.name`` of the filter's verdict on a span of the output (Azure OpenAI).
+FILTER_VERDICT = "content_filter_results"
+#: Share of the content-bearing deliveries that must hold exactly one verdict.
+FILTER_ALIGNED_SHARE = 2 / 3
 
 MIN_BLOCK_BYTES = 1024  # smaller equal deliveries are a few equal events, not a buffer
 MIN_FLUSHES = 3  # deliveries (the last aside) needed to call their size or pace steady
@@ -49,6 +79,28 @@ STEADY_CV = 0.15  # intervals within this coefficient of variation are a timer's
 MIN_TIMER_MS = 100.0
 TIMER_FAIL_MS = 500.0  # a flush timer this long holds events as long as a user notices
 FAIL_SILENCE_MS = 500.0  # irregular bursts this far apart: "arrives in blocks"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderHold:
+    """A provider-side check the request turned on that holds output until it is scanned."""
+
+    provider: str  # "amazon-bedrock-guardrails"
+    name: str  # how the summary names it
+    changes: str  # what makes it stream instead (the asynchronous mode)
+
+
+#: Bedrock Guardrails, synchronous streaming mode (the default): the response is buffered
+#: and released in chunks once the guardrail's policies have scanned them.
+BEDROCK_GUARDRAIL_SYNC = ProviderHold(
+    provider="amazon-bedrock-guardrails",
+    name="Amazon Bedrock Guardrails' synchronous streaming mode",
+    changes=(
+        'the asynchronous mode (Converse guardrailConfig.streamProcessingMode "async",'
+        ' invoke\'s amazon-bedrock-guardrailConfig.streamProcessingMode "asynchronous")'
+        " streams as the model writes and applies the policies after the text is shown"
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,15 +264,64 @@ def whole_response(d: Delivery) -> Mechanism:
     )
 
 
-def irregular_bursts(d: Delivery, hold_verdict: Verdict | None) -> Mechanism:
+def _grade(d: Delivery, hold_verdict: Verdict | None) -> tuple[Verdict, str, float | None]:
+    """By the canary's holds, else by the silences between bursts: (verdict, rule, gap)."""
     silences = [b.silence_ns / 1e6 for b in d.bursts[1:]]
     gap = median(silences) if silences else None
     if hold_verdict is not None:
-        verdict, rule = hold_verdict, "graded by how long events were held (canary send times)"
-    else:
-        far = gap is not None and gap >= FAIL_SILENCE_MS
-        verdict = Verdict.FAIL if far else Verdict.WARN
-        rule = f"graded by the silences between bursts (fail from {FAIL_SILENCE_MS:.0f} ms)"
+        return hold_verdict, "graded by how long events were held (canary send times)", gap
+    far = gap is not None and gap >= FAIL_SILENCE_MS
+    rule = f"graded by the silences between bursts (fail from {FAIL_SILENCE_MS:.0f} ms)"
+    return (Verdict.FAIL if far else Verdict.WARN), rule, gap
+
+
+def content_filter(
+    d: Delivery, events: Sequence[StreamEvent], hold_verdict: Verdict | None
+) -> Mechanism | None:
+    """Deliveries that follow the provider's filter verdicts: each content-bearing one
+    holds one verdict and several events, as a filter releasing checked batches sends."""
+    verdicts = [e.t_ns for e in events if e.name == FILTER_VERDICT]
+    carrying = [u for u in d.units if u.nevents > 0]
+    if len(verdicts) < MIN_FLUSHES or len(carrying) < MIN_FLUSHES:
+        return None
+    aligned = [u for u in carrying if sum(u.start_ns <= t <= u.end_ns for t in verdicts) == 1]
+    if len(aligned) < FILTER_ALIGNED_SHARE * len(carrying):
+        return None
+    per_batch = median(u.nevents for u in aligned)
+    if per_batch < MIN_FLUSH_EVENTS:  # token by token, verdicts alongside: not held
+        return None
+    verdict, rule, _gap = _grade(d, hold_verdict)
+    if verdict in (Verdict.PASS, Verdict.SKIP):
+        return None  # batches too quick to matter: the stream counts as streamed
+    steady = _steady_ms([u.start_ns for u in aligned])
+    every = "" if steady is None else f", one every ~{steady[0]:.0f} ms"
+    sizes = [u.nevents for u in aligned]
+    facts: dict[str, object] = {
+        "provider": "azure-openai",
+        "batches": len(aligned),
+        "verdicts": len(verdicts),
+        "events_per_batch": {"min": min(sizes), "max": max(sizes), "median": per_batch},
+        "interval_ms": None if steady is None else round(steady[0], 1),
+        "asynchronous_filter_changes_it": True,
+        **_holds_fact(aligned, events),
+    }
+    return Mechanism(
+        kind="content_filter",
+        verdict=verdict,
+        said=(
+            f"the provider's content filter, not a proxy: Azure OpenAI's default streaming"
+            f" mode released the output in {len(aligned)} checked batches of {_span(sizes)}"
+            f" events{every}, each with the filter's verdict (content_filter_results);"
+            " its Asynchronous Filter mode streams token by token instead"
+        ),
+        grade=f"{verdict.value}: {rule}; the hold is the filter's, by design",
+        facts=facts,
+        flushes=tuple(_burst(u) for u in aligned),
+    )
+
+
+def irregular_bursts(d: Delivery, hold_verdict: Verdict | None) -> Mechanism:
+    verdict, rule, gap = _grade(d, hold_verdict)
     apart = f" ~{gap:.0f} ms apart" if gap is not None else ""
     return Mechanism(
         kind="irregular_bursts",
@@ -239,18 +340,52 @@ def classify(
     *,
     encoding: str | None = None,
     hold_verdict: Verdict | None = None,
+    provider_hold: ProviderHold | None = None,
 ) -> Mechanism | None:
     """The mechanism that held the stream back, or None when nothing shows one.
 
-    ``hold_verdict`` is the canary's grade of the per-event holds (None in blind mode).
+    ``hold_verdict`` is the canary's grade of the per-event holds (None in blind mode);
+    ``provider_hold`` a batch-releasing check the request turned on (its guardrail).
     """
+    found = _shape(timeline, d, together, encoding=encoding, hold_verdict=hold_verdict)
+    if found is None or provider_hold is None:
+        return found
+    return Mechanism(
+        kind="provider_guardrail",
+        verdict=found.verdict,
+        said=(
+            f"{provider_hold.name}, holding the answer until each batch was scanned: {found.said}"
+        ),
+        grade=(
+            f"{found.verdict.value}: the provider holds each batch until its guardrail has"
+            f" scanned it, not a hop on the path; {provider_hold.changes}"
+        ),
+        facts={
+            "provider": provider_hold.provider,
+            "shape": found.facts.get("shape", found.kind),
+            **{k: v for k, v in found.facts.items() if k != "shape"},
+        },
+        flushes=found.flushes,
+    )
+
+
+def _shape(
+    timeline: Timeline,
+    d: Delivery,
+    together: Coalescing,
+    *,
+    encoding: str | None,
+    hold_verdict: Verdict | None,
+) -> Mechanism | None:
     if d.content_events < MIN_EVENTS or not d.units:
         return None
     # Send stamps speak only in canary mode: blind mode judges as for any endpoint.
     stamped = together.judged_by == "send_times"
     events = timeline.events if stamped else _unstamped(timeline.events)
+    # The provider's filter first: its batches can look like any hop's buffer.
     found = (
-        size_buffer(d, events)
+        content_filter(d, events, hold_verdict)
+        or size_buffer(d, events)
         or (whole_response(d) if d.pattern == "whole" else None)
         or time_coalescing(d, events, together.path_flags)
     )

@@ -24,7 +24,12 @@ from promptpath.core.media import stream_format
 from promptpath.core.stats import percentile
 from promptpath.core.timeline import StreamEvent, Timeline, count_content
 from promptpath.probes.buffering_compression import compression_facts, for_this_client
-from promptpath.probes.buffering_mechanism import FAIL_SILENCE_MS, Mechanism, classify
+from promptpath.probes.buffering_mechanism import (
+    FAIL_SILENCE_MS,
+    Mechanism,
+    ProviderHold,
+    classify,
+)
 from promptpath.probes.delivery import (
     MIN_EVENTS,
     MIN_JUDGE_NS,
@@ -43,6 +48,14 @@ HOLD_JUMP_MS = 100.0  # a hold this much above the previous event's: a new burst
 CLOCK_SLACK_NS = 50_000_000  # lags below -50 ms: the two machines' clocks disagree
 MAX_LISTED = 20  # bursts/silences listed in the evidence
 MIN_ASK = 64  # the fewest tokens worth asking for when a stream was too short to judge
+#: What to do about the provider's content filter holding the stream (no hop setting helps).
+FILTER_ADVICE = (
+    "Azure OpenAI: the default content filter holds each batch of output until it is"
+    " checked; a content filter configuration with the Asynchronous Filter streaming mode"
+    " (api-version 2024-02-01 or later), applied to the deployment, returns tokens as they"
+    " are made and sends the filter's verdicts later (the application must then handle a"
+    " late verdict). No proxy setting changes it"
+)
 
 
 # -- header signs ----------------------------------------------------------------------
@@ -304,6 +317,17 @@ def _advice(
         )
     if verdict not in (Verdict.WARN, Verdict.FAIL):
         return advice
+    if mechanism is not None and mechanism.kind == "provider_guardrail":
+        return [
+            *advice,
+            "Bedrock Guardrails: set the guardrail's streamProcessingMode to async (Converse)"
+            " or asynchronous (invoke's amazon-bedrock-guardrailConfig) to stream as the model"
+            " writes; the policies then apply after the text is shown, so a blocked answer"
+            " may be partly seen",
+        ]
+    if mechanism is not None and mechanism.kind == "content_filter":
+        advice.append(FILTER_ADVICE)
+        return advice
     facts = mechanism.facts if mechanism is not None else {}
     shape = facts.get("shape", mechanism.kind if mechanism is not None else None)
     interval = facts.get("interval_ms")
@@ -342,6 +366,7 @@ def judge(
     max_tokens: int | None = None,
     context: dict[str, object] | None = None,
     offered: Sequence[str] = (),
+    provider_hold: ProviderHold | None = None,
 ) -> Finding:
     """The buffering finding for one traced stream (the probe's own request).
 
@@ -409,6 +434,7 @@ def judge(
         together,
         encoding=encoding if isinstance(encoding, str) else None,
         hold_verdict=hold_verdict,
+        provider_hold=provider_hold,
     )
     if mechanism is not None:
         # The mechanism grades the hop; the holds and silences it shows are its evidence.
@@ -430,11 +456,15 @@ def judge(
             # 100 tokens/s flushes every ~130 ms): list the ones the mechanism saw.
             evidence.update(_bursts_evidence(timeline, mechanism.flushes))
     blame, blame_facts = blamed_hop(timeline.response_headers)
+    if mechanism is not None and mechanism.kind == "provider_guardrail":
+        blame = f"the provider ({mechanism.facts['provider']}), not a hop on the path"
+        blame_facts = {"hop": None, "named_by": [], "provider": mechanism.facts["provider"]}
     timer = mechanism is not None and mechanism.kind == "time_coalescing"
     if timer and blame_facts["hop"] is None and not canary:
         # Without send stamps a timer in the origin's own writes looks the same.
         blame += ", or the origin's own write timer (blind mode cannot tell; --canary can)"
-    if verdict in (Verdict.WARN, Verdict.FAIL):
+    by_provider = mechanism is not None and mechanism.kind == "content_filter"
+    if verdict in (Verdict.WARN, Verdict.FAIL) and not by_provider:
         summary += f"; at {blame}"
         evidence["blamed_hop"] = blame_facts
     if d.content_events < MIN_EVENTS and holds is None:

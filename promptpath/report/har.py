@@ -116,6 +116,7 @@ def _entry(run: Mapping[str, Any], request: Mapping[str, Any], *, index: int) ->
             "run": index,
             "reused_connection": request.get("reused_connection"),
             "ttft_ms": request.get("ttft_ms"),
+            "first_output_ms": request.get("first_output_ms"),
             "stages_ms": request.get("stages_ms"),
             "milestones_ms": request.get("milestones_ms"),
             "tokens": request.get("tokens"),

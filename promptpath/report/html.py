@@ -17,6 +17,7 @@ from typing import Any
 from promptpath.core.textsafe import visible
 from promptpath.report import charts, svg
 from promptpath.report.labels import STAGE_LABELS
+from promptpath.report.pathrows import hop_rows
 
 _CSS = """
 body { font: 14px/1.4 'DejaVu Sans', Arial, sans-serif; color: #222; margin: 24px;
@@ -126,12 +127,30 @@ def _dns(dns: Mapping[str, Any] | None) -> str:
     )
 
 
+def _first_output(body: Mapping[str, Any]) -> str | None:
+    """``1500.2 ms from start, 1200.0 ms after the first reasoning`` when the answer's
+    first text came after other content; its time alone when it came first."""
+    out = body.get("first_output_ms") or {}
+    start = out.get("from_start")
+    if not isinstance(start, (int, float)):
+        return None
+    after = out.get("after")
+    if not after:
+        return f"{_ms(start)} ms from start"
+    lead = _ms(out.get("after_ttft"))
+    return (
+        f"{_ms(start)} ms from start, {lead} ms after the first {str(after).replace('+', ' and ')}"
+    )
+
+
 def _tokens(body: Mapping[str, Any]) -> str:
     tok = body.get("tokens") or {}
     gaps = tok.get("gaps_ms") or {}
     gap_line = "  ".join(f"{k} {_ms(gaps.get(k))}" for k in ("p50", "p90", "p95", "p99", "max"))
     return _facts(
         [
+            ("TTFT ms (first content of any kind)", (body.get("ttft_ms") or {}).get("from_start")),
+            ("first output (answer text)", _first_output(body)),
             ("tokens", f"{tok.get('count')} (counted by {tok.get('count_source')})"),
             ("content events", tok.get("events")),
             ("tokens/s", tok.get("per_second")),
@@ -146,35 +165,19 @@ def _tokens(body: Mapping[str, Any]) -> str:
 
 def _hops(finding: Mapping[str, Any]) -> str:
     """The path probe's hop table, as the terminal prints it under the finding."""
-    evidence = finding.get("evidence") or {}
-    hops = evidence.get("hops") if finding.get("probe") == "path" else None
-    if not isinstance(hops, list) or not hops:
+    if finding.get("probe") != "path":
         return ""
-    deprioritised = set(evidence.get("deprioritised") or [])
-    added = evidence.get("added_ms") or {}
-    rows = []
-    for hop in hops:
-        rtt = hop.get("rtt_ms") or {}
-        note = "destination" if hop.get("destination") else ""
-        if hop.get("ttl") in deprioritised:
-            note = "deprioritises its own ICMP (not the path)"
-        elif not hop.get("answered") and not hop.get("destination"):
-            note = "silent"
-        step = added.get(str(hop.get("ttl")))
-        rows.append(
-            (
-                str(hop.get("ttl")),
-                " / ".join(hop.get("responders") or []) or "*",
-                f"{float(hop.get('loss') or 0):.0%}",
-                rtt.get("min"),
-                rtt.get("median"),
-                rtt.get("max"),
-                "" if step is None else f"+{step:.1f}",
-                note,
-            )
-        )
+    rows = hop_rows(finding.get("evidence") or {})
+    if not rows:
+        return ""
     head = ("hop", "address", "loss", "min ms", "median ms", "max ms", "adds ms", "")
-    return _table(rows, head)
+    return _table(
+        (
+            (r.ttl, r.address, r.loss, r.min_ms, r.median_ms, r.max_ms, r.adds, r.note)
+            for r in rows
+        ),
+        head,
+    )
 
 
 def _findings(findings: Sequence[Mapping[str, Any]]) -> str:
@@ -301,12 +304,13 @@ def _series_sections(body: Mapping[str, Any]) -> list[str]:
             r.get("exit_code"),
             r.get("status"),
             (r.get("ttft_ms") or {}).get("from_start"),
+            (r.get("first_output_ms") or {}).get("from_start"),
             (r.get("milestones_ms") or {}).get("end"),
             (r.get("error") or {}).get("message") or "",
         )
         for i, r in enumerate(runs)
     ]
-    head = ("run", "exit", "status", "TTFT ms", "end ms", "error")
+    head = ("run", "exit", "status", "TTFT ms", "first output ms", "end ms", "error")
     out.append("<h2>Runs</h2>" + _table(rows, head))
     for title, run in svg.runs_of(body):
         out.append(f"<h2>Waterfall of the {t(title)}</h2>")

@@ -19,7 +19,7 @@ from promptpath.core.analysis import (
 )
 from promptpath.core.coalescing import coalescing
 from promptpath.core.headers import SECRET_HEADERS
-from promptpath.core.servertime import server_account
+from promptpath.core.servertime import server_account, stream_time
 from promptpath.core.stats import Summary
 from promptpath.core.textsafe import valid_unicode_tree
 from promptpath.core.timeline import (
@@ -247,10 +247,13 @@ def _utc_iso(unix_ns: int) -> str:
 def server_json(timeline: Timeline, metrics: Metrics) -> dict[str, Any] | None:
     """The ``server`` object: the time the server says it spent, split from the wait, and
     the request id and edge it named (null: its headers said none of it)."""
-    acc = server_account(timeline.response_headers, metrics.stages_ms.get("wait"))
+    acc = server_account(
+        timeline.response_headers, metrics.stages_ms.get("wait"), stream_time(timeline)
+    )
     if acc is None:
         return None
     network = acc.network_ms
+    st = acc.stream_time
     return {
         "time": None if acc.time is None else asdict(acc.time),
         "wait_ms": acc.wait_ms,
@@ -261,6 +264,14 @@ def server_json(timeline: Timeline, metrics: Metrics) -> dict[str, Any] | None:
         if acc.request_id is None
         else {"header": acc.request_id[0], "value": acc.request_id[1]},
         "edge": [asdict(e) for e in acc.edge],
+        "stream_time": None
+        if st is None
+        else {
+            "ms": st.ms,
+            "source": st.source,
+            "measured_ms": None if st.measured_ms is None else round(st.measured_ms, 3),
+            "outside_ms": None if st.outside_ms is None else round(st.outside_ms, 3),
+        },
     }
 
 
@@ -296,6 +307,12 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "from_start": metrics.milestones_ms.get("ttft"),
             "from_request": metrics.ttft_from_request_ms,
         },
+        "first_output_ms": {
+            "from_start": metrics.milestones_ms.get("first_output"),
+            "from_request": metrics.first_output_from_request_ms,
+            "after_ttft": metrics.first_output_after_ttft_ms,
+            "after": metrics.tokens.before_output or None,
+        },
         "connect_attempts": [
             {
                 "ip": a.ip,
@@ -330,6 +347,14 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "closed_by": None if timeline.close is None else timeline.close.kind,
             "close_after_end": timeline.close_after_end,
             "filter_events": tok.filter_events,
+            "stopped": None
+            if metrics.stopped is None
+            else {
+                "reason": metrics.stopped.reason,
+                "field": metrics.stopped.field,
+                "prompt_blocked": metrics.stopped.prompt_blocked,
+                "tokens_before": metrics.stopped.tokens_before,
+            },
             "compressed": timeline.compressed,
             "bytes": sum(c.nbytes for c in timeline.chunks),
             "socket_reads": len(timeline.reads),

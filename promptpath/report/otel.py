@@ -128,6 +128,9 @@ PROVIDER_NAMES: Final = {
     "gemini": "gcp.gemini",
     "vertex": "gcp.vertex_ai",
     "ollama": "ollama",
+    "bedrock": "aws.bedrock",
+    "bedrock-invoke": "aws.bedrock",
+    "cohere": "cohere",
 }
 
 

@@ -63,6 +63,13 @@ _MEASURES = (
         _path("ttft_ms", "from_request"),
     ),
     _Measure(
+        "promptpath_first_output_seconds",
+        "Time to the first answer text a user sees (not reasoning, not a tool call), from"
+        " the start of the trace.",
+        "first_output_ms",
+        _path("first_output_ms", "from_start"),
+    ),
+    _Measure(
         "promptpath_inter_token_latency_seconds",
         "Mean inter-token latency of a run.",
         "itl_mean_ms",

@@ -37,6 +37,7 @@ _LABELS = {
     "wait": "wait (TTFB)",
     "ttft": "TTFT",
     "ttft_from_request": "TTFT from request",
+    "first_output": "first output",
     "itl_mean": "mean ITL",
     "gap_p99": "gap p99",
     "tokens_per_s": "tokens/s",
@@ -151,6 +152,9 @@ def _run_line(index: int, result: TraceResult, code: int) -> str:
     parts = [f"run {index + 1:>3}  ok  {tl.http_version or '?'}"]
     if ttft is not None:
         parts.append(f"TTFT {ttft:.1f} ms")
+    output = metrics.milestones_ms.get("first_output")
+    if output is not None and metrics.tokens.before_output:
+        parts.append(f"first output {output:.1f} ms")
     if end is not None:
         parts.append(f"total {end:.1f} ms")
     if tl.reused_connection:

@@ -134,7 +134,24 @@ def waterfall(body: Mapping[str, Any], axis: Axis, y: float, title: str = "") ->
         )
     if not spans:
         parts.append(label(PLOT_X, top + 14, "no stage completed", " fill='#cc3333'"))
+    parts += _output_mark(body, axis, top, bottom)
     return "\n".join(parts), bottom - y + 6
+
+
+def _output_mark(body: Mapping[str, Any], axis: Axis, top: float, bottom: float) -> list[str]:
+    """A dashed line at the answer's first text when other content (reasoning, a tool
+    call) came before it: the first token and what a user first sees are then apart."""
+    output = body.get("first_output_ms") or {}
+    at, after = output.get("from_start"), output.get("after")
+    if not isinstance(at, (int, float)) or not after:
+        return []
+    x = axis.x(float(at))
+    return [
+        f"<line class='first-output' data-ms='{num(float(at))}' x1='{num(x)}' y1='{num(top)}'"
+        f" x2='{num(x)}' y2='{num(bottom)}' stroke='#1e5e2e' stroke-dasharray='4 3'"
+        " stroke-width='1.5'/>",
+        label(x + 3, bottom - 4, "first output", " fill='#1e5e2e'", size=10),
+    ]
 
 
 def token_timeline(body: Mapping[str, Any], axis: Axis, y: float) -> tuple[str, float]:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rich.console import Console, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -11,14 +12,16 @@ from promptpath.core.analysis import (
     compute,
     headline,
     open_stage_at_error,
+    output_note,
 )
 from promptpath.core.analysis import stage_spans as core_stage_spans
 from promptpath.core.cleartext import cleartext_note
 from promptpath.core.findings import Verdict
 from promptpath.core.h3 import describe_h3
 from promptpath.core.headers import redact_headers
-from promptpath.core.servertime import server_account, split_words
+from promptpath.core.servertime import server_account, split_words, stream_time, stream_words
 from promptpath.core.stats import sparkline
+from promptpath.core.stopped import said
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.core.wsclose import close_words
 from promptpath.options import display_url
@@ -97,13 +100,29 @@ def waterfall(
     return table
 
 
+class Trimmed:
+    """``renderable``'s lines without their trailing spaces: rich pads every table cell to
+    its column's width, so table lines end in spaces that a pipe, a CI log or a diff keeps.
+    Printed through ``console.print``, so the console's sanitiser cleans ``renderable``
+    first (report/sanitise.py)."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in console.render_lines(self.renderable, options, pad=False):
+            while line and not line[-1].control and not line[-1].text.strip():
+                line.pop()
+            if line and not line[-1].control:
+                last = line[-1]
+                line[-1] = Segment(last.text.rstrip(), last.style)
+            yield from line
+            yield Segment.line()
+
+
 def print_trimmed(console: Console, renderable: RenderableType) -> None:
-    """rich pads every table cell to its column's width, so table lines end in spaces that
-    a pipe, a CI log or a diff keeps: print each line without them."""
-    for line in console.render_lines(renderable, pad=False):
-        text = Text.assemble(*((segment.text, segment.style or "") for segment in line))
-        text.rstrip()
-        console.print(text)
+    """Print ``renderable`` without the trailing spaces of its lines (``Trimmed``)."""
+    console.print(Trimmed(renderable))
 
 
 def proxy_line(timeline: Timeline) -> str | None:
@@ -239,10 +258,12 @@ def interception_lines(timeline: Timeline) -> list[str]:
 def server_lines(timeline: Timeline, metrics: Metrics) -> list[str]:
     """The server's own account: the wait split by the time it says it spent, then the
     request id and edge a support ticket asks for."""
-    acc = server_account(timeline.response_headers, metrics.stages_ms.get("wait"))
+    acc = server_account(
+        timeline.response_headers, metrics.stages_ms.get("wait"), stream_time(timeline)
+    )
     if acc is None:
         return []
-    lines = [words] if (words := split_words(acc)) else []
+    lines = [w for w in (split_words(acc), stream_words(acc)) if w]
     ids = []
     if acc.request_id is not None:
         ids.append(f"request id {acc.request_id[1]} ({acc.request_id[0]})")
@@ -334,9 +355,18 @@ def render_timeline(
             f"TTFT   {m['ttft']:.1f} ms from start · "
             f"{metrics.ttft_from_request_ms or 0:.1f} ms after the request was sent"
         )
+    note = output_note(metrics)
+    if note is not None:
+        console.print(Text("OUTPUT ") + Text(note), highlight=False)
     if metrics.tokens.events:
         for i, text in enumerate(token_lines(metrics, width)):
             console.print(("tokens " if i == 0 else "       ") + text, highlight=False)
+    if metrics.stopped is not None:
+        console.print(
+            Text("STOPPED ")
+            + Text(f"{said(metrics.stopped)}: the SDK raises nothing, the answer is cut short"),
+            highlight=False,
+        )
     return metrics
 
 

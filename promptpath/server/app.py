@@ -17,6 +17,8 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from promptpath.core.media import EVENTSTREAM
+from promptpath.server.bedrock_dialect import GUARDRAIL_BATCH
 from promptpath.server.behaviour import Behaviour, BehaviourError, applied, from_request
 from promptpath.server.body import parse_body
 from promptpath.server.dialect import (
@@ -30,6 +32,7 @@ from promptpath.server.dialect import (
     stamped,
 )
 from promptpath.server.dialects import dialect_for_path, path_model
+from promptpath.server.sigv4_check import AwsTestKey, SigV4Refusal, check_sigv4
 from promptpath.server.stats import RequestRecord, ServerStats
 from promptpath.server.streaming import Exchange, Plan, Receive, Send, write_stream
 from promptpath.server.tokens import answer_tokens
@@ -55,10 +58,12 @@ class ReferenceApp:
         defaults: Behaviour | None = None,
         *,
         api_key: str | None = None,
+        aws_credentials: AwsTestKey | None = None,
         on_startup: Callable[[], None] | None = None,
     ) -> None:
         self.defaults = defaults or Behaviour()
         self.api_key = api_key
+        self.aws_credentials = aws_credentials
         self.on_startup = on_startup
         self.stats = ServerStats()
 
@@ -182,6 +187,26 @@ class ReferenceApp:
                 return True
         return False
 
+    def _sigv4_refusal(
+        self, scope: Scope, headers: list[tuple[bytes, bytes]], body: bytes
+    ) -> SigV4Refusal | None:
+        """Why a Bedrock request's signature is refused (None: it is good), or None when
+        it carries a bearer token matching --api-key-env (a Bedrock API key)."""
+        assert self.aws_credentials is not None
+        texts = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
+        if self.api_key is not None and self._authorized(headers):
+            return None
+        raw_path = bytes(scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+        return check_sigv4(
+            method=str(scope["method"]),
+            raw_path=raw_path.split("?", 1)[0],
+            query=bytes(scope.get("query_string", b"")).decode("latin-1"),
+            headers=texts,
+            body=body,
+            credentials=self.aws_credentials,
+            now=datetime.now(UTC),
+        )
+
     # -- requests --------------------------------------------------------------------
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         loop = asyncio.get_running_loop()
@@ -234,11 +259,20 @@ class ReferenceApp:
 
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
         request_id = f"req_{secrets.token_hex(12)}"
-        if not self._authorized(headers):
-            await self._error(send, record, dialect_cls, 401, request_id=request_id)
-            return
         if raw is None:
             await self._error(send, record, dialect_cls, 413, "request body too large")
+            return
+        if self.aws_credentials is not None and dialect_cls.media_type == EVENTSTREAM:
+            refusal = self._sigv4_refusal(scope, headers, raw)
+            if refusal is not None:
+                record.status = refusal.status
+                said: JSONObject = {"message": refusal.message}
+                await self._json(
+                    send, refusal.status, said, (("x-amzn-errortype", refusal.error_type),)
+                )
+                return
+        elif not self._authorized(headers):
+            await self._error(send, record, dialect_cls, 401, request_id=request_id)
             return
         try:
             payload = parse_body(raw)
@@ -254,8 +288,14 @@ class ReferenceApp:
         except BehaviourError as exc:
             await self._error(send, record, dialect_cls, 400, str(exc), param=exc.header)
             return
+        if behaviour.reasoning and not dialect_cls.reasons:
+            message = f"the {dialect_cls.name} emulation sends no reasoning"
+            await self._error(send, record, dialect_cls, 400, message, param="reasoning")
+            return
         if behaviour.probe_id is not None:
             self.stats.tag(record, behaviour.probe_id)
+        lowered = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
+        guardrail = dialect_cls.guardrail(payload, lowered)
 
         if behaviour.status is not None and behaviour.status != 200:
             await self._error(
@@ -274,6 +314,7 @@ class ReferenceApp:
             created_unix=int(now.timestamp()),
             created_iso=now.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z",
             params=params,
+            error_type=behaviour.error_type,
         )
         dialect = dialect_cls(info)
         limit = params.max_tokens
@@ -322,6 +363,9 @@ class ReferenceApp:
                 stats=self.stats,
                 record=record,
                 report={"request_id": request_id, **applied(behaviour, sources)},
+                # A synchronous guardrail holds the answer and releases each scanned batch
+                # (the controls as asked stay as they were: this is the provider's doing).
+                hold_batch=GUARDRAIL_BATCH if guardrail == "sync" else 1,
             )
             if not complete and ex.gone:
                 self.stats.disconnect(record, ex.gone_unix_ns)

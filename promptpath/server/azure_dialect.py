@@ -4,15 +4,21 @@
 With the default content filter the stream opens with a chunk that has no choices, only
 ``prompt_filter_results`` (the prompt's verdict), and the filter's verdicts on the output
 come as chunks whose one choice has an empty delta, ``content_filter_results`` and
-``content_filter_offsets``. Neither is a token nor an error: openai-python hands them to
-the application as chunks with no content.
+``content_filter_offsets`` (character offsets into the answer: where the checked span
+starts and ends). Neither is a token nor an error: openai-python hands them to the
+application as chunks with no content.
+
+In the default streaming mode the filter buffers the output, checks it and releases it in
+chunks of its buffer's size, each with its verdict (Azure OpenAI's "Content streaming"
+page); the Asynchronous Filter mode streams token by token and sends the verdicts later.
+The ``filter-batch`` control plays the default mode: a verdict after each released batch.
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from promptpath.server.dialect import Event, Finish, JSONObject
+from promptpath.server.dialect import Event, Finish, JSONObject, RequestInfo
 from promptpath.server.openai_dialects import ChatCompletions
 
 _SAFE = {"filtered": False, "severity": "safe"}
@@ -29,6 +35,38 @@ class AzureChatCompletions(ChatCompletions):
 
     name: ClassVar[str] = "azure"
     model_in_path: ClassVar[bool] = True
+
+    def __init__(self, info: RequestInfo) -> None:
+        super().__init__(info)
+        self._chars = 0  # characters of answer (and reasoning) sent
+        self._checked = 0  # ... of which a verdict covered this many
+
+    def events_for(self, text: str, *, reasoning: bool = False) -> list[Event]:
+        self._chars += len(text)
+        return super().events_for(text, reasoning=reasoning)
+
+    def _verdict(self) -> Event:
+        start, self._checked = self._checked, self._chars
+        return Event(
+            self._chunk(
+                [
+                    {
+                        "index": 0,
+                        "delta": {},
+                        "finish_reason": None,
+                        "content_filter_results": _VERDICTS,
+                        "content_filter_offsets": {
+                            "check_offset": start,
+                            "start_offset": start,
+                            "end_offset": self._chars,
+                        },
+                    }
+                ]
+            )
+        )
+
+    def filter_verdict(self) -> list[Event]:
+        return [self._verdict()] if self._chars > self._checked else []
 
     def opening(self) -> list[Event]:
         prompt_filter: JSONObject = {
@@ -50,19 +88,5 @@ class AzureChatCompletions(ChatCompletions):
         return [Event(prompt_filter), *super().opening()]
 
     def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
-        verdict = self._chunk(
-            [
-                {
-                    "index": 0,
-                    "delta": {},
-                    "finish_reason": None,
-                    "content_filter_results": _VERDICTS,
-                    "content_filter_offsets": {
-                        "check_offset": 0,
-                        "start_offset": 0,
-                        "end_offset": output_tokens,
-                    },
-                }
-            ]
-        )
-        return [Event(verdict), *super().closing(finish, output_tokens, elapsed_ns)]
+        # The verdict on what no batch covered yet (all of it without filter-batch).
+        return [*self.filter_verdict(), *super().closing(finish, output_tokens, elapsed_ns)]

@@ -43,16 +43,23 @@ class Behaviour:
 
     ttft_ms: float = 0.0  # first content token this long after the request arrived
     tokens: int = 32  # content tokens before the terminal marker (max_tokens may cut it)
+    reasoning: int = 0  # of those, the first K are the model's reasoning, not the answer
     rate: float = 50.0  # tokens per second; 0 = as fast as possible
     pause_after: int | None = None  # after this many tokens ...
     pause_s: float = 0.0  # ... wait this long
     keepalive_s: float = 0.0  # SSE comment every N s during any longer wait; 0 = off
     truncate_after: int | None = None  # close without terminal marker after K tokens
     error_after: int | None = None  # dialect's mid-stream error event after K tokens
+    # which one, for a dialect with several (Bedrock: throttlingException, ...)
+    error_type: str | None = None
     malformed_after: int | None = None  # one non-JSON event after K tokens, then go on
     status: int | None = None  # answer with this HTTP status and an error body
     body: BodyKind | None = None  # answer 200 with HTML or JSON instead of a stream
     batch: int = 1  # events per transport write
+    # Emulate a provider's content filter that releases output in checked batches (Azure
+    # OpenAI's default mode): tokens held until N are made, then written together with
+    # the filter's verdict (where the dialect has one); each stamped when it was made.
+    filter_batch: int | None = None
     accel_buffering: Literal["yes", "no"] | None = None  # X-Accel-Buffering response header
     # Extra response headers, on streams and error answers alike: lets a test play a
     # provider's rate-limit, timing or edge headers over real sockets.
@@ -127,6 +134,12 @@ def _parse_close_code(raw: str) -> int:
     return value
 
 
+def _parse_error_type(raw: str) -> str:
+    if not 1 <= len(raw) <= 64 or not raw.isascii() or not raw.isalnum():
+        raise ValueError("must be 1-64 ASCII letters and digits (an exception's name)")
+    return raw
+
+
 def _parse_probe_id(raw: str) -> str:
     if not 1 <= len(raw) <= 64 or not set(raw) <= _ID_CHARS:
         raise ValueError("must be 1-64 characters of A-Z a-z 0-9 . _ -")
@@ -140,16 +153,19 @@ _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234
 CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
     "ttft-ms": ("ttft_ms", _parse_float()),
     "tokens": ("tokens", _parse_int(maximum=1_000_000)),
+    "reasoning": ("reasoning", _parse_int(maximum=1_000_000)),
     "rate": ("rate", _parse_float()),
     "pause-after": ("pause_after", _parse_int()),
     "pause-s": ("pause_s", _parse_float()),
     "keepalive-s": ("keepalive_s", _parse_interval(floor=KEEPALIVE_MIN_S)),
     "truncate-after": ("truncate_after", _parse_int()),
     "error-after": ("error_after", _parse_int()),
+    "error-type": ("error_type", _parse_error_type),
     "malformed-after": ("malformed_after", _parse_int()),
     "status": ("status", _parse_int(minimum=200, maximum=599)),  # 1xx cannot be final
     "body": ("body", _parse_choice("html", "json")),
     "batch": ("batch", _parse_int(minimum=1, maximum=10_000)),
+    "filter-batch": ("filter_batch", _parse_int(minimum=1, maximum=10_000)),
     "accel-buffering": ("accel_buffering", _parse_choice("yes", "no")),
     "ignore-disconnect": ("ignore_disconnect", _parse_yes_no),
     "probe-id": ("probe_id", _parse_probe_id),

@@ -22,6 +22,7 @@ from promptpath.server.behaviour import (
     parse_response_header,
 )
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
+from promptpath.server.sigv4_check import parse_test_credentials
 
 _B = "Behaviour (per request: header x-promptpath-<name>, or body field promptpath.<name>)"
 _L = "Listening and TLS"
@@ -105,6 +106,18 @@ def serve(
             rich_help_panel=_L,
         ),
     ] = None,
+    aws_test_credentials: Annotated[
+        str | None,
+        typer.Option(
+            "--aws-test-credentials",
+            metavar="AKID:SECRET[:TOKEN]",
+            envvar="PROMPTPATH_SERVE_AWS_CREDENTIALS",
+            show_envvar=True,
+            help="Verify Bedrock requests' SigV4 signatures against this test key (403 as"
+            " AWS answers a bad one).",
+            rich_help_panel=_L,
+        ),
+    ] = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Access logs on stderr.")
     ] = False,
@@ -114,6 +127,14 @@ def serve(
     ] = None,
     tokens: Annotated[
         int | None, typer.Option(metavar="N", help="Tokens per answer [32].", rich_help_panel=_B)
+    ] = None,
+    reasoning: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Send the first N tokens as the model's reasoning, then the answer [0].",
+            rich_help_panel=_B,
+        ),
     ] = None,
     rate: Annotated[
         float | None,
@@ -171,6 +192,15 @@ def serve(
         int | None,
         typer.Option(metavar="N", help="Events per transport write [1].", rich_help_panel=_B),
     ] = None,
+    filter_batch: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help="Hold tokens and release them N at a time, as a content filter does (Azure:"
+            " with its verdict chunk).",
+            rich_help_panel=_B,
+        ),
+    ] = None,
     accel_buffering: Annotated[
         str | None,
         typer.Option(
@@ -196,7 +226,7 @@ def serve(
     ] = None,
 ) -> None:
     """Run the reference endpoint: a streaming AI API (OpenAI, Responses, Anthropic,
-    Ollama) whose timing and failures you control."""
+    Ollama, Gemini, Vertex AI, Azure OpenAI, Cohere) whose timing and failures you control."""
     from promptpath.server.hosting import ServerConfig, ServerSetupError, serve_forever
 
     env = Environment.of(ctx.obj)
@@ -205,6 +235,7 @@ def serve(
             {
                 "ttft-ms": ttft_ms,
                 "tokens": tokens,
+                "reasoning": reasoning,
                 "rate": rate,
                 "pause-after": pause_after,
                 "pause-s": pause_s,
@@ -215,6 +246,7 @@ def serve(
                 "status": status,
                 "body": body,
                 "batch": batch,
+                "filter-batch": filter_batch,
                 "accel-buffering": accel_buffering,
                 "ignore-disconnect": "yes" if ignore_disconnect else None,
             }
@@ -234,6 +266,13 @@ def serve(
                 f"environment variable {api_key_env} is not set", param_hint="--api-key-env"
             )
 
+    aws = None
+    if aws_test_credentials is not None:
+        try:
+            aws = parse_test_credentials(aws_test_credentials)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--aws-test-credentials") from None
+
     config = ServerConfig(
         host=host,
         port=port,
@@ -245,6 +284,7 @@ def serve(
         http3=http3,
         behaviour=behaviour,
         api_key=api_key,
+        aws_credentials=aws,
         verbose=verbose,
     )
 

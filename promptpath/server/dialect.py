@@ -59,6 +59,7 @@ class RequestInfo:
     created_unix: int
     created_iso: str  # RFC 3339 with nanoseconds, for Ollama
     params: RequestParams
+    error_type: str | None = None  # which in-band error ``error()`` sends (the control)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +77,8 @@ class Dialect(ABC):
     max_tokens_fields: ClassVar[tuple[str, ...]] = ("max_tokens",)
     #: The path names the model (Gemini, Vertex) or deployment (Azure): it wins over the body.
     model_in_path: ClassVar[bool] = False
+    #: The emulation can send reasoning before the answer (the ``reasoning`` control).
+    reasons: ClassVar[bool] = False
 
     def __init__(self, info: RequestInfo) -> None:
         self.info = info
@@ -84,6 +87,17 @@ class Dialect(ABC):
     @property
     def sse(self) -> bool:
         return self.media_type == "text/event-stream"
+
+    def encode(
+        self, event: Event, *, seq: int, sent_unix_ns: int, report: JSONObject | None = None
+    ) -> bytes:
+        """Wire bytes for one event (SSE or NDJSON here; binary framings override it)."""
+        return frame(event, sse=self.sse, seq=seq, sent_unix_ns=sent_unix_ns, report=report)
+
+    @classmethod
+    def guardrail(cls, body: object, headers: Mapping[str, str]) -> Literal["sync", "async"] | None:
+        """A provider-side guardrail the request turns on, and its streaming mode (Bedrock)."""
+        return None
 
     # -- request ---------------------------------------------------------------------
     @classmethod
@@ -134,6 +148,19 @@ class Dialect(ABC):
     @abstractmethod
     def token(self, text: str) -> Event:
         """The event carrying one content token."""
+
+    def reasoning(self, text: str) -> Event:
+        """The event carrying one reasoning token (only where ``reasons``)."""
+        raise NotImplementedError(f"the {self.name} emulation sends no reasoning")
+
+    def events_for(self, text: str, *, reasoning: bool = False) -> list[Event]:
+        """The events that carry one token: of the answer, or of the model's reasoning."""
+        return [self.reasoning(text) if reasoning else self.token(text)]
+
+    def filter_verdict(self) -> list[Event]:
+        """The content filter's verdict on the output since the last one (the
+        ``filter-batch`` control); none where the dialect has no filter of its own."""
+        return []
 
     @abstractmethod
     def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:

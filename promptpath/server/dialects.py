@@ -5,6 +5,8 @@ from __future__ import annotations
 from promptpath.options import detect_provider, model_from_path
 from promptpath.server.anthropic_dialect import Messages
 from promptpath.server.azure_dialect import AzureChatCompletions
+from promptpath.server.bedrock_dialect import BedrockConverse, BedrockInvoke
+from promptpath.server.cohere_dialect import CohereChat
 from promptpath.server.dialect import Dialect
 from promptpath.server.google_dialect import GenerateContent, VertexGenerateContent
 from promptpath.server.ollama_dialect import OllamaChat
@@ -18,6 +20,9 @@ DIALECTS: dict[str, type[Dialect]] = {
     "gemini": GenerateContent,
     "vertex": VertexGenerateContent,
     "azure": AzureChatCompletions,
+    "bedrock": BedrockConverse,
+    "bedrock-invoke": BedrockInvoke,
+    "cohere": CohereChat,
 }
 
 

@@ -13,7 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject
+from promptpath.server.dialect import (
+    Dialect,
+    ErrorReply,
+    Event,
+    Finish,
+    JSONObject,
+    RequestInfo,
+)
 
 #: google.rpc.Code names for the HTTP statuses the API answers with.
 _STATUS: dict[int, tuple[str, str]] = {
@@ -57,6 +64,11 @@ class GenerateContent(Dialect):
     stream_default: ClassVar[bool] = True  # the path asks for the stream, not the body
     model_in_path: ClassVar[bool] = True
     max_tokens_fields = ("generationConfig.maxOutputTokens",)
+    reasons: ClassVar[bool] = True
+
+    def __init__(self, info: RequestInfo) -> None:
+        super().__init__(info)
+        self._thoughts = 0  # reasoning tokens sent: thoughtsTokenCount
 
     @classmethod
     def _prompt_parts(cls, body: JSONObject) -> Iterable[object]:
@@ -66,14 +78,23 @@ class GenerateContent(Dialect):
         prompt = self.info.params.prompt_tokens
         usage: JSONObject = {"promptTokenCount": prompt, "totalTokenCount": prompt}
         if output_tokens is not None:
-            usage["candidatesTokenCount"] = output_tokens
+            # candidatesTokenCount leaves the thoughts out; the total has both.
+            usage["candidatesTokenCount"] = output_tokens - self._thoughts
+            if self._thoughts:
+                usage["thoughtsTokenCount"] = self._thoughts
             usage["totalTokenCount"] = prompt + output_tokens
         return usage
 
     def _response(
-        self, text: str, *, finish: Finish | None = None, output_tokens: int | None = None
+        self,
+        text: str,
+        *,
+        finish: Finish | None = None,
+        output_tokens: int | None = None,
+        thought: bool = False,
     ) -> JSONObject:
-        candidate: JSONObject = {"content": {"parts": [{"text": text}], "role": "model"}}
+        part: JSONObject = {"text": text, "thought": True} if thought else {"text": text}
+        candidate: JSONObject = {"content": {"parts": [part], "role": "model"}}
         if finish is not None:
             candidate["finishReason"] = _FINISH[finish]
         candidate["index"] = 0
@@ -89,6 +110,11 @@ class GenerateContent(Dialect):
 
     def token(self, text: str) -> Event:
         return Event(self._response(text), content=True)
+
+    def reasoning(self, text: str) -> Event:
+        # A thought summary part, as include_thoughts=True asks for.
+        self._thoughts += 1
+        return Event(self._response(text, thought=True), content=True)
 
     def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
         return [Event(self._response("", finish=finish, output_tokens=output_tokens))]

@@ -24,6 +24,7 @@ from typing import Any
 from promptpath.server.app import ReferenceApp
 from promptpath.server.behaviour import Behaviour
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
+from promptpath.server.sigv4_check import AwsTestKey
 
 DEFAULT_TLS_PORT = 8443
 DEFAULT_PLAIN_PORT = 8080
@@ -49,6 +50,8 @@ class ServerConfig:
     http3: bool | None = None  # None: on when TLS is on
     behaviour: Behaviour = field(default_factory=Behaviour)
     api_key: str | None = field(default=None, repr=False)
+    #: Bedrock requests must carry a SigV4 signature by this key (None: not checked).
+    aws_credentials: AwsTestKey | None = field(default=None, repr=False)
     verbose: bool = False
 
     @property
@@ -275,6 +278,7 @@ def serve_forever(config: ServerConfig, *, announce: Callable[[dict[str, object]
         app = ReferenceApp(
             config.behaviour,
             api_key=config.api_key,
+            aws_credentials=config.aws_credentials,
             on_startup=lambda: announce(prepared.listening()),
         )
         await _serve(config, prepared, app, shutdown)
@@ -330,7 +334,12 @@ def start_in_thread(config: ServerConfig, *, timeout: float = 15.0) -> ServerHan
     def ready() -> None:
         handle._ready.set()
 
-    app = ReferenceApp(config.behaviour, api_key=config.api_key, on_startup=ready)
+    app = ReferenceApp(
+        config.behaviour,
+        api_key=config.api_key,
+        aws_credentials=config.aws_credentials,
+        on_startup=ready,
+    )
     handle = ServerHandle(prepared, app)
 
     def run() -> None:

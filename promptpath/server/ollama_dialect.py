@@ -16,6 +16,7 @@ class OllamaChat(Dialect):
     media_type: ClassVar[str] = "application/x-ndjson"
     stream_default: ClassVar[bool] = True
     max_tokens_fields = ("options.num_predict",)
+    reasons: ClassVar[bool] = True
 
     def _line(self, content: str, done: bool) -> JSONObject:
         return {
@@ -42,6 +43,12 @@ class OllamaChat(Dialect):
 
     def token(self, text: str) -> Event:
         return Event(self._line(text, False), content=True)
+
+    def reasoning(self, text: str) -> Event:
+        # A thinking model's line with "think": true: message.thinking, content empty.
+        line = self._line("", False)
+        line["message"]["thinking"] = text
+        return Event(line, content=True)
 
     def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
         return [Event({**self._line("", True), **self._stats(finish, output_tokens, elapsed_ns)})]

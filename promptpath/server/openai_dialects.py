@@ -61,6 +61,11 @@ class ChatCompletions(Dialect):
 
     name: ClassVar[str] = "openai"
     max_tokens_fields = ("max_completion_tokens", "max_tokens")
+    reasons: ClassVar[bool] = True
+
+    def __init__(self, info: RequestInfo) -> None:
+        super().__init__(info)
+        self._reasoned = 0  # reasoning tokens sent: completion_tokens_details
 
     @classmethod
     def _include_usage(cls, body: JSONObject) -> bool:
@@ -87,11 +92,14 @@ class ChatCompletions(Dialect):
 
     def _usage(self, output_tokens: int) -> JSONObject:
         prompt = self.info.params.prompt_tokens
-        return {
+        usage: JSONObject = {
             "prompt_tokens": prompt,
             "completion_tokens": output_tokens,
             "total_tokens": prompt + output_tokens,
         }
+        if self._reasoned:
+            usage["completion_tokens_details"] = {"reasoning_tokens": self._reasoned}
+        return usage
 
     def opening(self) -> list[Event]:
         delta = {"role": "assistant", "content": "", "refusal": None}
@@ -99,6 +107,12 @@ class ChatCompletions(Dialect):
 
     def token(self, text: str) -> Event:
         return Event(self._chunk([self._choice({"content": text})]), content=True)
+
+    def reasoning(self, text: str) -> Event:
+        # reasoning_content, as DeepSeek, vLLM and LiteLLM stream a reasoning model's
+        # thoughts on this API (OpenAI's own models keep theirs out of chat streams).
+        self._reasoned += 1
+        return Event(self._chunk([self._choice({"reasoning_content": text})]), content=True)
 
     def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
         events = [Event(self._chunk([self._choice({}, finish)]))]

@@ -8,6 +8,7 @@ absolute deadlines from the moment the request arrived, so cadence does not drif
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -22,6 +23,7 @@ Send = Callable[[Message], Awaitable[None]]
 
 MAX_BODY = 8 * 1024 * 1024
 _KEEPALIVE = Event("")  # placeholder in the write queue; framed as an SSE comment
+_UNBOUNDED = 1 << 62  # a batch size no stream reaches
 
 
 class Exchange:
@@ -102,52 +104,65 @@ class EventWriter:
         self,
         ex: Exchange,
         *,
+        encode: Callable[..., bytes],
         sse: bool,
         batch: int,
         stats: ServerStats,
         record: RequestRecord,
         report: JSONObject | None = None,
+        held: bool = False,
         ws: bool = False,
     ) -> None:
         self.ex = ex
         self.ws = ws  # each event its own WebSocket message: nothing to frame
+        #: The batching is a hold behind the "model" (a provider's guardrail): each event
+        #: is stamped when it was produced, so a canary sees the hold as added delay.
+        self.held = held
         self.report = report  # rides on the first JSON event, then is spent
+        self.encode = encode  # the dialect's framing (Dialect.encode)
         self.sse = sse
         self.batch = batch
         self.stats = stats
         self.record = record
         self.seq = 0
         self.pending: list[Event] = []
+        self.made: list[int | None] = []  # per pending event: its own stamp, or None
 
-    async def emit(self, event: Event) -> bool:
+    async def emit(self, event: Event, *, made_unix_ns: int | None = None) -> bool:
+        """Queue ``event``; ``made_unix_ns`` stamps it with when it was produced instead of
+        the write's time (an emulated filter that held it is then seen as a hold)."""
         self.pending.append(event)
+        if made_unix_ns is None and self.held:
+            made_unix_ns = time.time_ns()
+        self.made.append(made_unix_ns)
         return len(self.pending) < self.batch or await self.flush()
 
     async def keepalive(self) -> bool:
         """A keepalive must reach the wire to be any use, so it flushes the batch."""
         self.pending.append(_KEEPALIVE)
+        self.made.append(None)
         return await self.flush()
 
     async def flush(self) -> bool:
         if not self.pending:
             return True
         parts: list[bytes] = []
-        sent_unix_ns = time.time_ns()  # one write, one send time
-        for event in self.pending:
+        write_unix_ns = time.time_ns()  # one write, one send time
+        for event, made in zip(self.pending, self.made, strict=True):
+            sent_unix_ns = write_unix_ns if made is None else made
             if event is _KEEPALIVE:
                 parts.append(keepalive(seq=self.seq, sent_unix_ns=sent_unix_ns))
             elif isinstance(event.data, str):
-                parts.append(frame(event, sse=self.sse, seq=self.seq, sent_unix_ns=sent_unix_ns))
+                parts.append(self.encode(event, seq=self.seq, sent_unix_ns=sent_unix_ns))
             else:
                 report, self.report = self.report, None
                 parts.append(
-                    frame(
-                        event, sse=self.sse, seq=self.seq, sent_unix_ns=sent_unix_ns, report=report
-                    )
+                    self.encode(event, seq=self.seq, sent_unix_ns=sent_unix_ns, report=report)
                 )
             self.seq += 1
         n_tokens = sum(1 for event in self.pending if event.content)
         self.pending.clear()
+        self.made.clear()
         if self.ws:
             ok = True
             for part in parts:  # one message per event, written back to back
@@ -175,6 +190,7 @@ async def write_stream(
     record: RequestRecord,
     report: JSONObject | None = None,
     ws: bool = False,
+    hold_batch: int = 1,
 ) -> bool:
     """Write the event stream. False when it stopped early (client gone, truncated).
 
@@ -185,7 +201,8 @@ async def write_stream(
     Every content token counts as generated when it is produced. The disconnect check
     runs on every chunk (each sleep and each send): a client that left stops the
     generation at once, unless ``ignore_disconnect`` plays a ghosting upstream.
-    ``report`` (the controls applied) goes into the first JSON event's stamp."""
+    ``report`` (the controls applied) goes into the first JSON event's stamp; ``hold_batch``
+    events at least go out per write (a provider's check releasing scanned batches)."""
     content_type = dialect.media_type + ("; charset=utf-8" if dialect.sse else "")
     raw_headers = [(b"content-type", content_type.encode())]
     raw_headers += [(k.encode(), v.encode()) for k, v in headers]
@@ -193,16 +210,34 @@ async def write_stream(
         {"type": "http.response.start", "status": 200, "headers": raw_headers}
     ):
         return False
+    # An emulated content filter holds every token until its batch is checked: the writer
+    # then writes only when told to (release), never by count.
+    filtered = behaviour.filter_batch is not None
     out = EventWriter(
         ex,
+        # Over WebSocket each event is its own message: the JSON alone, no SSE framing.
+        encode=functools.partial(frame, sse=False) if ws else dialect.encode,
         sse=dialect.sse and not ws,
-        batch=behaviour.batch,
+        batch=_UNBOUNDED if filtered else max(behaviour.batch, hold_batch),
+        held=hold_batch > 1,
         stats=stats,
         record=record,
         report=report,
         ws=ws,
     )
     plan = Plan(behaviour, t_recv)
+    held = 0  # tokens the emulated filter holds
+
+    async def release() -> bool:
+        """The emulated filter passes its batch: the held tokens, then its verdict."""
+        nonlocal held
+        if not filtered or not held:
+            return True
+        held = 0
+        for event in dialect.filter_verdict():
+            if not await out.emit(event):
+                return False
+        return await out.flush()
 
     async def wait(deadline: float) -> bool:
         every = behaviour.keepalive_s
@@ -238,17 +273,21 @@ async def write_stream(
     for event in dialect.opening():
         if not await out.emit(event):
             return await client_left(0)
+    if filtered and not await out.flush():  # the opening is not the filter's to hold
+        return await client_left(0)
     for i in range(len(tokens) + 1):
         # Controls fire "after token K", i.e. once K tokens have been written.
         if behaviour.malformed_after == i and not await out.emit(dialect.malformed()):
             return False
         if behaviour.error_after == i:
+            if not await release():
+                return False
             for event in dialect.error():
                 if not await out.emit(event):
                     return False
             return await end_body()
         if behaviour.truncate_after == i:
-            if not await out.flush():
+            if not await release() or not await out.flush():
                 return False
             if ws:
                 code = behaviour.close_code or 1011
@@ -266,9 +305,16 @@ async def write_stream(
         if not await wait(plan.deadline(i)):
             return await client_left(i)
         stats.generated(record, t_recv_unix_ns)
-        if not await out.emit(dialect.token(tokens[i])):
+        made = time.time_ns() if filtered else None
+        for event in dialect.events_for(tokens[i], reasoning=i < behaviour.reasoning):
+            if not await out.emit(event, made_unix_ns=made):
+                return await client_left(i + 1)
+        held += 1
+        if filtered and held >= (behaviour.filter_batch or 1) and not await release():
             return await client_left(i + 1)
 
+    if not await release():
+        return False
     elapsed_ns = int((asyncio.get_running_loop().time() - t_recv) * 1e9)
     for event in dialect.closing(finish, len(tokens), elapsed_ns):
         if not await out.emit(event):

@@ -6,6 +6,7 @@ from typing import cast
 
 from promptpath.core.timeline import InvalidUTF8, StreamEvent
 from promptpath.streams.dialects import Frame, MalformedEvent, Provider, decoder_for
+from promptpath.streams.eventstream import EventStreamDecoder, EventStreamError
 from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge
 from promptpath.streams.ndjson import NDJSONDecoder
 from promptpath.streams.sse import SSEDecoder
@@ -43,11 +44,13 @@ class StreamDecoder:
         #: ``messages``: each feed is one whole WebSocket message (the dialect's framing
         #: over HTTP does not apply).
         self.messages = messages or self._dialect.framing == "websocket"
-        self._framer: SSEDecoder | NDJSONDecoder | MessageFramer
+        self._framer: SSEDecoder | NDJSONDecoder | MessageFramer | EventStreamDecoder
         if self.messages:
             self._framer = MessageFramer(max_line=max_line)
         elif self._dialect.framing == "sse":
             self._framer = SSEDecoder(max_line=max_line)
+        elif self._dialect.framing == "eventstream":
+            self._framer = EventStreamDecoder()  # binary: its own bounds (MAX_MESSAGE_BYTES)
         else:
             self._framer = NDJSONDecoder(max_line=max_line)
         self._last_read_index = -1
@@ -96,6 +99,10 @@ class StreamDecoder:
             error = MalformedEvent(exc.head, str(exc))
             error.events = earlier
             raise error from exc
+        except EventStreamError as exc:
+            # The messages framed before the broken one are real events too.
+            exc.events = self._decode(cast(list[Frame], exc.frames), read_index)
+            raise
         return self._decode(frames, read_index)
 
     def close(self, t_ns: int) -> list[StreamEvent]:

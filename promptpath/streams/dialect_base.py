@@ -1,8 +1,8 @@
 """What every stream dialect shares: defensive JSON access, event building, the base class.
 
 The dialects themselves live in ``streams/dialects.py`` (OpenAI, Responses, Anthropic,
-Ollama) and ``streams/google.py`` (Gemini, Vertex); both build on this module, so
-neither imports the other's internals.
+Ollama), ``streams/google.py`` (Gemini, Vertex) and ``streams/cohere.py`` (Cohere v2);
+each builds on this module, so none imports another's internals.
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ from typing import Literal, Protocol
 
 from promptpath.core.errors import StreamError
 from promptpath.core.timeline import ContentType, EventKind, ServerControls, StreamEvent, Usage
+from promptpath.streams.eventstream import EventStreamMessage
 from promptpath.streams.ndjson import NDJSONLine
 from promptpath.streams.sse import SSEMessage
 
 __all__ = ["DialectDecoder", "Frame", "Framing", "JSONObject", "MalformedEvent"]
 
-#: ``websocket``: one whole message per frame (a dialect that speaks nothing else).
-Framing = Literal["sse", "ndjson", "websocket"]
-Frame = SSEMessage | NDJSONLine
+#: ``websocket``: one whole message per frame (a dialect that speaks nothing else);
+#: ``eventstream``: AWS's binary event-stream messages (Bedrock).
+Framing = Literal["sse", "ndjson", "websocket", "eventstream"]
+Frame = SSEMessage | NDJSONLine | EventStreamMessage
 JSONObject = dict[str, object]
 
 _EXCERPT = 80
@@ -185,6 +187,7 @@ class _Maker:
         text: str = "",
         usage: Usage | None = None,
         error: str | None = None,
+        server_ms: float | None = None,
     ) -> StreamEvent:
         return StreamEvent(
             t_ns=self.t_ns,
@@ -198,6 +201,7 @@ class _Maker:
             seq=self.seq,
             read_index=self.read_index,
             controls=self.controls,
+            server_ms=server_ms,
             model=self.model,
         )
 
@@ -225,6 +229,8 @@ class _Dialect:
             if frame.comment:
                 return [_comment(frame, read_index)]
             return self._decode(frame.event, frame.data, _Maker(frame.t_ns, read_index))
+        if isinstance(frame, EventStreamMessage):
+            raise MalformedEvent(frame.text, "an AWS event-stream message in a text dialect")
         return self._decode("", frame.text, _Maker(frame.t_ns, read_index))
 
     def _decode(self, sse_event: str, data: str, mk: _Maker) -> list[StreamEvent]:

@@ -15,7 +15,14 @@ from typing import Any
 
 from promptpath.core.errors import HTTPStatusError, StreamError, http_status_kind
 from promptpath.core.media import STREAM_TYPES, media_type
-from promptpath.core.timeline import BodyChunk, NotKept, StreamEvent, Timeline, count_content
+from promptpath.core.timeline import (
+    BodyChunk,
+    NotKept,
+    StreamEvent,
+    Timeline,
+    count_content,
+    is_visible,
+)
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.streams.dialects import Provider
 from promptpath.streams.sniff import provider_hint
@@ -172,6 +179,8 @@ def note(timeline: Timeline, new: list[StreamEvent]) -> None:
         timeline.mark("first_event", ev.t_ns)
         if ev.kind == "content":
             timeline.mark("ttft", ev.t_ns)
+            if is_visible(ev):
+                timeline.mark("first_output", ev.t_ns)
             timeline.milestones["last_token"] = ev.t_ns
         elif ev.kind == "end":
             timeline.mark("end", ev.t_ns)

@@ -13,17 +13,28 @@ from promptpath.core.headers import (
     is_secret_header,
     redact_headers,
 )
+from promptpath.core.media import EVENTSTREAM
 from promptpath.core.timeline import SentRequest
-from promptpath.options import BEARER_KEY_ENVS, ClientName, HTTPChoice, Provider, RunOptions
+from promptpath.options import (
+    BEARER_KEY_ENVS,
+    BEDROCK_PROVIDERS,
+    ClientName,
+    HTTPChoice,
+    Provider,
+    RunOptions,
+)
 from promptpath.tracer.ingest import DECODABLE
 
 ANTHROPIC_VERSION = "2023-06-01"
+#: The "anthropic_version" Claude on Bedrock's invoke APIs requires in the body.
+BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 #: The body field ``promptpath serve`` reads controls from (server/behaviour.BODY_FIELD).
 CONTROLS_FIELD = "promptpath"
 #: Our own product token: the whole User-Agent of the identity shape, and appended to
 #: every other shape's, so a server log can tell a diagnostic run from the application
 #: while a hop that matches the client's own tokens still sees them first.
 PRODUCT = "promptpath/0.1"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreparedRequest:
@@ -58,6 +69,25 @@ def build_body(provider: Provider, model: str, prompt: str, max_tokens: int) -> 
     if provider == "azure":
         # openai's AzureOpenAI sends the chat body unchanged (the deployment as "model").
         return build_body("openai", model, prompt, max_tokens)
+    if provider == "bedrock":
+        # boto3 1.44.8 converse_stream(modelId=M, messages=[...], inferenceConfig=...),
+        # observed on loopback: the model is in the path, the body only this.
+        return {
+            "messages": [{"role": "user", "content": [{"text": prompt}]}],
+            "inferenceConfig": {"maxTokens": max_tokens},
+        }
+    if provider == "bedrock-invoke":
+        # invoke_model_with_response_stream sends the body the caller wrote, verbatim:
+        # Anthropic's Messages body as Bedrock takes it (anthropic_version, no model).
+        return {
+            "anthropic_version": BEDROCK_ANTHROPIC_VERSION,
+            "max_tokens": max_tokens,
+            "messages": messages,
+        }
+    if provider == "cohere":
+        # cohere 7.3.1 ClientV2.chat_stream, observed on loopback: the fields not given are
+        # left out, "stream": true last.
+        return {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
     return {
         "model": model,
         "messages": messages,
@@ -86,9 +116,11 @@ class ClientShape:
 
     name: ClientName
     user_agent: str  # the client's own User-Agent (PRODUCT is appended when sent)
-    accept: str | None  # None: the dialect's stream type (text/event-stream or NDJSON)
+    accept: str | None  # None: the dialect's stream type (text/event-stream or NDJSON); "": none
     encodings: tuple[str, ...]  # its Accept-Encoding, in its order; (): it sends none
     http: HTTPChoice  # the HTTP version it speaks when --http is not given
+    #: Headers of its own it sends on every request (after User-Agent), e.g. its SDK name.
+    extra: tuple[tuple[str, str], ...] = ()
 
     @property
     def offered(self) -> tuple[str, ...]:
@@ -101,6 +133,9 @@ class ClientShape:
         """Encodings the real client offers that we leave out (no decoder installed)."""
         return tuple(e for e in self.encodings if e not in self.offered)
 
+
+#: google-genai 3.6.1 sends its User-Agent as x-goog-api-client too.
+_GENAI = f"google-genai-sdk/3.6.1 gl-python/{platform.python_version()}"
 
 #: Both official SDKs (and ollama's) ride on httpx, which offers the encodings it has
 #: decoders for: gzip and deflate always, br and zstd only when the brotli/zstandard
@@ -148,10 +183,46 @@ SHAPES: dict[ClientName, ClientShape] = {
     # "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1.
     "google-genai": ClientShape(
         name="google-genai",
-        user_agent=f"google-genai-sdk/3.6.1 gl-python/{platform.python_version()}",
+        user_agent=_GENAI,
         accept="*/*",
         encodings=("gzip", "deflate"),
         http="1.1",
+        extra=(("x-goog-api-client", _GENAI),),
+    ),
+    # boto3 1.44.8 / botocore 1.44.8 (bedrock-runtime converse_stream and
+    # invoke_model_with_response_stream), observed on loopback: no Accept header at all
+    # (invoke adds X-Amzn-Bedrock-Accept), "Accept-Encoding: identity" (urllib3 through
+    # http.client), HTTP/1.1 only, and a User-Agent of SDK, OS, language and config
+    # tokens. Left out: the per-call feature list (m/...) and amz-sdk-invocation-id /
+    # amz-sdk-request (retry bookkeeping no hop treats a stream by).
+    "boto3": ClientShape(
+        name="boto3",
+        user_agent=(
+            "Boto3/1.44.8 md/Botocore#1.44.8 ua/2.1"
+            f" os/{platform.system().lower()}#{platform.release()}"
+            f" md/arch#{platform.machine().lower()} lang/python#{platform.python_version()}"
+            " md/pyimpl#CPython cfg/retry-mode#standard Botocore/1.44.8"
+        ),
+        accept="",
+        encodings=("identity",),
+        http="1.1",
+    ),
+    # cohere 7.3.1 (core/client_wrapper.py get_headers) on httpx 0.28, observed on loopback:
+    # "User-Agent: cohere/7.3.1", "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1,
+    # and Fern's X-Fern-* build headers. Those naming the SDK are sent; X-Fern-Runtime and
+    # X-Fern-Platform (this machine's Python and kernel release) are left out, as the
+    # x-stainless-* ones are: no hop we know of treats a stream by them.
+    "cohere": ClientShape(
+        name="cohere",
+        user_agent="cohere/7.3.1",
+        accept="*/*",
+        encodings=("gzip", "deflate"),
+        http="1.1",
+        extra=(
+            ("x-fern-language", "Python"),
+            ("x-fern-sdk-name", "cohere"),
+            ("x-fern-sdk-version", "7.3.1"),
+        ),
     ),
     # curl 7.88.1 (Debian 12), as `curl URL -d ...` runs it, observed on loopback: "Accept:
     # */*", no Accept-Encoding at all (only --compressed adds one), and h2 offered by
@@ -194,23 +265,30 @@ def user_agent(shape: ClientShape) -> str:
 
 
 def stream_type(provider: Provider) -> str:
+    if provider in BEDROCK_PROVIDERS:
+        return EVENTSTREAM
     return "application/x-ndjson" if provider == "ollama" else "text/event-stream"
 
 
 def request_headers(options: RunOptions) -> list[tuple[str, str]]:
     """The headers of the prompt: the client shape's, the dialect's, the key; -H wins."""
     shape = SHAPES[options.client]
-    headers: list[tuple[str, str]] = [
-        ("content-type", "application/json"),
-        ("accept", shape.accept or stream_type(options.provider)),
-    ]
+    headers: list[tuple[str, str]] = [("content-type", "application/json")]
+    accept = stream_type(options.provider) if shape.accept is None else shape.accept
+    if accept:
+        headers.append(("accept", accept))
     if shape.offered:
         headers.append(("accept-encoding", ", ".join(shape.offered)))
     headers.append(("user-agent", user_agent(shape)))
     if options.provider == "anthropic":
         headers.append(("anthropic-version", ANTHROPIC_VERSION))
-    if options.client == "google-genai":
-        headers.append(("x-goog-api-client", shape.user_agent))
+    headers += shape.extra
+    if options.provider == "bedrock-invoke":
+        # the `accept` argument of invoke_model_with_response_stream: the payloads' type
+        headers.append(("x-amzn-bedrock-accept", "application/json"))
+        if options.guardrail is not None:  # its guardrailIdentifier/guardrailVersion
+            headers.append(("x-amzn-bedrock-guardrailidentifier", options.guardrail.identifier))
+            headers.append(("x-amzn-bedrock-guardrailversion", options.guardrail.version))
     user_names = {name.lower() for name, _ in options.headers}
     headers = [(n, v) for n, v in headers if n not in user_names]
     # Any credential header given with -H (Azure's api-key too) replaces the key from the
@@ -273,6 +351,32 @@ def ws_headers(options: RunOptions) -> list[tuple[str, str]]:
     return headers + list(options.headers)
 
 
+def signs(options: RunOptions) -> bool:
+    """Whether the request is signed with SigV4: Bedrock with AWS credentials and no key
+    of another kind (a bearer token, or a credential header given with -H)."""
+    if options.aws is None or options.api_key:
+        return False
+    return not {name.lower() for name, _ in options.headers} & KEY_HEADERS
+
+
+def _guardrail_fields(options: RunOptions) -> dict[str, object]:
+    """The body's part of a guardrail: converse's guardrailConfig, invoke's async mode."""
+    rail = options.guardrail
+    if rail is None:
+        return {}
+    if options.provider == "bedrock":
+        return {
+            "guardrailConfig": {
+                "guardrailIdentifier": rail.identifier,
+                "guardrailVersion": rail.version,
+                "streamProcessingMode": rail.mode,
+            }
+        }
+    if rail.mode == "async":
+        return {"amazon-bedrock-guardrailConfig": {"streamProcessingMode": "asynchronous"}}
+    return {}
+
+
 def prepare(options: RunOptions) -> PreparedRequest:
     if options.target.websocket:
         return PreparedRequest(
@@ -283,12 +387,33 @@ def prepare(options: RunOptions) -> PreparedRequest:
             messages=ws_messages(options),
         )
     fields = build_body(options.provider, options.model, options.prompt, options.max_tokens)
+    fields.update(_guardrail_fields(options))
     if options.body_controls:
         fields[CONTROLS_FIELD] = dict(options.body_controls)
     body = json.dumps(fields).encode()
+    headers = request_headers(options)
+    if signs(options) and options.aws is not None:
+        from promptpath.tracer.sigv4 import sigv4_headers
+
+        target = options.target
+        default = 443 if target.scheme == "https" else 80
+        host = f"[{target.host}]" if ":" in target.host else target.host
+        authority = next(
+            (v for n, v in headers if n.lower() == "host"),
+            host if target.port == default else f"{host}:{target.port}",
+        )
+        headers += sigv4_headers(
+            method="POST",
+            scheme=target.scheme,
+            authority=authority,
+            path=target.path,
+            headers=[(n, v) for n, v in headers if n.lower() != "host"],
+            body=body,
+            credentials=options.aws,
+        )
     return PreparedRequest(
         method="POST",
-        headers=tuple(request_headers(options)),
+        headers=tuple(headers),
         body=body,
         expects=stream_type(options.provider),
     )
@@ -310,8 +435,9 @@ def sent_request(options: RunOptions, prepared: PreparedRequest) -> SentRequest:
 
 
 def key_sent(options: RunOptions) -> bool:
-    """Whether the request carries a key at all (from the environment or from -H)."""
-    return carries_key(request_headers(options))
+    """Whether the request carries a key at all (from the environment or from -H), or is
+    signed (SigV4)."""
+    return signs(options) or carries_key(request_headers(options))
 
 
 def sent_header(options: RunOptions, name: str) -> str | None:

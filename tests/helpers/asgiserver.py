@@ -10,6 +10,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from tests.helpers.ports import free_port
+
 READY_TIMEOUT_S = 5.0
 
 
@@ -19,9 +21,7 @@ def serve_asgi(app: Any) -> Iterator[int]:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()  # hypercorn binds it itself (tests/helpers/ports.py: not port 0)
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None

@@ -8,7 +8,6 @@ Use them as context managers so a failing test still kills them.
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ import dns.query
 import dns.rcode
 
 from tests.conftest import require_binary
+from tests.helpers import ports
 
 LOOPBACK = "127.0.0.1"
 READY_TIMEOUT_S = 8.0
@@ -28,17 +28,7 @@ READY_TIMEOUT_S = 8.0
 
 def free_port() -> int:
     """A port that is free for both UDP and TCP on 127.0.0.1 right now."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-            udp.bind((LOOPBACK, 0))
-            port = int(udp.getsockname()[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-                try:
-                    tcp.bind((LOOPBACK, port))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no free UDP+TCP port on 127.0.0.1")
+    return ports.free_port(udp=True)
 
 
 def ask(port: int, qname: str, rdtype: str = "A", *, timeout: float = 0.5) -> dns.message.Message:

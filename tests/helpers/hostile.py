@@ -16,12 +16,15 @@ Facts checked by hand (h11 0.16, httpcore 1.0.9, promptpath's own client):
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+from promptpath.core.redaction import PIECE
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,15 @@ def _read_request(conn: socket.socket) -> Request | None:
             break
         body += piece
     return Request(lines[0], headers, body)
+
+
+def forbidden(secret: str) -> list[str]:
+    """The secret, its base64 and every PIECE-character run of either: none may show."""
+    encoded = base64.b64encode(secret.encode()).decode()
+    out = {secret, encoded}
+    for text in (secret, encoded):
+        out.update(text[i : i + PIECE] for i in range(len(text) - PIECE + 1))
+    return sorted(out)
 
 
 def response(

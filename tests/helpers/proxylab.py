@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import require_binary
+from tests.helpers import ports
 
 LOOPBACK = "127.0.0.1"
 #: How long a started proxy may take to accept. Not a bound on anything measured (it is
@@ -51,10 +52,8 @@ class Proxy:
 
 
 def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return int(sock.getsockname()[1])
+    """A TCP port free on 127.0.0.1 right now (tests/helpers/ports.py says why not port 0)."""
+    return ports.free_port()
 
 
 def _accepts(port: int) -> bool:

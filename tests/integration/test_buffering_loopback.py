@@ -50,5 +50,10 @@ def test_a_clean_path_at_1000_tokens_per_second_shows_no_path_coalescing(
     assert finding["verdict"] == "pass", finding["summary"]
     assert finding["evidence"]["mechanism"] is None
     coalesced = finding["evidence"]["coalesced"]
-    assert coalesced["judged_by"] == "arrival" and coalesced["path"] == 0, coalesced
+    # Judged by arrival alone, a client starved of the CPU reads late and may take a few
+    # back-to-back ticks for the path's: 0 of 2,000 on a quiet machine, 41 of 2,000 (with
+    # 720 for the read loop) once under `pytest -n 3` beside other sessions at load 7, the
+    # send stamps above showing none coalesced. A buffer holds most events, not 2 %.
+    assert coalesced["judged_by"] == "arrival", coalesced
+    assert coalesced["path"] <= 0.025 * tokens["events"], coalesced
     assert res.exit_code == 0, res.stderr

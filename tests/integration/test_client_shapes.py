@@ -130,5 +130,5 @@ def test_json_names_the_shape_and_an_unknown_one_is_a_usage_error(
     assert bad.exit_code == 2 and json.loads(bad.stdout)["error"]["kind"] == "bad_option"
     assert bad.stderr.strip() == (
         "promptpath: --as must be one of openai-python, anthropic-python, ollama-python,"
-        " google-genai, curl, browser, identity, got 'requests'"
+        " google-genai, boto3, cohere, curl, browser, identity, got 'requests'"
     )

@@ -36,8 +36,8 @@ DEADLINE_S = 1.5  # --timeout of the stall rows: long enough to be a stall, shor
 
 #: Milestones of a request that got its headers and nothing else.
 HEADERS = ["dns_done", "connected", "request_sent", "ttfb"]
-#: ... and then some tokens.
-TOKENS = [*HEADERS, "first_event", "ttft", "last_token"]
+#: ... and then some tokens (answer text: first_output is ttft).
+TOKENS = [*HEADERS, "first_event", "ttft", "first_output", "last_token"]
 
 #: An Anthropic stream cut before message_stop, sent to a run that expects OpenAI's.
 ANTHROPIC_CUT = (

@@ -25,10 +25,17 @@ from typing import Any, Literal
 
 import pytest
 
-from promptpath.core.redaction import PIECE
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.fwdproxy import squid
-from tests.helpers.hostile import Request, chunk, hostile_origin, hostile_proxy, response, sse
+from tests.helpers.hostile import (
+    Request,
+    chunk,
+    forbidden,
+    hostile_origin,
+    hostile_proxy,
+    response,
+    sse,
+)
 from tests.helpers.refserver import reference_server
 
 pytestmark = pytest.mark.integration
@@ -48,15 +55,6 @@ CONTROLS = "\x1b[31mred\x1b]0;title\x07 nul\x00 cr\rfake\n[PASS] spoofed line \x
 #: Forbidden on the terminal: C0 (newline aside: it ends our own lines), DEL, C1, bidi
 #: embeddings/overrides/isolates, line/paragraph separators, surrogates.
 TERMINAL_BAD = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def forbidden(secret: str) -> list[str]:
-    """The secret, its base64 and every PIECE-character run of either."""
-    encoded = base64.b64encode(secret.encode()).decode()
-    out = {secret, encoded}
-    for text in (secret, encoded):
-        out.update(text[i : i + PIECE] for i in range(len(text) - PIECE + 1))
-    return sorted(out)
 
 
 def _echo_headers(request: Request) -> list[tuple[str, str]]:

@@ -23,6 +23,7 @@ from promptpath.tracer import trace_pair
 from promptpath.tracer.h3discovery import discover_h3
 from promptpath.tracer.orchestrator import trace
 from tests.conftest import require_binary
+from tests.helpers.ports import free_port
 from tests.helpers.refserver import RefServer, reference_server
 
 pytestmark = pytest.mark.lab
@@ -35,21 +36,6 @@ STARTUP_S = 20.0
 class Caddy:
     port: int
     root_ca: str
-
-
-def _free_port() -> int:
-    """A port number free for both TCP and UDP on 127.0.0.1 (caddy binds both)."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
-            tcp.bind(("127.0.0.1", 0))
-            port = int(tcp.getsockname()[1])
-            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-                try:
-                    udp.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-        return port
-    raise RuntimeError("no port free for TCP and UDP")
 
 
 def _caddyfile(port: int, upstream: int, storage: Path) -> str:
@@ -98,7 +84,7 @@ def caddy(upstream: RefServer, tmp_path_factory: pytest.TempPathFactory) -> Iter
     binary = require_binary("caddy")
     workdir = tmp_path_factory.mktemp("caddy")
     storage = workdir / "storage"
-    port = _free_port()
+    port = free_port(udp=True)
     config = workdir / "Caddyfile"
     config.write_text(_caddyfile(port, upstream.port, storage))
     env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")} | {

@@ -102,6 +102,20 @@ CHROME_UA = (
             ],
         ),
         (
+            "cohere",
+            "cohere",
+            [
+                ("content-type", "application/json"),
+                ("accept", "*/*"),
+                ("accept-encoding", "gzip, deflate"),
+                ("user-agent", "cohere/7.3.1 promptpath/0.1"),
+                ("x-fern-language", "Python"),
+                ("x-fern-sdk-name", "cohere"),
+                ("x-fern-sdk-version", "7.3.1"),
+                ("authorization", "Bearer sk-1"),
+            ],
+        ),
+        (
             "openai-python",
             "azure",
             [
@@ -221,6 +235,7 @@ def test_offered_encodings_read_the_header_as_rfc_9110_does(
             "1.1",
         ),
         ("/openai/deployments/d/chat/completions?api-version=1", "openai-python", "1.1"),
+        ("/v2/chat", "cohere", "1.1"),
     ],
 )
 def test_the_default_client_is_the_providers_sdk_with_its_http_version(

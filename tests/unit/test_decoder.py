@@ -41,6 +41,9 @@ RECORDED: list[tuple[str, Provider]] = [
     ("gemini_error.sse", "gemini"),
     ("gemini_blocked.sse", "vertex"),
     ("azure_chat.sse", "azure"),
+    ("cohere.sse", "cohere"),
+    ("cohere_tools.sse", "cohere"),
+    ("cohere_error.sse", "cohere"),
 ]
 
 

@@ -69,8 +69,8 @@ def test_decoder_for_each_provider(provider: Provider, cls: type, framing: str) 
 
 
 def test_decoder_for_unknown_provider_is_an_error() -> None:
-    with pytest.raises(ValueError, match="bedrock"):
-        decoder_for("bedrock")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cohere-v9"):
+        decoder_for("cohere-v9")  # type: ignore[arg-type]
 
 
 def test_events_carry_frame_stamp_and_read_index() -> None:

@@ -416,3 +416,17 @@ def test_html_and_svg_reports_keep_no_secret(headers: list[tuple[str, str]], key
             if form in own or any(form in word for word in vocabulary()):
                 continue  # our own words, never data
             assert form not in outputs, secret
+
+
+def test_a_sigv4_signature_is_redacted_though_no_run_knew_it_in_advance() -> None:
+    sig = "5022d605ec27e2efb34108877f0c210ab1350d3503267ebad46e3594478d443a"
+    auth = (
+        "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261202/us-east-1/bedrock/aws4_request,"
+        f" SignedHeaders=content-type;host;x-amz-date, Signature={sig}"
+    )
+    for redactor in (Redactor.of([]), Redactor.of(["some-other-secret-value"])):
+        shown = redactor.text(f"echo: {auth} and ?X-Amz-Signature={sig[:20]}")
+        assert sig[:12] not in shown and sig[-12:] not in shown
+        assert "Credential=AKIDEXAMPLE/20261202/us-east-1/bedrock" in shown  # not a secret
+        assert shown.count("Signature=[redacted]") == 2
+    assert Redactor.of([]).text("no signature= here") == "no signature= here"

@@ -1,0 +1,69 @@
+"""Anthropic Messages (``/v1/messages``) into ``StreamEvent``s; Bedrock's
+invoke-with-response-stream carries the same events inside its chunks (streams/bedrock.py)."""
+
+from __future__ import annotations
+
+from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.streams.dialect_base import (
+    Framing,
+    _Dialect,
+    _error_text,
+    _load,
+    _Maker,
+    _obj,
+    _str,
+    _usage,
+)
+
+__all__ = ["AnthropicDecoder"]
+
+
+_ANTHROPIC_DELTAS: dict[str, tuple[str, ContentType]] = {
+    "text_delta": ("text", "text"),
+    "thinking_delta": ("thinking", "reasoning"),
+    "input_json_delta": ("partial_json", "tool"),
+}
+
+
+class AnthropicDecoder(_Dialect):
+    """``/v1/messages``: ``message_start`` … ``content_block_delta`` … ``message_stop``."""
+
+    framing: Framing = "sse"
+
+    def _decode(self, sse_event: str, data: str, mk: _Maker) -> list[StreamEvent]:
+        obj = _load(data)
+        mk.stamp_from(obj)
+        typ = _str(obj.get("type")) or sse_event
+        if typ == "content_block_delta":
+            delta = _obj(obj.get("delta"))
+            key_kind = _ANTHROPIC_DELTAS.get(_str(delta.get("type")))
+            if key_kind is not None:  # signature_delta, citations_delta: meta
+                text = _str(delta.get(key_kind[0]))
+                if text:
+                    return [mk("content", typ, content_type=key_kind[1], text=text)]
+            return [mk("meta", typ)]
+        if typ == "content_block_start":
+            block = _obj(obj.get("content_block"))
+            btype = _str(block.get("type"))
+            if btype.endswith("tool_use"):  # tool_use, server_tool_use, mcp_tool_use
+                return [mk("content", typ, content_type="tool")]
+            if btype == "text" and _str(block.get("text")):
+                return [mk("content", typ, content_type="text", text=_str(block.get("text")))]
+            if btype == "thinking" and _str(block.get("thinking")):
+                text = _str(block.get("thinking"))
+                return [mk("content", typ, content_type="reasoning", text=text)]
+            return [mk("meta", typ)]
+        if typ == "message_start":
+            u = _obj(_obj(obj.get("message")).get("usage"))
+            # output_tokens here is a placeholder (usually 1); message_delta has the count.
+            return [mk("meta", typ, usage=_usage(u.get("input_tokens"), None))]
+        if typ == "message_delta":
+            u = _obj(obj.get("usage"))
+            stop = _str(_obj(obj.get("delta")).get("stop_reason"))
+            usage = _usage(u.get("input_tokens"), u.get("output_tokens"))
+            return [mk("meta", typ, usage=usage, text=f"stop_reason={stop}" if stop else "")]
+        if typ == "message_stop":
+            return [mk("end", typ)]
+        if typ == "error":
+            return [mk("error", typ, error=_error_text(obj.get("error") or obj))]
+        return [mk("meta", typ)]  # ping, content_block_stop, unknown future events
