@@ -89,8 +89,8 @@ class OneWriteHTTP11Connection(httpcore.AsyncHTTP11Connection):
 _ANYIO_NAMES = (
     *("BrokenResourceError", "CancelScope", "ClosedResourceError", "EndOfStream", "Event"),
     *("Lock", "Semaphore", "aclose_forcefully", "connect_tcp", "create_task_group"),
-    *("fail_after", "move_on_after", "notify_closing", "sleep", "wait_readable"),
-    "wait_writable",
+    *("fail_after", "get_cancelled_exc_class", "move_on_after", "notify_closing", "sleep"),
+    *("wait_readable", "wait_writable"),
 )
 
 
