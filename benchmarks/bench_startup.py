@@ -1,6 +1,7 @@
 """The tool's own time: start-up and exit of the CLI, beside curl and httptap.
 
     .venv/bin/python benchmarks/bench_startup.py [--runs 20] [--http 2] [--importtime]
+        [--phases] [--httptap PATH] [--before DIR]
 
 Starts the reference endpoint (`python -m promptpath.server`, TLS on 127.0.0.1, 0 ms
 first token, flat-out cadence) and times, as processes, `--runs` times each and interleaved
@@ -15,6 +16,9 @@ so every tool sees the same noise:
 
 `--phases` also runs `run` under startup_phases.py and prints where its wall time goes
 (interpreter, imports, set-up, before t0, the trace, after end, exit).
+The package is byte-compiled first (as `pip install` does; an editable install has no
+.pyc files otherwise), and the children run without PYTHONDONTWRITEBYTECODE and
+PYTHONUNBUFFERED, which some runners export.
 `--importtime` also prints the modules `promptpath run` imports, by cumulative time
 (`python -X importtime`), the largest first. The load average is printed with the figures:
 on a shared 2-core machine, read the figures beside it.
@@ -25,6 +29,7 @@ Loopback only.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import re
@@ -92,11 +97,11 @@ def promptpath_exe() -> list[str]:
 LAST_CPU_MS = [0.0]
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+def timed(argv: list[str], env: dict[str, str], cwd: Path = ROOT) -> tuple[float, str]:
     """Wall time (ms) of one process, and its stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter_ns()
-    out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, check=False)
     wall = (time.perf_counter_ns() - start) / 1e6
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     LAST_CPU_MS[0] = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1e3
@@ -137,23 +142,24 @@ def importtime(argv: list[str], env: dict[str, str], top: int = 25) -> None:
         print(f"  {cum / 1e3:8.1f} ms  {name}")
 
 
-#: (label, from, to): consecutive spans of one run, from bench_startup's spawn to reap.
+#: (label, from, to): consecutive spans of one run, from bench_startup's spawn to reap
+#: (startup_phases.py stamps them; "  " rows are parts of the row above).
 PHASES = (
     ("interpreter start", "spawn", "interpreter_up"),
-    ("import cli, commands, orchestrator", "interpreter_up", "cli_imported"),
-    ("options, set-up → trace()", "cli_imported", "trace.in"),
-    ("trace() before t0", "trace.in", "t0"),
-    ("t0 → end (measured)", "t0", "end"),
+    ("import the run path (cli, commands, tracer)", "interpreter_up", "stamps_installed"),
+    ("click: build `run`, parse argv", "stamps_installed", "execute.in"),
+    ("resolve the options, mode → trace()", "execute.in", "trace.in"),
+    ("trace() before t0 (transport, CA store)", "trace.in", "t0"),
+    ("t0 → end (the measured trace)", "t0", "end"),
     ("end → body closed", "end", "closed"),
     ("closed → trace() returns", "closed", "trace.out"),
-    ("  of it: finish_tls (cert parse)", "finish_tls.in", "finish_tls.out"),
+    ("  of it: finish_tls (certificate parse)", "finish_tls.in", "finish_tls.out"),
     ("trace() → HTTP/3 discovery done", "trace.out", "discover_h3.out"),
     ("→ anyio.run returns (loop close)", "discover_h3.out", "anyio_run.out"),
-    ("→ emit() called", "anyio_run.out", "emit.in"),
-    ("emit (terminal + JSON)", "emit.in", "emit.out"),
-    ("emit → main returns", "emit.out", "main_returned"),
-    ("main → atexit", "main_returned", "atexit"),
-    ("atexit → reaped (finalization)", "atexit", "reaped"),
+    ("→ deliver() called (exit code, scrub)", "anyio_run.out", "deliver.in"),
+    ("deliver (terminal report + JSON)", "deliver.in", "deliver.out"),
+    ("deliver → main returns", "deliver.out", "returned"),
+    ("exit (flush, os._exit) → reaped", "exit", "reaped"),
 )
 
 
@@ -167,10 +173,15 @@ def phases(run_argv: list[str], env: dict[str, str], runs: int) -> None:
             [*wrapper, *run_argv[1:]], capture_output=True, text=True, env=env, check=False
         )
         reaped = time.perf_counter_ns()
-        line_ = next(x for x in out.stderr.splitlines() if x.startswith("PHASES "))
+        line_ = next((x for x in out.stderr.splitlines() if x.startswith("PHASES ")), None)
+        if line_ is None:
+            raise SystemExit(f"startup_phases.py wrote no PHASES line: {out.stderr[-2000:]}")
         stamps = {**json.loads(line_.removeprefix("PHASES ")), "spawn": spawn, "reaped": reaped}
-        if "discover_h3.out" not in stamps:
+        if "discover_h3.out" not in stamps:  # http:// targets have no HTTP/3 to discover
             stamps["discover_h3.out"] = stamps["trace.out"]
+        missing = {s for _, a, b in PHASES for s in (a, b)} - set(stamps)
+        if missing - {"finish_tls.in", "finish_tls.out"}:
+            raise SystemExit(f"startup_phases.py did not stamp {sorted(missing)}: {out.stderr}")
         for label, start, end in PHASES:
             if start in stamps and end in stamps:
                 spans.setdefault(label, []).append((stamps[end] - stamps[start]) / 1e6)
@@ -189,9 +200,28 @@ def main() -> None:
     parser.add_argument("--httptap", default=shutil.which("httptap"), help="httptap to compare")
     parser.add_argument("--importtime", action="store_true")
     parser.add_argument("--phases", action="store_true", help="where a run's wall time goes")
+    parser.add_argument(
+        "--before",
+        metavar="DIR",
+        help="also time `run` from another checkout's promptpath/ (e.g. `git worktree add"
+        " DIR main`), interleaved with this one's, on this venv's libraries",
+    )
     ns = parser.parse_args()
 
-    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    # A user's process: no proxy, and neither of the two interpreter settings some runners
+    # export (PYTHONDONTWRITEBYTECODE made every promptpath module compile from source on
+    # every run, ~90 ms measured, while httptap's venv had its .pyc files from pip;
+    # PYTHONUNBUFFERED turns each write into a syscall).
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if "proxy" not in k.lower() and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED")
+    }
+    # The .pyc files pip writes at install time; an editable install (pip install -e) has
+    # none until a process may write them.
+    compileall.compile_dir(str(ROOT / "promptpath"), quiet=1)
+    if ns.before:
+        compileall.compile_dir(str(Path(ns.before) / "promptpath"), quiet=1)
     exe = promptpath_exe()
     curl = shutil.which("curl")
     samples: dict[str, list[float]] = {}
@@ -233,6 +263,16 @@ def main() -> None:
                 add("promptpath run --json: wall - end", wall - end)
                 add("promptpath run --json: CPU", LAST_CPU_MS[0])
 
+            def pp_run_before() -> None:
+                # The console script's own lines, with the other checkout first on the path.
+                script = "import sys; from promptpath.entry import main; sys.exit(main())"
+                argv = [sys.executable, "-c", script, *run_argv[len(exe) :]]
+                # cwd: not this checkout, which `python -c` would put first on sys.path.
+                wall, out = timed(argv, {**env, "PYTHONPATH": str(ns.before)}, Path(ns.before))
+                end = json.loads(out)["milestones_ms"]["end"]
+                add("before: promptpath run --json: wall - end", wall - end)
+                add("before: promptpath run --json: CPU", LAST_CPU_MS[0])
+
             def curl_run() -> None:
                 wall, out = timed(curl_argv, env)
                 add("curl: wall", wall)
@@ -253,6 +293,8 @@ def main() -> None:
                 )
 
             jobs: list[Callable[[], None]] = [interpreter, pp_version, pp_help, pp_run]
+            if ns.before:
+                jobs.append(pp_run_before)
             if curl:
                 jobs.append(curl_run)
             if ns.httptap:

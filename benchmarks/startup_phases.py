@@ -2,15 +2,18 @@
 
     python benchmarks/startup_phases.py run URL --json ...
 
-Wraps a few functions of the run path (nothing else changes) and, at exit, writes one JSON
-line to stderr: perf_counter_ns stamps, which on Linux are CLOCK_MONOTONIC and so
-comparable with the parent's stamps around the process. A benchmark aid, not a test.
+Wraps a few functions of the run path (``STAMPED``; nothing else changes) and, at exit,
+writes one JSON line to stderr: perf_counter_ns stamps, which on Linux are CLOCK_MONOTONIC
+and so comparable with the parent's stamps around the process. A benchmark aid, not a
+test; tests/unit/test_startup_phases.py checks that every function it stamps still exists
+where it looks (the top-floor refactor moved two and broke it silently).
 """
 
 from __future__ import annotations
 
-import atexit
 import functools
+import importlib
+import inspect
 import json
 import sys
 import time
@@ -21,15 +24,26 @@ from typing import Any
 STAMPS: dict[str, int] = {"interpreter_up": time.perf_counter_ns()}
 ROOT = Path(__file__).resolve().parents[1]
 
+#: (module, attribute, label): ``label.in`` / ``label.out`` stamped around every call of
+#: ``module.attribute``, looked up there at call time by the run path (a function imported
+#: by name elsewhere must be wrapped where it is called from: ``session.finish_tls``).
+STAMPED = (
+    ("promptpath.commands", "execute", "execute"),
+    ("promptpath.tracer.orchestrator", "trace", "trace"),
+    ("promptpath.tracer.session", "finish_tls", "finish_tls"),
+    ("promptpath.tracer.h3discovery", "discover_h3", "discover_h3"),
+    ("promptpath.runner", "anyio", "anyio_run"),  # runner.anyio.run: the event loop
+    ("promptpath.commands", "deliver", "deliver"),
+)
+
 
 def stamp(name: str) -> None:
     STAMPS[name] = time.perf_counter_ns()
 
 
-def around(module: Any, name: str, label: str) -> None:
-    """Stamp ``label.in`` and ``label.out`` around every call of ``module.name``."""
-    inner: Callable[..., Any] = getattr(module, name)
-    if _is_async(inner):
+def wrap(inner: Callable[..., Any], label: str) -> Callable[..., Any]:
+    """``inner`` with ``label.in`` and ``label.out`` stamped around each call."""
+    if inspect.iscoroutinefunction(inner):
 
         @functools.wraps(inner)
         async def wrapped_async(*args: Any, **kwargs: Any) -> Any:
@@ -39,38 +53,28 @@ def around(module: Any, name: str, label: str) -> None:
             finally:
                 stamp(f"{label}.out")
 
-        setattr(module, name, wrapped_async)
-    else:
+        return wrapped_async
 
-        @functools.wraps(inner)
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            stamp(f"{label}.in")
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                stamp(f"{label}.out")
+    @functools.wraps(inner)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        stamp(f"{label}.in")
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            stamp(f"{label}.out")
 
-        setattr(module, name, wrapped)
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    import inspect
-
-    return inspect.iscoroutinefunction(fn)
+    return wrapped
 
 
-def main() -> int:
-    import anyio
-
-    from promptpath import cli, commands
-    from promptpath.tracer import h3discovery, orchestrator
-
-    stamp("cli_imported")
-    around(orchestrator, "trace", "trace")
-    around(orchestrator, "finish_tls", "finish_tls")
-    around(h3discovery, "discover_h3", "discover_h3")
-    around(commands, "emit", "emit")
-    around(anyio, "run", "anyio_run")
+def install() -> None:
+    """Wrap every STAMPED function (the modules imported here: after ``cli_imported``)."""
+    for module_name, attr, label in STAMPED:
+        module = importlib.import_module(module_name)
+        target = getattr(module, attr)
+        if inspect.ismodule(target):  # anyio: wrap its run()
+            module, attr, target = target, "run", target.run
+        setattr(module, attr, wrap(target, label))
+    orchestrator = importlib.import_module("promptpath.tracer.orchestrator")
     real_trace = orchestrator.trace
 
     async def trace(*args: Any, **kwargs: Any) -> Any:
@@ -83,19 +87,27 @@ def main() -> int:
             STAMPS["closed"] = tl.closed_ns
         return result
 
-    orchestrator.trace = trace  # type: ignore[assignment]
-    try:
-        return cli.main(sys.argv[1:])
-    finally:
-        stamp("main_returned")
+    orchestrator.trace = trace
 
 
-@atexit.register
-def _report() -> None:
-    stamp("atexit")
+def report() -> None:
+    stamp("exit")
     sys.stderr.write("PHASES " + json.dumps(STAMPS) + "\n")
+
+
+def main() -> None:
+    """entry.main's steps, the stamps installed and written between them."""
+    from promptpath import entry, gchold
+
+    gchold.hold()
+    install()
+    stamp("stamps_installed")
+    code = entry.run(sys.argv[1:])
+    stamp("returned")
+    report()
+    entry.end(code)
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    raise SystemExit(main())
+    main()

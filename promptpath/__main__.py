@@ -1,4 +1,4 @@
-from promptpath.cli import main
+from promptpath.entry import main
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -9,13 +9,13 @@ import dataclasses
 import difflib
 import inspect
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from promptpath import __version__, flags
+from promptpath import __version__, flags, gchold
 from promptpath.core.errors import PromptpathError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
@@ -38,7 +38,30 @@ class _HelpToEnvironment:
 
 
 class _Group(_HelpToEnvironment, TyperGroup):
-    pass
+    """The root group, its commands built only when one is run or its help shown.
+
+    Building a click command from its options is most of a start-up after the imports
+    (run and probe declare ~100 options each; ``serve``'s own import loads the server's
+    behaviour tables): ``promptpath run`` builds ``run`` alone, ``promptpath --help``
+    none, from their names and help texts (``_COMMANDS``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands()
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # the names, in order: TyperGroup's reads the values
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """TyperGroup's listing, each row from the command's help text without building it
+        (tests/unit/test_cli_help.py holds it equal to the built commands' rows)."""
+        commands = self.commands
+        assert isinstance(commands, _LazyCommands)
+        rows = [(name, commands.listed(name)) for name in self.list_commands(ctx)]
+        if rows:
+            limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+            with formatter.section("Commands"):
+                formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in rows])
 
 
 class _Argument(TyperArgument):
@@ -59,6 +82,12 @@ class _Argument(TyperArgument):
 
 
 class _Command(_HelpToEnvironment, TyperCommand):
+    def invoke(self, ctx: Any) -> Any:
+        # The options are parsed: the start-up is over (the console script held the
+        # collector off until here).
+        gchold.release()
+        return super().invoke(ctx)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Typer builds the parameters itself with no hook for their class; _Argument only
@@ -159,14 +188,12 @@ def _execute(ctx: typer.Context, values: dict[str, object]) -> None:
     raise typer.Exit(execute(values, env=Environment.of(ctx.obj)))
 
 
-@app.command(cls=_Command)
 @flags.declare("run", _CTX, _TARGET)
 def run(ctx: typer.Context, target: str, **values: object) -> None:
     """Trace one streamed prompt to TARGET, stage by stage."""
     _execute(ctx, {"target": target, **values})
 
 
-@app.command(cls=_Command)
 @flags.declare("probe", _CTX, _TARGET, _NAMES)
 def probe(ctx: typer.Context, target: str, names: list[str] | None, **values: object) -> None:
     """Trace one prompt to TARGET, then run probes (all of them unless named)."""
@@ -174,7 +201,6 @@ def probe(ctx: typer.Context, target: str, names: list[str] | None, **values: ob
     _execute(ctx, {"target": target, **values, "probe": names or ["all"]})
 
 
-@app.command(cls=_Command)
 def demo(
     ctx: typer.Context,
     http: Annotated[str, typer.Option("--http", metavar="1.1|2|3", help="HTTP version.")] = "2",
@@ -251,13 +277,67 @@ TTFT and stream-duration histograms; GET /stats/requests/ID the request a probe 
 """
 
 
-def _register_serve() -> None:
-    from promptpath.server.command import serve
+def _serve() -> Callable[..., Any]:
+    from promptpath.server.command import serve  # the server's tables: only for `serve`
 
-    app.command("serve", cls=_Command, help=_SERVE_HELP)(serve)
+    return serve
 
 
-_register_serve()
+#: The commands in --help's order: how to get each one's function (``serve``'s lives in
+#: promptpath.server), and its help when the function's docstring is not it.
+_COMMANDS: dict[str, tuple[Callable[[], Callable[..., Any]], str | None]] = {
+    "run": (lambda: run, None),
+    "probe": (lambda: probe, None),
+    "demo": (lambda: demo, None),
+    "serve": (_serve, _SERVE_HELP),
+}
+
+
+def _help_of(name: str) -> str:
+    load, help_text = _COMMANDS[name]
+    return inspect.cleandoc(help_text) if help_text is not None else inspect.getdoc(load()) or ""
+
+
+def build_command(name: str) -> Any:
+    """The click command ``promptpath NAME`` runs, built by Typer from its function as
+    the group would build it (typer.main.get_command on a one-command app)."""
+    load, help_text = _COMMANDS[name]
+    one = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
+    one.command(name, cls=_Command, help=help_text)(load())
+    return typer.main.get_command(one)
+
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """The group's commands by name, each built on first use (``build_command``)."""
+
+    def __init__(self) -> None:
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in _COMMANDS:
+                raise KeyError(name)
+            self._built[name] = build_command(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        del self._built[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*_COMMANDS, *(n for n in self._built if n not in _COMMANDS)])
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+    def listed(self, name: str) -> Any:
+        """The command as --help lists it: built if it is, else a bare command carrying
+        its help text (the listing reads nothing else)."""
+        if name in self._built or name not in _COMMANDS:
+            return self[name]
+        return TyperCommand(name=name, help=_help_of(name))
 
 
 def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> int:

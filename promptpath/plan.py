@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from promptpath.core.series import SeriesPlan
+from promptpath.core.series_plan import SeriesPlan
 from promptpath.export import ExportPlan
 from promptpath.options import RunOptions
 from promptpath.otlp import OtlpPlan

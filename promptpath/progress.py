@@ -11,17 +11,20 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 from rich.console import Console
-from rich.live import Live
-from rich.spinner import Spinner
 from rich.text import Text
 
 from promptpath.core.redaction import Redactor
 from promptpath.core.textsafe import visible
 from promptpath.core.timeline import MILESTONES, Timeline
 from promptpath.environment import Environment
+
+if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.spinner import Spinner
 
 #: Between two renders: often enough to look alive, rare enough to stay off the clock.
 TICK_S = 0.15
@@ -69,6 +72,7 @@ def progress_console(env: Environment) -> Console | None:
         force_terminal=True,
         color_system="auto" if colour else None,
         highlight=False,
+        emoji=False,  # as the report's console (reporting.report_console)
         _environ=env.environ,
     )
 
@@ -96,7 +100,6 @@ class LiveProgress:
         self._note_ns = 0
         self._step: str | None = None
         self._started_ns = time.perf_counter_ns()
-        self._spinner = Spinner("dots")
 
     def watch(self, timeline: Timeline) -> None:
         self._timeline = timeline
@@ -132,10 +135,15 @@ class LiveProgress:
         if self._console is None:
             yield self
             return
+        # Only for a terminal: a run into a pipe or a CI log has no live line to draw.
+        from rich.live import Live
+        from rich.spinner import Spinner
+
+        spinner = Spinner("dots")
         # No auto refresh: rich would render from its own thread, taking the GIL at
         # moments the event loop does not choose. Redirects off: stdout is not ours to wrap.
         live = Live(
-            self._spinner,
+            spinner,
             console=self._console,
             auto_refresh=False,
             transient=True,
@@ -145,7 +153,7 @@ class LiveProgress:
         live.start()
         try:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._tick, live)
+                tg.start_soon(self._tick, live, spinner)
                 try:
                     yield self
                 finally:
@@ -153,9 +161,9 @@ class LiveProgress:
         finally:
             live.stop()
 
-    async def _tick(self, live: Live) -> None:
+    async def _tick(self, live: Live, spinner: Spinner) -> None:
         while True:
-            self._spinner.update(text=Text(self.line(time.perf_counter_ns())))
+            spinner.update(text=Text(self.line(time.perf_counter_ns())))
             live.refresh()
             await anyio.sleep(TICK_S)
 

@@ -67,6 +67,9 @@ def report_console(json_out: bool, env: Environment) -> Console:
         force_terminal=isatty or colour,
         color_system="auto" if colour else None,  # None: no escape codes, bold included
         highlight=False,
+        # A server's ":warning:" stays those nine characters (rich would draw an emoji), and
+        # rich's emoji table (~3,700 names, ~8 ms to import) is not loaded by every run.
+        emoji=False,
         soft_wrap=not isatty,
         # rich's own hook for its tests: COLUMNS, TERM and COLORTERM come from env.environ.
         _environ=env.environ,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, get_args
 from promptpath import flags
 from promptpath.core.errors import UsageError
 from promptpath.core.headers import KEY_HEADERS
-from promptpath.core.series import SeriesPlan
+from promptpath.core.series_plan import SeriesPlan
 from promptpath.options import (
     BEDROCK_PROVIDERS,
     DEFAULT_CLIENT,
@@ -494,9 +494,12 @@ def parse_levels(text: str) -> tuple[int, ...]:
 
 
 def _slos(values: Values, profile: str | None, environ: Mapping[str, str]) -> list[SLO]:
+    exprs = values.texts("slo")
+    if not exprs and profile is None:
+        return []  # the SLO grammar loads only for a run that has SLOs to parse
     from promptpath.core.slo import parse_slo
 
-    slos = [parse_slo(expr) for expr in values.texts("slo")]
+    slos = [parse_slo(expr) for expr in exprs]
     if profile is not None:
         named = {s.metric for s in slos}
         # The command line wins per metric: a profile's bound on one it names is dropped.

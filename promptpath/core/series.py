@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from promptpath.core.analysis import compute
 from promptpath.core.exitcodes import ExitCode
+from promptpath.core.series_plan import SeriesPlan
 from promptpath.core.slo import METRICS, STATS, SLOResult
 from promptpath.core.stats import summarize
 from promptpath.core.timeline import Timeline
@@ -46,35 +47,6 @@ def _min_samples(q: float) -> int:
 
 #: Runs a nearest-rank percentile needs before it is more than the maximum.
 MIN_SAMPLES = {"p50": _min_samples(50), "p95": _min_samples(95), "p99": _min_samples(99)}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SeriesPlan:
-    """What --count, --interval, --reuse, --concurrency and --connections asked for."""
-
-    count: int = 1
-    interval_s: float = 0.0
-    reuse: bool = False
-    #: Streams in flight at once, one entry per sweep level; () for one after another.
-    concurrency: tuple[int, ...] = ()
-    connections: int | None = None  # None: the protocol's default (load.py)
-
-    @property
-    def is_series(self) -> bool:
-        return self.count > 1 or bool(self.concurrency)
-
-    @property
-    def requests(self) -> int:
-        return self.count * max(1, len(self.concurrency))
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "count": self.count,
-            "interval_s": self.interval_s,
-            "reuse": self.reuse,
-            "concurrency": list(self.concurrency) or [1],
-            "connections": self.connections,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,9 +6,9 @@ reporters turn them into milliseconds from ``t0_ns``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
     from promptpath.core.errors import ErrorKind, ErrorStage, HTTPStatusKind, PromptpathError
@@ -247,6 +247,12 @@ class TLSInfo:
     # The peer's certificate as received; parsed into ``cert`` after the trace, off the
     # clock (parsing it between handshake and request showed as request time).
     cert_der: bytes | None = field(default=None, repr=False)
+    # The ssl module's own decoding of a verified certificate (``SSLObject.getpeercert``),
+    # called after the trace, as ``cert_der`` is parsed: most certificates need nothing
+    # more, and cryptography's import (~40 ms of CPU) is then not paid (net/tlsinfo.py).
+    decoded_cert: Callable[[], Mapping[str, Any]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from promptpath.net.dnsmsg import parse_server
-
 #: RFC 7838 §3.1: an alternative without ``ma`` is fresh for 24 hours.
 DEFAULT_MAX_AGE = 86400
 
@@ -280,6 +278,9 @@ async def https_record(
     malformed one raises ``UsageError``, as ``--resolver`` does). DNS trouble (timeout,
     SERVFAIL, refused) raises ``LookupError`` with what happened.
     """
+    from promptpath.net.dnsfeatures import plain_dns_only
+
+    plain_dns_only()
     import dns.asyncresolver
     import dns.exception
     import dns.resolver
@@ -289,6 +290,8 @@ async def https_record(
     except dns.exception.DNSException as exc:  # no /etc/resolv.conf, no nameserver
         raise LookupError(f"no resolver to ask for HTTPS records: {exc}") from exc
     if resolver is not None:
+        from promptpath.net.dnsmsg import parse_server  # a lookup only: not for Alt-Svc
+
         addr, dport = parse_server(resolver)
         res.nameservers = [addr]
         res.port = dport

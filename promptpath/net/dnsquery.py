@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from promptpath.core.errors import DNSError, ErrorKind
 from promptpath.core.timeline import DNSAnswer
+from promptpath.net.dnsfeatures import plain_dns_only
 from promptpath.net.dnsmsg import (
     Lookup,
     Reply,
@@ -83,6 +84,7 @@ def load_dnspython() -> None:
     global _loaded
     if _loaded:
         return
+    plain_dns_only()
     import dns.asyncbackend
     import dns.asyncquery
     import dns.edns
@@ -196,6 +198,7 @@ class Querier:
     ) -> tuple[dns.message.Message | None, bool]:
         """The answer, and whether TCP gave it; ``wire`` gets the first send's stamp and
         then each answer's arrival (the last one is the answer used)."""
+        plain_dns_only()
         import dns.asyncquery
         import dns.exception
 

@@ -17,6 +17,7 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from promptpath.net.dnsfeatures import plain_dns_only
 from promptpath.net.rxstamp import enable_rx_stamps, perf_ns_of, rx_stamp
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ async def exchange_udp(
     ``udp``: raises ``dns.exception.Timeout``, ``ConnectionRefusedError`` (ICMP port
     unreachable), other ``OSError``, dnspython's parse errors for a malformed answer and
     ``dns.query.BadResponse`` for one that does not answer this query (id, question)."""
+    plain_dns_only()
     import dns.exception
     import dns.inet
     import dns.message

@@ -81,6 +81,24 @@ class OneWriteHTTP11Connection(httpcore.AsyncHTTP11Connection):
             await self._network_stream.write(bytes(held), timeout=timeout)
 
 
+#: The anyio names httpcore and our stream code look up during a trace. anyio 4.16 exports
+#: its API lazily: the first ``anyio.Lock`` (httpcore's first lock, in the request stage)
+#: ran anyio's module __getattr__ and imported anyio._core._synchronization there (0.6 ms
+#: of the first HTTP/1.1 request's stage, sys.setprofile between tls_done and
+#: request_sent). Looked up once when the transport is built, before t0.
+_ANYIO_NAMES = (
+    *("BrokenResourceError", "CancelScope", "ClosedResourceError", "EndOfStream", "Event"),
+    *("Lock", "Semaphore", "aclose_forcefully", "connect_tcp", "create_task_group"),
+    *("fail_after", "get_cancelled_exc_class", "move_on_after", "notify_closing", "sleep"),
+    *("wait_readable", "wait_writable"),
+)
+
+
+def _resolve_anyio_names() -> None:
+    for name in _ANYIO_NAMES:
+        getattr(anyio, name)
+
+
 class TCPTransport:
     """Opens TCP (+TLS) connections and speaks HTTP/1.1 or HTTP/2 on them.
 
@@ -90,6 +108,7 @@ class TCPTransport:
 
     def __init__(self, *, h2c: bool = False) -> None:
         self._h2c = h2c
+        _resolve_anyio_names()
 
     @staticmethod
     def recorder(timeline: Timeline) -> Recorder:

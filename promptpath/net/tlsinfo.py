@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import ipaddress
+import re
 import ssl
+from collections.abc import Mapping
+from typing import Any
 
 from promptpath.core.errors import ErrorKind, TLSError
 from promptpath.core.timeline import CertInfo, TLSInfo
@@ -69,6 +73,97 @@ def cert_info(der: bytes | None, *, now: dt.datetime | None = None) -> CertInfo 
     )
 
 
+#: The short names cryptography's ``Name.rfc4514_string`` writes, by the long names the
+#: ssl module's decoding gives (OpenSSL's). It writes any other attribute as its OID,
+#: which that decoding does not give: such a name is left to cryptography.
+_SHORT_NAMES = {
+    "commonName": "CN",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+#: What RFC 4514 escapes (some only first or last): a value holding any of them is left to
+#: cryptography, so that its escaping is cryptography's own, whatever its version.
+_SPECIAL = frozenset('\\"+,;<>\0#')
+
+
+def _rfc4514(name: object) -> str | None:
+    """The ssl module's decoded name (RDNs in DER order) as cryptography writes it; None
+    when it needs more than plain single-valued attributes with known short names."""
+    if not isinstance(name, tuple):
+        return None
+    parts = []
+    for rdn in reversed(name):
+        if not isinstance(rdn, tuple) or len(rdn) != 1 or len(rdn[0]) != 2:
+            return None  # a multi-valued RDN: its order is cryptography's business
+        key, value = rdn[0]
+        short = _SHORT_NAMES.get(key)
+        if short is None or not isinstance(value, str) or not value:
+            return None
+        if value.strip(" ") != value or not _SPECIAL.isdisjoint(value):
+            return None
+        parts.append(f"{short}={value}")
+    return ",".join(parts)
+
+
+#: How the ssl module spells a certificate time (OpenSSL's ASN1_TIME_print, in UTC):
+#: "Mar  2 02:32:54 2027 GMT". Parsed here, not with ssl.cert_time_to_seconds, whose
+#: time.strptime costs ~8 ms on its first call in a process (it imports _strptime and
+#: reads the locale). Anything else (fractional seconds) is left to cryptography.
+_CERT_TIME = re.compile(r"([A-Z][a-z]{2}) {1,2}(\d{1,2}) (\d\d):(\d\d):(\d\d) (\d{4}) GMT")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def _utc(text: object) -> dt.datetime | None:
+    match = _CERT_TIME.fullmatch(text) if isinstance(text, str) else None
+    if match is None or match[1] not in _MONTHS:
+        return None
+    day, hour, minute, second, year = (int(match[i]) for i in range(2, 7))
+    try:
+        return dt.datetime(
+            year, _MONTHS.index(match[1]) + 1, day, hour, minute, second, tzinfo=dt.UTC
+        )
+    except ValueError:  # "Feb 30"
+        return None
+
+
+def decoded_cert_info(
+    decoded: Mapping[str, Any], *, now: dt.datetime | None = None
+) -> CertInfo | None:
+    """``cert_info`` from the ssl module's decoding of a verified certificate
+    (``getpeercert()``), no cryptography needed; None when a field needs cryptography's own
+    formatting (tests/unit/test_tlsinfo.py holds the two equal)."""
+    subject, issuer = _rfc4514(decoded.get("subject")), _rfc4514(decoded.get("issuer"))
+    not_before, not_after = _utc(decoded.get("notBefore")), _utc(decoded.get("notAfter"))
+    if subject is None or issuer is None or not_before is None or not_after is None:
+        return None
+    dns_names: list[str] = []
+    ips: list[str] = []
+    for kind, value in decoded.get("subjectAltName", ()):
+        if kind == "DNS":
+            dns_names.append(value)
+        elif kind == "IP Address":
+            try:  # the ssl module spells IPv6 uncompressed ("0:0:0:0:0:0:0:1")
+                ips.append(str(ipaddress.ip_address(value)))
+            except ValueError:
+                return None
+    now = now or dt.datetime.now(dt.UTC)
+    return CertInfo(
+        subject=subject,
+        issuer=issuer,
+        sans=(*dns_names, *ips),
+        not_before=not_before.isoformat(),
+        not_after=not_after.isoformat(),
+        days_left=int((not_after - now).total_seconds() / 86400),
+        expired=not_after <= now,
+    )
+
+
 def describe_tls(
     ssl_object: ssl.SSLObject,
     *,
@@ -86,6 +181,8 @@ def describe_tls(
         resumed=bool(ssl_object.session_reused),
         verified=verified,
         cert_der=ssl_object.getpeercert(binary_form=True),
+        # Decoded after the trace (~20 us here would be request time); empty unless verified.
+        decoded_cert=(lambda: ssl_object.getpeercert() or {}) if verified else None,
     )
 
 
@@ -107,6 +204,16 @@ def finish_tls(tls: TLSInfo | None) -> None:
     judge from its issuer whether an inspection product re-signed it."""
     if tls is None:
         return
+    decoder, tls.decoded_cert = tls.decoded_cert, None  # the SSL object goes with it
+    if tls.cert is None and decoder is not None:
+        try:
+            decoded = decoder()
+        except ValueError:
+            # "handshake not done yet": a session the server ended with an alert after the
+            # handshake (TLS 1.3's refused client certificate) leaves the SSL object
+            # unreadable. The DER taken when the handshake completed is read instead.
+            decoded = {}
+        tls.cert = decoded_cert_info(decoded) if decoded else None
     if tls.cert is None and tls.cert_der:
         tls.cert = cert_info(tls.cert_der)
     if tls.intercepted is None:  # a caller that compared with a direct handshake keeps its own

@@ -61,25 +61,32 @@ def refused_result(options: RunOptions, exc: UsageError) -> TraceResult:
 
 def preload(options: RunOptions) -> None:
     """What a first run would otherwise load inside its timed stages (the resolver's own
-    first-call costs are async: ``Session.prepare``)."""
-    if options.target.scheme == "https":
-        import cryptography.x509  # noqa: F401  the certificate is parsed with it
+    first-call costs are async: ``Session.prepare``). Nothing over TCP: the certificate is
+    read after the trace (``finish``), by the ssl module when it verified it, and by
+    cryptography, imported then, when it did not (-k)."""
+    return
 
 
 @contextmanager
 def gc_held() -> Iterator[None]:
     """A full collection in the middle of a stream stalls the read loop for ~20 ms
-    (measured), which would show as a late token: collect now, then hold the collector
-    off until the block ends; reference counting still frees what it can. The collection
-    costs 15-30 ms of wall time before t0; dropping it is for an A/B on an idle machine
-    (bench_capture.py's wait error): at load 6-7 the wait error read +0.02 to +0.6 ms with
-    it and without it alike."""
-    gc.collect()
+    (measured), which would show as a late token: the collector is held off until the
+    block ends; reference counting still frees what it can.
+
+    What is alive when the block starts is frozen out of the collector's view
+    (``gc.freeze``) rather than collected: a full collection here cost 10-14 ms of every
+    run before t0 and freed nothing the run needed (the objects are the imports'), and with
+    the collector off inside the block no collection can land in a stream either way. They
+    are unfrozen when the block ends, so a series or an exporter that runs on collects them
+    as before. (An A/B of the collection's removal against the capture at load 6-7: the
+    wait error read +0.02 to +0.6 ms with it and without it alike.)"""
+    gc.freeze()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.unfreeze()
         if was_enabled:
             gc.enable()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ import jsonschema
 import pytest
 
 from promptpath.core.exitcodes import ExitCode
+from promptpath.environment import Environment
 from promptpath.options import ClientName, HTTPChoice, Provider
 from tests.helpers.cli import run_cli
 
@@ -101,3 +103,43 @@ def test_canary_controls_offers_exactly_the_ways_the_probes_know() -> None:
     res = run_cli("run", "http://127.0.0.1:9/v1/chat/completions", "--canary-controls", "query")
     assert res.exit_code == ExitCode.USAGE
     assert "--canary-controls must be one of both, headers, body" in res.stderr
+
+
+# -- the lazy group: commands are built only when run or asked for --help -----------------
+def _help_of_group(group: object, *argv: str) -> str:
+    """``promptpath ARGV --help`` through ``group`` (a click group from the app), as text."""
+    import typer
+
+    from promptpath import cli
+
+    assert isinstance(group, typer.core.TyperGroup)
+    out = io.StringIO()
+    env = Environment(stdout=out, stderr=io.StringIO(), environ={"COLUMNS": "100"})
+    code = group.main([*argv, "--help"], prog_name="promptpath", standalone_mode=False, obj=env)
+    assert code in (0, None), cli
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("argv", [(), ("run",), ("probe",), ("demo",), ("serve",)])
+def test_help_is_the_same_whether_the_commands_are_built_lazily_or_all_at_once(
+    argv: tuple[str, ...],
+) -> None:
+    import typer
+
+    from promptpath.cli import _COMMANDS, app
+
+    lazy = typer.main.get_command(app)
+    eager = typer.main.get_command(app)
+    built = [eager.commands[name] for name in _COMMANDS]  # type: ignore[attr-defined]
+    assert [c.name for c in built] == ["run", "probe", "demo", "serve"]
+    expected = _help_of_group(eager, *argv)
+    assert expected.startswith("Usage: promptpath")
+    assert _help_of_group(lazy, *argv) == expected
+    if not argv:  # the group's --help lists every command without building one
+        assert dict(lazy.commands._built) == {}  # type: ignore[attr-defined]
+
+
+def test_a_misspelt_command_is_named_with_the_nearest_real_one() -> None:
+    res = run_cli("rnu", "https://h/v1/messages")
+    assert res.exit_code == ExitCode.USAGE
+    assert "No such command 'rnu'. Did you mean 'run'?" in res.stderr

@@ -69,3 +69,27 @@ def test_the_json_writer_emits_valid_unicode_that_jq_accepts() -> None:
     # jq 1.6 refuses "\ud800" ("Invalid \uXXXX\uXXXX surrogate pair escape"): checked by hand.
     done = subprocess.run([jq, "."], input=text.encode(), capture_output=True, timeout=30)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("isatty", [False, True])
+def test_a_servers_emoji_code_reaches_the_terminal_as_the_characters_it_sent(
+    isatty: bool,
+) -> None:
+    # rich's default turns ":warning:" into an emoji in every string it prints, markup off
+    # or not (checked by hand: Console().print(":warning:", markup=False) prints the sign).
+    import io
+
+    from promptpath.environment import Environment
+    from promptpath.progress import progress_console
+    from promptpath.reporting import report_console
+
+    out = io.StringIO()
+    env = Environment(stdout=out, stderr=out, stderr_isatty=isatty, environ={"COLUMNS": "80"})
+    consoles = [report_console(False, env)]
+    if isatty:
+        live = progress_console(env)
+        assert live is not None
+        consoles.append(live)
+    for console in consoles:
+        console.print("overloaded :warning: try later", markup=False)
+    assert out.getvalue().count("overloaded :warning: try later") == len(consoles)
