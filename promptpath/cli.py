@@ -251,7 +251,6 @@ health; POST /-/reload or SIGHUP reloads the config; SIGTERM drains. See docs/ex
 """
 
 
-@app.command(cls=_Command, help=_EXPORTER_HELP)
 @flags.declare("exporter", _CTX)
 def exporter(ctx: typer.Context, **values: object) -> None:
     _no_trio()
@@ -290,6 +289,7 @@ _COMMANDS: dict[str, tuple[Callable[[], Callable[..., Any]], str | None]] = {
     "probe": (lambda: probe, None),
     "demo": (lambda: demo, None),
     "serve": (_serve, _SERVE_HELP),
+    "exporter": (lambda: exporter, _EXPORTER_HELP),
 }
 
 
