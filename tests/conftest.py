@@ -80,7 +80,9 @@ _LAYERS = ("unit", "integration", "lab")
 _TIMED_FILES = frozenset(
     {
         "tests/integration/test_buffering_loopback.py",
+        "tests/integration/test_first_output.py",
         "tests/integration/test_http3.py",
+        "tests/integration/test_server_telemetry.py",
         "tests/integration/test_timeout_time.py",
         "tests/lab/test_buffering.py",
         "tests/lab/test_canary_controls.py",
