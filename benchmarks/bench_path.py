@@ -1,6 +1,7 @@
 """The path probe's per-hop RTTs against a packet capture on the client's own link.
 
-    sudo .venv/bin/python benchmarks/bench_path.py [--runs 5] [--delay-ms 10]
+    sudo .venv/bin/python benchmarks/bench_path.py [--runs 5] [--delay-ms 10] [--routers 3]
+        [--silent-destination]
 
 Builds the routed namespace chain of tests/helpers/pathlab.py (client ── r1 ── r2 ══ r3 ──
 server, ``--delay-ms`` one way on r2 ══ r3), runs ``promptpath run … --probe path --json``
@@ -8,7 +9,10 @@ server, ``--delay-ms`` one way on r2 ══ r3), runs ``promptpath run … --pro
 and pairs each TTL-limited SYN on the wire with the ICMP time-exceeded, SYN/ACK or RST that
 answered it (by the SYN's source port, which the ICMP quotes). Prints, per hop, the wire's
 median RTT, the probe's median (the mean of its per-run medians) and the difference; and the
-whole probe's time per run. Needs root, iproute2, dumpcap and tshark.
+whole probe's time per run. ``--routers 14`` puts the server 15 hops away (the probe's
+default reach); ``--silent-destination`` drops the SYNs in the server namespace, so every
+round probes all 15 TTLs and waits out its timeout: the probe's worst case. Needs root,
+iproute2, dumpcap and tshark.
 """
 
 from __future__ import annotations
@@ -26,13 +30,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.helpers.pathlab import SERVER, path_lab  # noqa: E402
+from tests.helpers.pathlab import path_lab, server_of  # noqa: E402
 
 PORT = 8443
 PROMPTPATH = str(Path(sys.executable).parent / "promptpath")
 
 
-def _wire(pcap: Path) -> dict[int, list[float]]:
+def _wire(pcap: Path, server_ip: str) -> dict[int, list[float]]:
     """TTL -> RTTs (ms) of every probe the capture saw sent and answered."""
     fields = [
         "frame.time_epoch",
@@ -63,9 +67,9 @@ def _wire(pcap: Path) -> dict[int, list[float]]:
             continue
         if not sport:
             continue
-        if src.split(",")[0] != SERVER and syn == "1" and ack == "0" and outer_ttl <= 30:
+        if src.split(",")[0] != server_ip and syn == "1" and ack == "0" and outer_ttl <= 30:
             sent[int(sport)] = (when, outer_ttl)
-        elif src.split(",")[0] == SERVER and int(dport) in sent and (ack == "1" or rst == "1"):
+        elif src.split(",")[0] == server_ip and int(dport) in sent and (ack == "1" or rst == "1"):
             t_sent, ttl = sent.pop(int(dport))
             rtts.setdefault(ttl, []).append((when - t_sent) * 1e3)
     return rtts
@@ -75,17 +79,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--delay-ms", type=float, default=10.0)
+    parser.add_argument("--routers", type=int, default=3)
+    parser.add_argument("--silent-destination", action="store_true")
     args = parser.parse_args()
-    with path_lab(delay_ms=args.delay_ms) as lab, tempfile.TemporaryDirectory() as tmp:
-        for name in ("r1", "r2", "r3", "server"):
-            lab.sysctl(name, "net.ipv4.icmp_ratelimit", "0")
+    server_ip = server_of(args.routers)
+    with (
+        path_lab(delay_ms=args.delay_ms, routers=args.routers) as lab,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        for name in lab.namespaces:
+            if name != "client":
+                lab.sysctl(name, "net.ipv4.icmp_ratelimit", "0")
         server = subprocess.Popen(
             lab.exec(
                 "server",
                 PROMPTPATH,
                 "serve",
                 "--host",
-                SERVER,
+                server_ip,
                 "--port",
                 str(PORT),
                 "--self-signed",
@@ -97,6 +108,12 @@ def main() -> int:
         )
         assert server.stdout is not None
         server.stdout.readline()
+        if args.silent_destination:  # the trace's own connect then times out too (--timeout)
+            lab.nft(
+                "server",
+                "table inet pp {\n chain in {\n type filter hook input priority 0;\n"
+                f" tcp dport {PORT} drop\n }}\n}}\n",
+            )
         pcap = Path(tmp) / "client.pcap"
         capture = subprocess.Popen(
             lab.exec("client", "dumpcap", "-q", "-i", "client-1", "-w", str(pcap)),
@@ -115,11 +132,13 @@ def main() -> int:
                         "run",
                         f"https://localhost:{PORT}/v1/chat/completions",
                         "--resolve",
-                        f"localhost:{PORT}:{SERVER}",
+                        f"localhost:{PORT}:{server_ip}",
                         "--cacert",
                         f"{tmp}/ca.pem",
                         "--probe",
                         "path",
+                        "--timeout",
+                        "2",
                         "--json",
                     ),
                     capture_output=True,
@@ -138,11 +157,12 @@ def main() -> int:
             capture.terminate()
             capture.wait(10)
             server.kill()
-        wire = _wire(pcap)
+        wire = _wire(pcap, server_ip)
     load = os.getloadavg()[0]
     print(
-        f"path probe vs capture: {args.runs} runs, {args.delay_ms:g} ms one way on r2-r3,"
-        f" load {load:.1f}"
+        f"path probe vs capture: {args.runs} runs, {args.routers} routers,"
+        f" {args.delay_ms:g} ms one way on r2-r3,"
+        f"{' destination silent,' if args.silent_destination else ''} load {load:.1f}"
     )
     print(f"{'hop':>3} {'wire ms':>9} {'probe ms':>9} {'diff ms':>8} {'n wire':>7}")
     worst = 0.0

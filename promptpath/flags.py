@@ -26,6 +26,7 @@ from promptpath.probes.settings import (
     CanarySettings,
     DNSCacheSettings,
     IdleTimeoutSettings,
+    PathSettings,
     TLSSettings,
 )
 
@@ -90,6 +91,7 @@ _canary = CanarySettings()
 _dns = DNSCacheSettings()
 _idle = IdleTimeoutSettings()
 _tls = TLSSettings()
+_path = PathSettings()
 
 FLAGS: tuple[Flag, ...] = (
     # -- target and request ------------------------------------------------------------
@@ -364,7 +366,7 @@ FLAGS: tuple[Flag, ...] = (
         default=None,
         metavar="NAME",
         help="Run a probe after the trace: buffering, idle-timeout, dns-cache,"
-        " ghost-stream, ratelimit, tls, cors or all (repeatable).",
+        " ghost-stream, ratelimit, tls, cors, path, mtu or all (repeatable).",
         panel=PROBES,
         commands=RUN,
     ),
@@ -419,6 +421,16 @@ FLAGS: tuple[Flag, ...] = (
         panel=PROBES,
         setting="tls.fail_days",
         extra={"min": 0},
+    ),
+    Flag(
+        dest="path_names",
+        decls=("--path-names",),
+        type=bool,
+        default=_path.names,
+        help="path probe: look up each hop's reverse name (PTR) with the trace's resolver"
+        " (--resolve pins, --resolver, or the system's); no PTR query is sent without it.",
+        panel=PROBES,
+        setting="path.names",
     ),
     Flag(
         dest="canary",

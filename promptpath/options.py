@@ -265,11 +265,15 @@ class RunOptions:
         headers: tuple[tuple[str, str], ...] | None = None,
         body_controls: tuple[tuple[str, str], ...] | None = None,
         keyless: bool = False,
+        ws_pings: tuple[float | None, int] | None = None,
     ) -> RunOptions:
         """The same path and client with another request: what a probe may change (its
         prompt, token cap, deadline, HTTP version, headers, canary controls; ``keyless``
-        drops the key). A derived request is never a --warm pair."""
+        drops the key; ``ws_pings`` a WebSocket's in-band pings, (None, 0) for none). A
+        derived request is never a --warm pair."""
         changes: dict[str, object] = {"warm": False}
+        if ws_pings is not None:
+            changes["ws_ping_ms"], changes["ws_ping_count"] = ws_pings
         for name, value in (
             ("prompt", prompt),
             ("max_tokens", max_tokens),

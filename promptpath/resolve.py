@@ -622,6 +622,11 @@ def resolve(
         from promptpath.probes.suite import select
 
         probes = tuple(select(probe_names))
+    if settings.path.names and not any(p.name == "path" for p in probes):
+        raise UsageError(
+            "--path-names names the hops the path probe finds: add --probe path (or all)",
+            kind="bad_option",
+        )
     compare_runs = _compare_runs(
         values, options, probes=bool(probes), exports=exports.wanted, otlp=otlp_given
     )

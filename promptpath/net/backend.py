@@ -452,6 +452,20 @@ async def connect_tcp(
         limit = ATTEMPT_TIMEOUT_S if n + 1 < len(addresses) else None
         try:
             sock, start, end = await connect_address(ip, port, timeout=limit)
+        except anyio.get_cancelled_exc_class():
+            # The run's deadline cut the handshake: the attempt was made all the same, and
+            # the report (and the path probe, which traces toward it) needs its address.
+            timeline.attempts.append(
+                ConnectAttempt(
+                    ip=ip,
+                    port=port,
+                    family=fam,
+                    start_ns=start,
+                    end_ns=time.perf_counter_ns(),
+                    error="timed out (the run's deadline)",
+                )
+            )
+            raise
         except TimeoutError:
             end = time.perf_counter_ns()
             timeline.attempts.append(

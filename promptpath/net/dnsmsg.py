@@ -21,6 +21,7 @@ from promptpath.core.timeline import Family
 
 if TYPE_CHECKING:
     import dns.message
+    import dns.name
 
 Server = tuple[str, int]
 
@@ -168,13 +169,13 @@ class ReplyFacts:
     ede: tuple[tuple[int, str], ...]  # RFC 8914 extended errors (code, text)
 
 
-def read_reply(message: dns.message.Message, qname: str) -> ReplyFacts:
-    """Read a reply for ``qname``: follow its CNAME chain, collect addresses, TTLs, EDE."""
-    import dns.name
-    import dns.rcode
+def _follow_cnames(
+    message: dns.message.Message, current: dns.name.Name
+) -> tuple[dns.name.Name, list[str], list[int]]:
+    """The name at the end of the answer's CNAME chain from ``current`` (at most MAX_CHAIN
+    links), the chain's targets and their TTLs."""
     import dns.rdatatype
 
-    current = dns.name.from_text(qname)
     chain: list[str] = []
     ttls: list[int] = []
     for _ in range(MAX_CHAIN):
@@ -187,6 +188,36 @@ def read_reply(message: dns.message.Message, qname: str) -> ReplyFacts:
         ttls.append(cname.ttl)
         current = next(iter(cname)).target
         chain.append(name_text(current))
+    return current, chain, ttls
+
+
+def read_ptr(message: dns.message.Message, qname: str) -> tuple[str, ...]:
+    """The PTR names a reply gives for ``qname`` (a reverse name), through CNAMEs (RFC 2317
+    delegates classless reverse zones that way). Each name as dnspython spells it: bytes
+    outside printable ASCII come out as ``\\DDD``, so a hostile label cannot carry a
+    control character (the terminal escapes what is left all the same)."""
+    import dns.name
+    import dns.rdatatype
+
+    current, _chain, _ttls = _follow_cnames(message, dns.name.from_text(qname))
+    names: list[str] = []
+    for rrset in message.answer:
+        if rrset.name != current or rrset.rdtype != dns.rdatatype.PTR:
+            continue
+        for rdata in rrset:
+            name = str(rdata.target).rstrip(".")
+            if name and name not in names:
+                names.append(name)
+    return tuple(names)
+
+
+def read_reply(message: dns.message.Message, qname: str) -> ReplyFacts:
+    """Read a reply for ``qname``: follow its CNAME chain, collect addresses, TTLs, EDE."""
+    import dns.name
+    import dns.rcode
+    import dns.rdatatype
+
+    current, chain, ttls = _follow_cnames(message, dns.name.from_text(qname))
     addresses: list[tuple[str, Family]] = []
     addr_ttls: list[int] = []
     for rrset in message.answer:

@@ -193,7 +193,11 @@ class TCPConnection:
             if name.endswith("send_request_headers.started"):
                 stream_id = info.get("stream_id", 0)
             elif name.endswith("send_request_body.complete"):
-                tl.mark("request_sent", recorder.last_write_ns or time.perf_counter_ns())
+                # HTTP/2: the write that carried this stream's END_STREAM, which is not the
+                # connection's last write when other streams wrote since.
+                sent = None if h2conn is None else h2conn.sent_ns.get(stream_id)
+                t_sent = recorder.last_write_ns if sent is None else sent
+                tl.mark("request_sent", t_sent or time.perf_counter_ns())
             elif name.endswith("receive_response_headers.complete"):
                 # On HTTP/2 the read that carried this stream's HEADERS, which is not the
                 # connection's last read when other streams share it.

@@ -114,6 +114,23 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
         self._reader_error: BaseException | None = None
         self._waiting: dict[int, anyio.Event] = {}  # streams waiting for their next event
         self._touched: set[int] = set()  # streams the last read brought events for
+        #: Per stream id, the stamp of the write that carried its END_STREAM: the request
+        #: sent. Not the connection's last write when streams share it: the stream's task may
+        #: resume after other streams' writes (seen in load mode: 40 of 120 streams read a
+        #: negative wait, their request_sent stamped after their response's HEADERS).
+        self.sent_ns: dict[int, int] = {}
+        self._takes = 0  # how many times h2's outgoing bytes were taken to be written
+        self._ending: dict[int, int] = {}  # stream id -> takes before its END_STREAM queued
+        h2_state = self._h2_state
+        take = h2_state.data_to_send
+
+        def counted_take(amount: int | None = None) -> bytes:
+            data = take(amount)
+            if data:
+                self._takes += 1
+            return data
+
+        h2_state.data_to_send = counted_take  # type: ignore[method-assign]
 
     async def _read_incoming_data(self, request: httpcore.Request) -> list[h2.events.Event]:
         events = await super()._read_incoming_data(request)
@@ -191,6 +208,23 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
         self._held = True  # a warm request's HEADERS and DATA too
         await super()._send_request_headers(request, stream_id)
 
+    async def _send_end_stream(self, request: httpcore.Request, stream_id: int) -> None:
+        # h2 queues the END_STREAM synchronously at the start of super()'s call: the first
+        # take after this count carries it, whichever stream's task makes that write.
+        self._ending[stream_id] = self._takes
+        await super()._send_end_stream(request, stream_id)
+
+    def _note_written(self) -> None:
+        """After a write (under the write lock, the last take its own): stamp the streams
+        whose END_STREAM it carried."""
+        takes, stamp = self._takes, self._recorder.last_write_ns
+        if stamp is None:
+            return
+        for stream_id, before in list(self._ending.items()):
+            if takes > before:
+                self.sent_ns[stream_id] = stamp
+                del self._ending[stream_id]
+
     async def _send_request_body(self, request: httpcore.Request, stream_id: int) -> None:
         try:
             await super()._send_request_body(request, stream_id)
@@ -217,6 +251,7 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
         if not getattr(self._h2_state, "_data_to_send", True):
             return
         await super()._write_outgoing_data(request)
+        self._note_written()  # no await since super() released the lock: no write between
 
     async def reset(self, stream_id: int, code: int = h2.errors.ErrorCodes.CANCEL) -> bool:
         """Leave one stream by RST_STREAM, the connection kept open: how a browser's fetch
@@ -229,6 +264,7 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
             except h2.exceptions.StreamClosedError:
                 return False  # it ended already: nothing left to leave
             await self._network_stream.write(self._h2_state.data_to_send())
+            self._note_written()
         return True
 
     async def aclose(self) -> None:

@@ -13,6 +13,11 @@ through", the size QUIC's Initials need.
 
 Timing: ``perf_counter_ns`` right before ``connect()``/``send()`` and right after the
 selector woke for that socket; the selector waits on every open probe at once.
+
+With CAP_NET_RAW a raw ICMP socket listens beside the probes (net/rawicmp.py): the kernel
+hands a TCP socket's error queue only ICMP whose quoted sequence number is in its window,
+so behind a middlebox that rewrites sequence numbers the hops past it are heard only there.
+A raw answer is used only for a probe the error queue left unanswered.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import socket
 import struct
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
+
+from promptpath.net import rawicmp
 
 Protocol = Literal["tcp", "udp"]
 ReplyKind = Literal[
@@ -69,6 +76,18 @@ class ProbeReply:
     responder: str | None = None  # who answered: a router, or the destination
     rtt_ns: int | None = None
     icmp: tuple[int, int] | None = None  # ICMP type and code, when an ICMP error came
+    raw: bool = False  # heard on the raw ICMP socket, not the probe's error queue
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Traced:
+    """Every probe's reply, and what the raw listener and the kernel's counter add."""
+
+    replies: list[ProbeReply] = field(default_factory=list)
+    raw_reason: str | None = None  # why no raw ICMP socket listened (None: one did)
+    #: ICMP errors this namespace's TCP dropped as out of window while the trace ran (None:
+    #: the counter cannot be read here).
+    out_of_window: int | None = None
 
 
 def recverr_available(family: int) -> str | None:
@@ -131,6 +150,7 @@ class _Open:
     round: int
     sent_ns: int
     address: str  # the destination's
+    port: int  # our own, the one the ICMP quotes
 
 
 def _open_probe(
@@ -153,12 +173,13 @@ def _open_probe(
         if err not in (0, errno.EINPROGRESS):
             sock.close()
             raise OSError(err, os.strerror(err))
-        return _Open(sock=sock, ttl=ttl, round=rnd, sent_ns=sent, address=address[0])
-    sock.connect(address)
-    datagram = quic_probe_datagram()
-    sent = time.perf_counter_ns()
-    sock.send(datagram)
-    return _Open(sock=sock, ttl=ttl, round=rnd, sent_ns=sent, address=address[0])
+    else:
+        sock.connect(address)
+        datagram = quic_probe_datagram()
+        sent = time.perf_counter_ns()
+        sock.send(datagram)
+    port = int(sock.getsockname()[1])
+    return _Open(sock=sock, ttl=ttl, round=rnd, sent_ns=sent, address=address[0], port=port)
 
 
 def _answer(probe: _Open, protocol: Protocol, now: int) -> ProbeReply | None:
@@ -209,24 +230,82 @@ def trace_path(
     max_ttl: int = 15,
     timeout_s: float = 1.0,
     spacing_s: float = 0.005,
-) -> list[ProbeReply]:
+    raw: bool = True,
+) -> Traced:
     """Every probe's reply, ``rounds`` rounds of TTL 1.. (the first round stops raising
-    the TTL once the destination answered; later rounds go only as far as it was).
+    the TTL once the destination answered; later rounds go only as far as it was); with
+    ``raw``, a raw ICMP socket listens too where the process may open one.
 
     Blocking: run it in a worker thread. Raises PathUnsupported where ICMP errors cannot
     be received unprivileged."""
     reason = recverr_available(family)
     if reason is not None:
         raise PathUnsupported(reason)
+    listener, raw_reason = rawicmp.open_listener(family) if raw else (None, "not asked")
+    before = rawicmp.out_of_window_icmps() if protocol == "tcp" else None
     replies: list[ProbeReply] = []
     limit = max_ttl
-    for rnd in range(rounds):
-        got = _one_round(address, family, protocol, rnd, limit, timeout_s, spacing_s)
-        replies += got
-        reached = [r.ttl for r in got if at_destination(r, address[0])]
-        if reached:
-            limit = min(limit, min(reached))
-    return sorted(replies, key=lambda r: (r.ttl, r.round))
+    try:
+        for rnd in range(rounds):
+            got = _one_round(
+                address, family, protocol, rnd, limit, timeout_s, spacing_s, listener
+            )
+            replies += got
+            reached = [r.ttl for r in got if at_destination(r, address[0])]
+            if reached:
+                limit = min(limit, min(reached))
+    finally:
+        if listener is not None:
+            listener.close()
+    after = rawicmp.out_of_window_icmps() if before is not None else None
+    return Traced(
+        replies=sorted(replies, key=lambda r: (r.ttl, r.round)),
+        raw_reason=raw_reason,
+        out_of_window=None if before is None or after is None else max(0, after - before),
+    )
+
+
+#: Raw-socket reads per wake at most: it hears every ICMP the host gets, not only ours.
+RAW_READS_PER_WAKE = 64
+
+
+def _hear(
+    listener: socket.socket,
+    family: int,
+    protocol: Protocol,
+    address: tuple[str, int],
+    waiting: dict[int, _Open],
+    heard: dict[int, ProbeReply],
+    stamp: int,
+) -> None:
+    """Drain the raw socket; an ICMP error quoting one of the waiting probes is kept in
+    ``heard`` (used only if that probe's error queue never answers)."""
+    wanted = rawicmp.PROTO_TCP if protocol == "tcp" else rawicmp.PROTO_UDP
+    by_port = {p.port: fd for fd, p in waiting.items()}
+    exceeded = 3 if family == socket.AF_INET6 else 11
+    for _ in range(RAW_READS_PER_WAKE):
+        try:
+            packet, sender = listener.recvfrom(2048)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            return
+        got = rawicmp.parse(packet, family, str(sender[0]))
+        if got is None or got.protocol != wanted or got.destination_port != address[1]:
+            continue
+        fd = by_port.get(got.source_port)
+        if fd is None or fd in heard or got.destination != address[0]:
+            continue
+        probe = waiting[fd]
+        heard[fd] = ProbeReply(
+            ttl=probe.ttl,
+            round=probe.round,
+            kind="time_exceeded" if got.icmp[0] == exceeded else "unreachable",
+            responder=got.responder,
+            rtt_ns=stamp - probe.sent_ns,
+            icmp=got.icmp,
+            raw=True,
+        )
 
 
 def _one_round(
@@ -237,10 +316,14 @@ def _one_round(
     limit: int,
     timeout_s: float,
     spacing_s: float,
+    listener: socket.socket | None = None,
 ) -> list[ProbeReply]:
     selector = selectors.DefaultSelector()
     waiting: dict[int, _Open] = {}
+    heard: dict[int, ProbeReply] = {}  # fd -> what the raw socket heard for that probe
     replies: list[ProbeReply] = []
+    if listener is not None:
+        selector.register(listener, selectors.EVENT_READ, data="raw")
     next_ttl, reached_at = 1, None
     events = selectors.EVENT_READ | (selectors.EVENT_WRITE if protocol == "tcp" else 0)
     next_send = time.perf_counter()
@@ -257,7 +340,11 @@ def _one_round(
             wait = deadline / 1e9 + timeout_s - time.perf_counter()
             if next_ttl <= limit and reached_at is None:
                 wait = min(wait, max(0.0, next_send - time.perf_counter()))
-            for key, _mask in selector.select(max(0.0, wait)):
+            ready = selector.select(max(0.0, wait))
+            stamp = time.perf_counter_ns()
+            if listener is not None and any(key.data == "raw" for key, _m in ready):
+                _hear(listener, family, protocol, address, waiting, heard, stamp)
+            for key, _mask in ready:
                 stamp = time.perf_counter_ns()
                 woke = waiting.get(key.fd)
                 if woke is None:
@@ -271,10 +358,14 @@ def _one_round(
                 selector.unregister(woke.sock)
                 woke.sock.close()
                 del waiting[key.fd]
+                heard.pop(key.fd, None)
             expired = time.perf_counter_ns() - int(timeout_s * 1e9)
             for fd, probe in list(waiting.items()):
                 if probe.sent_ns <= expired:
-                    replies.append(ProbeReply(ttl=probe.ttl, round=rnd, kind="none"))
+                    late = heard.pop(fd, None)
+                    replies.append(late or ProbeReply(ttl=probe.ttl, round=rnd, kind="none"))
+                    if late is not None and at_destination(late, address[0]):
+                        reached_at = late.ttl if reached_at is None else min(reached_at, late.ttl)
                     selector.unregister(probe.sock)
                     probe.sock.close()
                     del waiting[fd]

@@ -182,6 +182,15 @@ class WebSocketConnection:
     def recorder(self) -> Recorder:
         return self._recorder
 
+    def after(self, timeline: Timeline | None = None) -> _MessageBody:
+        """The messages that come after a finished response on the same socket (it stays
+        open between responses): what a probe watching a quiet WebSocket reads, its pings
+        going out as the settings say, the close recorded as during a response."""
+        if self._messages is None or self._info is None:
+            raise RuntimeError("no upgraded WebSocket to read after")
+        tl = self._recorder.timeline if timeline is None else timeline
+        return _MessageBody(self, self._messages, tl, self._info)
+
     async def aclose(self) -> None:
         """Our Close (1000) and a short wait for the server's reply, then TCP's FIN."""
         if self._closed:

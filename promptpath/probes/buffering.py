@@ -110,16 +110,23 @@ class BufferingProbe(Probe):
         result = await trace(opts)
         tl = result.timeline
         content = count_content(tl.events)
-        context: dict[str, object] = {
-            "request": {
-                "max_tokens": opts.max_tokens,
-                "canary_rate": CANARY_RATE if canary else None,
-                "http_version": tl.http_version,
-                "status": tl.status,
-                "client": opts.client,
-                "accept_encoding": sent_header(opts, "accept-encoding"),
-            },
+        request: dict[str, object] = {
+            "max_tokens": opts.max_tokens,
+            "canary_rate": CANARY_RATE if canary else None,
+            "http_version": tl.http_version,
+            "status": tl.status,
+            "client": opts.client,
+            "accept_encoding": sent_header(opts, "accept-encoding"),
         }
+        if tl.websocket is not None:
+            # Each event is a message: a hop that holds them holds whole frames; deflate
+            # (permessage-deflate) compresses each message on its own, holding none back.
+            request["websocket"] = {
+                "extensions": list(tl.websocket.extensions),
+                "messages": tl.websocket.messages,
+                "fragmented": tl.websocket.fragmented,
+            }
+        context: dict[str, object] = {"request": request}
         if canary:
             # A stream the canary did not pace as asked says nothing about the path.
             check = check_controls(tl, CANARY_CONTROLS, settings.controls, rate=CANARY_RATE)

@@ -151,6 +151,9 @@ class IdleTimeoutProbe(Probe):
         cap = idle_max(ctx.settings)
         timeout = min(ctx.options.timeout, REQUEST_TIMEOUT_S)
         tokens = min(ctx.options.max_tokens, PRIMING_TOKENS)
+        if ctx.options.target.websocket:
+            # A quiet socket, then (when it is cut) the same with pings: one after the other.
+            return Cost(requests=2, tokens=2 * tokens, seconds=2 * (cap + timeout))
         keep = Cost(requests=2, tokens=2 * tokens, seconds=cap + 2 * timeout)
         if not is_canary(ctx.settings):
             return keep
@@ -164,6 +167,8 @@ class IdleTimeoutProbe(Probe):
     async def run(self, ctx: ProbeContext) -> Finding:
         from promptpath.probes.idle_watch import watch_idle
 
+        if ctx.options.target.websocket:
+            return await self._websocket(ctx)
         options = ctx.options
         cap = idle_max(ctx.settings)
         canary = is_canary(ctx.settings)
@@ -233,6 +238,41 @@ class IdleTimeoutProbe(Probe):
         if isinstance(unchecked, ControlCheck):
             return without_canary_part(finding, unchecked)
         return finding
+
+    @staticmethod
+    async def _websocket(ctx: ProbeContext) -> Finding:
+        """Over WebSocket: a quiet socket after a response; when cut, the same with pings
+        (a pause inside a response is the same silence to a hop that tunnels frames)."""
+        from promptpath.probes import ws_idle_verdict
+        from promptpath.probes.ws_idle_watch import watch_quiet
+
+        options = ctx.options
+        cap = idle_max(ctx.settings)
+        timeout = min(options.timeout, REQUEST_TIMEOUT_S)
+        tokens = min(options.max_tokens, PRIMING_TOKENS)
+        ctx.progress(f"idle-timeout: one response, then its WebSocket quiet for up to {cap:g} s")
+        quiet = await watch_quiet(
+            options, cap_s=cap, request_timeout=timeout, progress=ctx.progress, max_tokens=tokens
+        )
+        pinged = None
+        if quiet.cut and quiet.threshold_s is not None and quiet.error is None:
+            every = ws_idle_verdict.ping_interval(quiet.threshold_s)
+            # Twice the threshold shows the timer did not fire; never past the cap.
+            window = round(min(cap, max(2 * quiet.threshold_s, quiet.threshold_s + 2.0)), 1)
+            ctx.progress(
+                f"idle-timeout: cut after {quiet.threshold_s:.1f} s quiet; again with a ping"
+                f" every {every:g} s, watched {window:g} s"
+            )
+            pinged = await watch_quiet(
+                options,
+                cap_s=window,
+                request_timeout=timeout,
+                progress=ctx.progress,
+                max_tokens=tokens,
+                ping_every_s=every,
+                label=" (pinged)",
+            )
+        return ws_idle_verdict.judge(quiet, pinged)
 
     @staticmethod
     async def _pause(

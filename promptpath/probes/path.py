@@ -4,7 +4,8 @@ trace a 1200-byte UDP datagram per TTL as well), read by ``path_verdict``.
 
 It sends no request and no key: a few SYNs (each destination answer is closed with a
 reset) and datagrams QUIC servers answer with version negotiation. No capability is
-needed on Linux; elsewhere it skips and says why.
+needed on Linux; elsewhere it skips and says why. With --path-names, and only then, it
+looks up the responders' reverse names (``net.ptr``) the way the trace resolved its own.
 """
 
 from __future__ import annotations
@@ -17,13 +18,17 @@ import time
 import anyio
 
 from promptpath.core.findings import Finding, Verdict
+from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.mtu import MTUProbe, mtu_finding
-from promptpath.probes.path_verdict import PROBE, Sample, judge, skipped
+from promptpath.probes.path_verdict import PROBE, Listening, Sample, judge, skipped
 
 ROUNDS = 3  # probes per hop, as mtr's and tcptraceroute's defaults
 MAX_TTL = 15
 PROBE_TIMEOUT_S = 1.0
+#: --path-names: every reverse lookup within this, for at most this many addresses.
+NAMES_BUDGET_S = 2.0
+MAX_NAMES = 32
 
 
 def _samples(replies: list[object]) -> list[Sample]:
@@ -51,7 +56,11 @@ class PathProbe(Probe):
         seconds = 2 * ROUNDS * (PROBE_TIMEOUT_S + MAX_TTL * 0.005) + 1
         if _tls_stalled(ctx):
             seconds += MTUProbe().cost(ctx).seconds
-        return Cost(seconds=seconds)
+        if not ctx.settings.path.names:
+            return Cost(seconds=seconds)
+        from promptpath.net.ptr import QUERIES_PER_NAME
+
+        return Cost(seconds=seconds + NAMES_BUDGET_S, dns_queries=QUERIES_PER_NAME * MAX_NAMES)
 
     async def run(self, ctx: ProbeContext) -> Finding:
         from promptpath.net.pathtrace import PathUnsupported, trace_path
@@ -102,17 +111,72 @@ class PathProbe(Probe):
             if connect is None or connect.end_ns is None
             else round((connect.end_ns - connect.start_ns) / 1e6, 3)
         )
+        tcp_samples = _samples(list(tcp.replies))
+        udp_samples = None if udp is None else _samples(list(udp.replies))
+        looked_up = None
+        if ctx.settings.path.names:
+            looked_up = await _names(ctx, [*tcp_samples, *(udp_samples or [])])
         finding = judge(
             destination=ip,
             port=port,
-            tcp=_samples(list(tcp)),
-            udp=None if udp is None else _samples(list(udp)),
+            tcp=tcp_samples,
+            udp=udp_samples,
             connect_ms=connect_ms,
             elapsed_s=time.perf_counter() - start,
+            names=None if looked_up is None else looked_up.names,
+            listening=Listening(
+                reason=tcp.raw_reason,
+                heard=sum(r.raw for r in [*tcp.replies, *(udp.replies if udp else [])]),
+                out_of_window=tcp.out_of_window,
+            ),
         )
+        if looked_up is not None:
+            finding = dataclasses.replace(
+                finding, evidence=dict(finding.evidence, names=looked_up.evidence)
+            )
         if _tls_stalled(ctx):
             return with_mtu(finding, await mtu_finding(ctx))
         return finding
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _Names:
+    names: dict[str, str | None]  # address -> reverse name
+    evidence: dict[str, object]
+
+
+def pins_of(options: RunOptions) -> dict[str, str]:
+    """Address -> name, from the --resolve pins (the first pin of an address wins)."""
+    pins: dict[str, str] = {}
+    for host, _port, address in options.resolve:
+        pins.setdefault(address.strip("[]"), host)
+    return pins
+
+
+async def _names(ctx: ProbeContext, samples: list[Sample]) -> _Names:
+    """The responders' reverse names, by the trace's own resolver rules, within the budget."""
+    from promptpath.net.ptr import reverse_names
+
+    addresses = list(dict.fromkeys(s.responder for s in samples if s.responder))[:MAX_NAMES]
+    resolver = ctx.options.resolver
+    ctx.progress(
+        f"path: reverse names of {len(addresses)} address(es)"
+        f" ({'resolver ' + resolver if resolver else 'the system resolver'})"
+    )
+    start = time.perf_counter()
+    answers = await reverse_names(
+        addresses, pins=pins_of(ctx.options), resolver=resolver, budget_s=NAMES_BUDGET_S
+    )
+    return _Names(
+        names={a.address: a.name for a in answers},
+        evidence={
+            "elapsed_ms": round((time.perf_counter() - start) * 1000, 3),
+            "answers": [
+                {"address": a.address, "name": a.name, "source": a.source, "error": a.error}
+                for a in answers
+            ],
+        },
+    )
 
 
 def _tls_stalled(ctx: ProbeContext) -> bool:

@@ -16,7 +16,7 @@ treats traffic through it. So:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,12 +47,24 @@ class Sample:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Listening:
+    """What the raw ICMP listener and the kernel's counter say about replies the probe
+    sockets' error queues did not get (net/rawicmp.py)."""
+
+    reason: str | None = None  # why no raw socket listened (None: one did)
+    heard: int = 0  # replies heard only on the raw socket
+    out_of_window: int | None = None  # ICMP errors TCP dropped as out of window meanwhile
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Hop:
     ttl: int
     responders: tuple[str, ...]  # every address that answered at this TTL (ECMP shows >1)
     sent: int
     rtts_ms: tuple[float, ...]
     destination: bool
+    #: Each responder's reverse name (None: it has none), when --path-names asked for them.
+    names: tuple[str | None, ...] | None = None
 
     @property
     def median_ms(self) -> float | None:
@@ -64,9 +76,11 @@ class Hop:
 
     def as_dict(self) -> dict[str, object]:
         rtts = self.rtts_ms
+        named = {} if self.names is None else {"names": list(self.names)}
         return {
             "ttl": self.ttl,
             "responders": list(self.responders),
+            **named,
             "sent": self.sent,
             "answered": len(rtts),
             "loss": round(self.loss, 3),
@@ -81,8 +95,11 @@ class Hop:
         }
 
 
-def hops_of(samples: Sequence[Sample], destination: str) -> list[Hop]:
-    """Samples grouped per TTL, up to the first TTL the destination answered at."""
+def hops_of(
+    samples: Sequence[Sample], destination: str, names: Mapping[str, str | None] | None = None
+) -> list[Hop]:
+    """Samples grouped per TTL, up to the first TTL the destination answered at; with
+    ``names`` (address -> reverse name), each responder's name beside it."""
     by_ttl: dict[int, list[Sample]] = {}
     for s in samples:
         by_ttl.setdefault(s.ttl, []).append(s)
@@ -99,6 +116,7 @@ def hops_of(samples: Sequence[Sample], destination: str) -> list[Hop]:
                 sent=len(group),
                 rtts_ms=tuple(s.rtt_ms for s in answered if s.rtt_ms is not None),
                 destination=at_dest,
+                names=None if names is None else tuple(names.get(r) for r in responders),
             )
         )
         if at_dest:
@@ -114,7 +132,7 @@ class Reading:
     floors: dict[int, float]  # ttl -> lowest median from this hop to the destination
     added_ms: dict[int, float]  # ttl -> RTT this hop's side adds (persisting to the end)
     deprioritised: list[int]  # hops slow or lossy alone: their ICMP, not the path
-    silent: list[int]  # hops that never answered (the trace went on)
+    silent: list[int]  # hops that never answered, with an answer after them (the trace went on)
     destination_loss: float
     destination_rtt_ms: float | None
 
@@ -123,6 +141,14 @@ class Reading:
         if not self.added_ms:
             return None
         return max(self.added_ms, key=lambda ttl: self.added_ms[ttl])
+
+
+def _silent(hops: Sequence[Hop]) -> list[int]:
+    """Hops that never answered while a later one did; the unanswered hops after the last
+    answer are where the trace ran out, not hops it went past."""
+    answered = [h.ttl for h in hops if h.rtts_ms]
+    last = max(answered, default=0)
+    return [h.ttl for h in hops if not h.rtts_ms and not h.destination and h.ttl < last]
 
 
 def _floors(medians: dict[int, float]) -> dict[int, float]:
@@ -158,14 +184,17 @@ def read(hops: Sequence[Hop]) -> Reading:
         floors=trusted,
         added_ms=added,
         deprioritised=deprioritised,
-        silent=[h.ttl for h in hops if not h.rtts_ms and not h.destination],
+        silent=_silent(hops),
         destination_loss=last.loss if reached and last is not None else 1.0,
         destination_rtt_ms=last.median_ms if reached and last is not None else None,
     )
 
 
 def _name(hop: Hop) -> str:
-    return " / ".join(hop.responders) or "?"
+    """The hop's responders, each as mtr shows a named one: ``name (address)``."""
+    names = hop.names or (None,) * len(hop.responders)
+    shown = [f"{n} ({a})" if n else a for a, n in zip(hop.responders, names, strict=True)]
+    return " / ".join(shown) or "?"
 
 
 def judge(
@@ -176,9 +205,12 @@ def judge(
     udp: Sequence[Sample] | None,
     connect_ms: float | None,
     elapsed_s: float,
+    names: Mapping[str, str | None] | None = None,
+    listening: Listening | None = None,
 ) -> Finding:
-    """The finding for a TCP trace (and, for an HTTP/3 target, the UDP one)."""
-    hops = hops_of(tcp, destination)
+    """The finding for a TCP trace (and, for an HTTP/3 target, the UDP one); ``names``
+    the responders' reverse names, when they were asked for."""
+    hops = hops_of(tcp, destination, names)
     reading = read(hops)
     by_ttl = {h.ttl: h for h in hops}
     notes: list[str] = []
@@ -211,6 +243,9 @@ def judge(
             f"the destination {destination} port {port} never answered a TTL-limited SYN;"
             f" the last answer came from {last}"
         )
+        after = [h.ttl for h in hops if h.ttl > (answered[-1].ttl if answered else 0)]
+        if after:
+            summary += f", nothing from hop {after[0]} to hop {after[-1]}"
         advice.append(
             "a firewall on the way may drop TCP probes with a low TTL: try from a host"
             " nearer the destination, or ask its operator"
@@ -228,6 +263,10 @@ def judge(
         )
     for ttl in reading.silent:
         notes.append(f"hop {ttl} never answers TTL-expired probes (silent); the trace went on")
+    listening = listening or Listening()
+    raw_notes, raw_advice = _rewritten(listening, reading)
+    notes += raw_notes
+    advice += raw_advice
     handshake = None
     if connect_ms is not None and reading.destination_rtt_ms is not None:
         rtt = reading.destination_rtt_ms
@@ -246,7 +285,7 @@ def judge(
             )
     quic = None
     if udp is not None:
-        quic, quic_note, quic_bad = _udp(udp, destination, port, reading)
+        quic, quic_note, quic_bad = _udp(udp, destination, port, reading, names)
         notes.append(quic_note)
         if quic_bad:
             verdict = Verdict.WARN if verdict is Verdict.PASS else verdict
@@ -272,16 +311,52 @@ def judge(
             "destination_loss": round(reading.destination_loss, 3),
             "handshake": handshake,
             "udp": quic,
+            "raw_icmp": {
+                "listening": listening.reason is None,
+                "reason": listening.reason,
+                "heard": listening.heard,
+                "out_of_window_icmps": listening.out_of_window,
+            },
             "elapsed_s": round(elapsed_s, 3),
         },
         advice=advice,
     )
 
 
+def _rewritten(listening: Listening, reading: Reading) -> tuple[list[str], list[str]]:
+    """Notes and advice when the kernel refused ICMP to the probe sockets as out of window:
+    a middlebox that rewrites TCP sequence numbers, and the hops past it heard only raw."""
+    notes: list[str] = []
+    advice: list[str] = []
+    if listening.heard:
+        notes.append(
+            f"{listening.heard} reply(ies) came only to the raw ICMP socket: the kernel refused"
+            " them to the probe sockets, as it does when a middlebox on the path rewrites TCP"
+            " sequence numbers and the routers past it quote the rewritten ones"
+        )
+    dropped = listening.out_of_window or 0
+    if dropped and (reading.silent or not reading.reached) and listening.reason is not None:
+        notes.append(
+            f"this kernel dropped {dropped} ICMP error(s) as out of window while the probe ran:"
+            " a middlebox on the path rewrites TCP sequence numbers (a firewall's sequence"
+            " randomisation), so the hops past it look silent here though they answer"
+        )
+        advice.append(
+            "run the path probe with CAP_NET_RAW (as root, or `setcap cap_net_raw+ep` on the"
+            " interpreter) so a raw ICMP socket hears the hops past the sequence-rewriting"
+            f" middlebox; without it: {listening.reason}"
+        )
+    return notes, advice
+
+
 def _udp(
-    udp: Sequence[Sample], destination: str, port: int, tcp: Reading
+    udp: Sequence[Sample],
+    destination: str,
+    port: int,
+    tcp: Reading,
+    names: Mapping[str, str | None] | None,
 ) -> tuple[dict[str, object], str, bool]:
-    hops = hops_of(udp, destination)
+    hops = hops_of(udp, destination, names)
     last = hops[-1] if hops else None
     vn = any(s.kind == "quic_vn" for s in udp)
     closed = last is not None and last.destination and not vn

@@ -95,6 +95,14 @@ class TLSSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PathSettings:
+    """--path-names (the path probe): look up the hops' reverse names (PTR), off by default
+    so that no PTR query leaves unless asked."""
+
+    names: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeSettings:
     """Every probe's settings; a probe reads its own field."""
 
@@ -103,3 +111,4 @@ class ProbeSettings:
     idle_timeout: IdleTimeoutSettings = field(default_factory=IdleTimeoutSettings)
     ghost_stream: GhostStreamSettings = field(default_factory=GhostStreamSettings)
     tls: TLSSettings = field(default_factory=TLSSettings)
+    path: PathSettings = field(default_factory=PathSettings)

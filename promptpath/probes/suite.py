@@ -26,6 +26,7 @@ BUILTIN = (
     "promptpath.probes.cors",
     "promptpath.probes.path",
     "promptpath.probes.mtu",
+    "promptpath.probes.upgrade",
 )
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).

@@ -17,6 +17,7 @@ from typing import Any
 from promptpath.core.textsafe import visible
 from promptpath.report import charts, svg
 from promptpath.report.labels import STAGE_LABELS
+from promptpath.report.pathrows import hop_rows
 
 _CSS = """
 body { font: 14px/1.4 'DejaVu Sans', Arial, sans-serif; color: #222; margin: 24px;
@@ -164,35 +165,19 @@ def _tokens(body: Mapping[str, Any]) -> str:
 
 def _hops(finding: Mapping[str, Any]) -> str:
     """The path probe's hop table, as the terminal prints it under the finding."""
-    evidence = finding.get("evidence") or {}
-    hops = evidence.get("hops") if finding.get("probe") == "path" else None
-    if not isinstance(hops, list) or not hops:
+    if finding.get("probe") != "path":
         return ""
-    deprioritised = set(evidence.get("deprioritised") or [])
-    added = evidence.get("added_ms") or {}
-    rows = []
-    for hop in hops:
-        rtt = hop.get("rtt_ms") or {}
-        note = "destination" if hop.get("destination") else ""
-        if hop.get("ttl") in deprioritised:
-            note = "deprioritises its own ICMP (not the path)"
-        elif not hop.get("answered") and not hop.get("destination"):
-            note = "silent"
-        step = added.get(str(hop.get("ttl")))
-        rows.append(
-            (
-                str(hop.get("ttl")),
-                " / ".join(hop.get("responders") or []) or "*",
-                f"{float(hop.get('loss') or 0):.0%}",
-                rtt.get("min"),
-                rtt.get("median"),
-                rtt.get("max"),
-                "" if step is None else f"+{step:.1f}",
-                note,
-            )
-        )
+    rows = hop_rows(finding.get("evidence") or {})
+    if not rows:
+        return ""
     head = ("hop", "address", "loss", "min ms", "median ms", "max ms", "adds ms", "")
-    return _table(rows, head)
+    return _table(
+        (
+            (r.ttl, r.address, r.loss, r.min_ms, r.median_ms, r.max_ms, r.adds, r.note)
+            for r in rows
+        ),
+        head,
+    )
 
 
 def _findings(findings: Sequence[Mapping[str, Any]]) -> str:

@@ -81,6 +81,12 @@ class Sanitiser(RenderHook):
             return clean_text(renderable, self.redactor)
         if isinstance(renderable, Table):
             self._table(renderable)
+            return renderable
+        # A wrapper (rich's Padding, Panel, Align; the terminal's trimmed lines) keeps what
+        # it wraps in ``.renderable``: clean that, or it would print uncleaned.
+        inner = getattr(renderable, "renderable", None)
+        if isinstance(inner, Text | Table):
+            renderable.renderable = self.clean(inner)  # type: ignore[attr-defined]
         return renderable
 
     def _cell(self, cell: RenderableType) -> RenderableType:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rich.console import Console, RenderableType
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -99,13 +100,29 @@ def waterfall(
     return table
 
 
+class Trimmed:
+    """``renderable``'s lines without their trailing spaces: rich pads every table cell to
+    its column's width, so table lines end in spaces that a pipe, a CI log or a diff keeps.
+    Printed through ``console.print``, so the console's sanitiser cleans ``renderable``
+    first (report/sanitise.py)."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in console.render_lines(self.renderable, options, pad=False):
+            while line and not line[-1].control and not line[-1].text.strip():
+                line.pop()
+            if line and not line[-1].control:
+                last = line[-1]
+                line[-1] = Segment(last.text.rstrip(), last.style)
+            yield from line
+            yield Segment.line()
+
+
 def print_trimmed(console: Console, renderable: RenderableType) -> None:
-    """rich pads every table cell to its column's width, so table lines end in spaces that
-    a pipe, a CI log or a diff keeps: print each line without them."""
-    for line in console.render_lines(renderable, pad=False):
-        text = Text.assemble(*((segment.text, segment.style or "") for segment in line))
-        text.rstrip()
-        console.print(text)
+    """Print ``renderable`` without the trailing spaces of its lines (``Trimmed``)."""
+    console.print(Trimmed(renderable))
 
 
 def proxy_line(timeline: Timeline) -> str | None:

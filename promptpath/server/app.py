@@ -31,7 +31,7 @@ from promptpath.server.dialect import (
     json_body,
     stamped,
 )
-from promptpath.server.dialects import dialect_for_path, path_model
+from promptpath.server.dialects import dialect_for_path, path_model, websocket_only
 from promptpath.server.sigv4_check import AwsTestKey, SigV4Refusal, check_sigv4
 from promptpath.server.stats import RequestRecord, ServerStats
 from promptpath.server.streaming import Exchange, Plan, Receive, Send, write_stream
@@ -248,6 +248,20 @@ class ReferenceApp:
             dialect=None if dialect_cls is None else dialect_cls.name,
             started_unix_ns=started_unix_ns,
         )
+        if dialect_cls is None and websocket_only(path):
+            # A plain request where only an upgrade is served (a hop that dropped the
+            # Upgrade and Connection headers forwards one): 426 names what was missing.
+            record.status = 426
+            reply = {
+                "error": {
+                    "message": f"{path} answers only a WebSocket upgrade",
+                    "type": "upgrade_required",
+                }
+            }
+            await self._json(
+                send, 426, reply, (("upgrade", "websocket"), ("connection", "upgrade"))
+            )
+            return
         if dialect_cls is None:
             record.status = 404
             reply = {"error": {"message": f"no endpoint at {path}", "type": "not_found"}}

@@ -26,10 +26,20 @@ DIALECTS: dict[str, type[Dialect]] = {
 }
 
 
+#: Providers whose path answers only a WebSocket upgrade (server/websocket.py).
+WEBSOCKET_ONLY = frozenset({"realtime"})
+
+
 def dialect_for_path(path: str) -> type[Dialect] | None:
-    """By the path, as the client detects it (a proxy's prefix before a suffix still works)."""
+    """By the path, as the client detects it (a proxy's prefix before a suffix still works);
+    None for a WebSocket-only path (see ``websocket_only``)."""
     provider = detect_provider(path)
-    return None if provider is None else DIALECTS[provider]
+    return None if provider is None else DIALECTS.get(provider)
+
+
+def websocket_only(path: str) -> bool:
+    """The path answers only a WebSocket upgrade: a plain request there earns a 426."""
+    return detect_provider(path) in WEBSOCKET_ONLY
 
 
 def path_model(path: str) -> str | None:

@@ -441,9 +441,11 @@ def key_sent(options: RunOptions) -> bool:
 
 
 def sent_header(options: RunOptions, name: str) -> str | None:
-    """The value the request carries for ``name`` (after -H), or None without one."""
+    """The value the request carries for ``name`` (after -H), or None without one; for a
+    WebSocket, the upgrade GET's (no Accept-Encoding: its compression is an extension)."""
     name = name.lower()
-    return next((v for n, v in request_headers(options) if n.lower() == name), None)
+    headers = ws_headers(options) if options.target.websocket else request_headers(options)
+    return next((v for n, v in headers if n.lower() == name), None)
 
 
 def offered_encodings(options: RunOptions) -> tuple[str, ...]:

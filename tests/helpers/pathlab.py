@@ -10,7 +10,10 @@ pumped by the impairer (``tests/helpers/impairer.py``: this kernel has no netem)
 delay sits on that one link. ``mtu`` sets that link's MTU (a path-MTU black hole when r3's
 ICMP "fragmentation needed" is then dropped with ``nft`` in r3).
 
-Every namespace is removed when the block ends, and at exit if the process dies otherwise.
+Every namespace is removed when the block ends, and at exit if the process dies otherwise;
+so is the ``/etc/netns/<namespace>/`` directory ``PathLab.resolv_conf`` makes (iproute2
+bind-mounts its files over ``/etc`` for commands run with ``ip netns exec``: the way to give
+one namespace a resolver of its own without touching the host's).
 """
 
 from __future__ import annotations
@@ -25,12 +28,20 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tests.helpers import impairer
 
-NAMES = ("client", "r1", "r2", "r3", "server")
+
+def chain(routers: int) -> tuple[tuple[str, ...], tuple[tuple[str, str, int], ...]]:
+    """The boxes (client, r1..rN, server) and each link between neighbours, numbered from 1:
+    link k joins box k-1 and box k."""
+    names = ("client", *(f"r{i}" for i in range(1, routers + 1)), "server")
+    return names, tuple((names[k - 1], names[k], k) for k in range(1, len(names)))
+
+
+NAMES, LINKS = chain(3)
 #: Each link's /30: the left end takes .1, the right end .2.
-LINKS = (("client", "r1", 1), ("r1", "r2", 2), ("r2", "r3", 3), ("r3", "server", 4))
 
 
 def addr(link: int, end: int) -> str:
@@ -42,6 +53,7 @@ SERVER = addr(4, 2)
 #: What a traceroute from the client sees at each TTL: the address each router answers
 #: from is the one on the link the probe came in on.
 HOPS = (addr(1, 2), addr(2, 2), addr(3, 2), SERVER)
+NETNS_ETC = Path("/etc/netns")
 
 
 class LabUnavailable(RuntimeError):
@@ -76,6 +88,13 @@ class PathLab:
     def sysctl(self, name: str, key: str, value: str) -> None:
         _run(*self.exec(name, "sysctl", "-q", "-w", f"{key}={value}"))
 
+    def resolv_conf(self, name: str, nameserver: str) -> None:
+        """Commands run in namespace ``name`` see ``nameserver`` as the system resolver (an
+        address inside that namespace: its own loopback)."""
+        directory = NETNS_ETC / self.ns(name)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "resolv.conf").write_text(f"nameserver {nameserver}\n")
+
     def nft(self, name: str, script: str) -> None:
         """Load an nftables ruleset into namespace ``name`` (``nft -f -``)."""
         result = subprocess.run(
@@ -86,9 +105,15 @@ class PathLab:
 
 
 @contextlib.contextmanager
-def path_lab(*, delay_ms: float = 0.0, mtu: int | None = None) -> Iterator[PathLab]:
+def path_lab(
+    *, delay_ms: float = 0.0, mtu: int | None = None, routers: int = 3
+) -> Iterator[PathLab]:
     """Build the chain; ``delay_ms`` one way on r2 -> r3 and back (so the RTT grows by
-    twice it from r3 on); ``mtu`` on the r2 ══ r3 link."""
+    twice it from r3 on); ``mtu`` on the r2 ══ r3 link. With ``routers`` other than 3 the
+    server is at ``addr(routers + 1, 2)`` (``server_of``), a TTL of ``routers + 1`` away."""
+    if routers < 3:
+        raise ValueError("the chain has at least r1, r2 and r3 (the impaired link is r2 ══ r3)")
+    names, links = chain(routers)
     check_available()
     lab = PathLab(tag=f"{os.getpid()}-{secrets.token_hex(2)}")
     fds: list[int] = []
@@ -102,16 +127,19 @@ def path_lab(*, delay_ms: float = 0.0, mtu: int | None = None) -> Iterator[PathL
         fds.clear()
         for namespace in lab.namespaces.values():
             subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+            shutil.rmtree(NETNS_ETC / namespace, ignore_errors=True)
+        with contextlib.suppress(OSError):  # only when no other lab's directory is left
+            NETNS_ETC.rmdir()
         lab.namespaces.clear()
 
     atexit.register(remove)
     try:
-        for name in NAMES:
+        for name in names:
             namespace = f"pp-path-{lab.tag}-{name}"
             _run("ip", "netns", "add", namespace)
             lab.namespaces[name] = namespace
             _run("ip", "-n", namespace, "link", "set", "lo", "up")
-        for left, right, link in LINKS:
+        for left, right, link in links:
             a, b = f"{left}-{link}"[:15], f"{right}-{link}"[:15]
             if link == 3 and delay_ms > 0:
                 for name, local, peer in ((left, 1, 2), (right, 2, 1)):
@@ -153,14 +181,16 @@ def path_lab(*, delay_ms: float = 0.0, mtu: int | None = None) -> Iterator[PathL
                 if mtu is not None and link == 3:
                     _run("ip", "-n", lab.ns(name), "link", "set", dev, "mtu", str(mtu))
                 _run("ip", "-n", lab.ns(name), "link", "set", dev, "up")
-        for router in ("r1", "r2", "r3"):
+        forwarding = names[1:-1]
+        for router in forwarding:
             lab.sysctl(router, "net.ipv4.ip_forward", "1")
-        # Toward the server: each box's next hop to the right; back: to the left.
-        for name, link in (("client", 1), ("r1", 2), ("r2", 3), ("r3", 4)):
-            if name != "r3":
-                _run("ip", "-n", lab.ns(name), "route", "add", "default", "via", addr(link, 2))
-        _run("ip", "-n", lab.ns("server"), "route", "add", "default", "via", addr(4, 1))
-        for name, link in (("r2", 2), ("r3", 3)):
+        # Toward the server: each box's next hop to the right (the last router is on the
+        # server's link); back: to the left.
+        for k, name in enumerate(names[:-2], 1):
+            _run("ip", "-n", lab.ns(name), "route", "add", "default", "via", addr(k, 2))
+        last = len(links)
+        _run("ip", "-n", lab.ns("server"), "route", "add", "default", "via", addr(last, 1))
+        for link, name in enumerate(forwarding[1:], 2):
             for subnet in range(1, link):
                 _run(
                     "ip",
@@ -194,6 +224,11 @@ def path_lab(*, delay_ms: float = 0.0, mtu: int | None = None) -> Iterator[PathL
         os.close(stop_w)
         remove()
         atexit.unregister(remove)
+
+
+def server_of(routers: int) -> str:
+    """The server's address in a chain of ``routers`` routers."""
+    return addr(routers + 1, 2)
 
 
 def big_certificate(directory: str, *, names: int = 150) -> tuple[str, str, str]:

@@ -169,8 +169,10 @@ def test_serves_first_token_delay_and_pause_shape_the_trace(keyed: RefServer, di
     assert body["ttft_ms"]["from_request"] >= 300
     # The pause is the server's sleep after its write of token 3; that write can leave a
     # moment after the sleep's clock started, so the gap on the wire may read a little
-    # under it (498.1 ms seen once at load 7 for a 0.5 s pause).
-    assert max(body["tokens"]["gaps"]) >= 490
+    # under it (498.1 ms seen once at load 7 for a 0.5 s pause), and a client read late for
+    # token 3 shortens it more (482.7 ms under the suite's 3 workers at load 5-7). Without
+    # the pause the longest gap is a few ms: 400 still proves the pause shaped the trace.
+    assert max(body["tokens"]["gaps"]) >= 400
     assert body["tokens"]["count"] == 6
 
 

@@ -105,7 +105,10 @@ async def test_cli_resolver_run_keeps_dnspython_loading_off_the_clock(
     assert proc.returncode == 0, err.decode()
     body = json.loads(out)
     # dns_done is the stage's end, measured from t0: only the query may lie in between.
-    assert body["milestones_ms"]["dns_done"] - body["stages_ms"]["dns"] < 5, body["milestones_ms"]
+    # Importing dnspython's resolver takes 290-400 ms in a fresh process here (at load 3.4);
+    # a process descheduled under the suite's 3 workers read 6.6 ms once, so 25 ms holds a
+    # late wake-up and still fails any import on the clock many times over.
+    assert body["milestones_ms"]["dns_done"] - body["stages_ms"]["dns"] < 25, body["milestones_ms"]
 
 
 async def test_the_collector_is_held_off_during_a_trace_and_restored_after(ref: RefServer) -> None:

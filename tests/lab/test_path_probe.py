@@ -10,12 +10,20 @@ Observed by hand first, on this kernel (and written here because the tests rely 
   1 s with a burst of about 6): a second trace within a second loses replies, so every
   router here gets icmp_ratelimit=0 unless a test wants the limit;
 * r2 with net.ipv4.icmp_msgs_per_sec=1 and icmp_msgs_burst=1 answered 2 of 3 probes
-  while r3 and the server answered all three;
+  while r3 and the server answered all three, but in about one run in six all three: since
+  the 2024 hardening (kernel 6.18 here) each ICMP spends a random 0-2 credits of that
+  global limit. nftables in r2 (output, ``icmp type time-exceeded limit rate over 1/second
+  burst 1 packets drop``) is a token bucket without chance: 2 of 3, run after run;
 * nftables in r2 dropping output ``icmp type time-exceeded`` makes r2 silent and leaves
   every later hop answering; dropping forwarded UDP to the port makes the HTTP/3 trace
   time out in its QUIC handshake while TCP to the same port works;
 * 10 ms of one-way delay on the r2 ══ r3 link (the TUN impairer) shows as ~20.2 ms at r3
-  and at the server and ~0.1 ms at r1 and r2.
+  and at the server and ~0.1 ms at r1 and r2;
+* dnsmasq 2.90 on the client namespace's own 127.0.0.1:53 with ``--ptr-record`` answers
+  ``getent hosts 10.203.1.2`` there (``/etc/netns/<ns>/resolv.conf`` naming it, glibc's
+  ``hosts: files dns``) and logs one ``query[PTR]`` line per lookup (``--log-queries``); a
+  run without --path-names logged none, with it three (the server's address is the
+  --resolve pin's, answered without a query).
 """
 
 from __future__ import annotations
@@ -23,18 +31,22 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import require_binary
 from tests.helpers import pathlab
 from tests.helpers.pathlab import HOPS, SERVER, PathLab
+from tests.helpers.waiting import wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -83,11 +95,9 @@ def _promptpath() -> str:
     return str(Path(sys.executable).parent / "promptpath")
 
 
-def _probe(
-    lab: PathLab, tmp_path: Path, *extra: str, http: str = "2", user: list[str] | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``promptpath run … --probe path --json`` from the client namespace: (report, finding)."""
-    command = [
+def _command(tmp_path: Path, *extra: str, http: str = "2") -> list[str]:
+    """``promptpath run … --probe path`` toward the server namespace, pinned (no DNS)."""
+    return [
         _promptpath(),
         "run",
         f"https://localhost:{PORT}/v1/chat/completions",
@@ -101,9 +111,16 @@ def _probe(
         "5",
         "--probe",
         "path",
-        "--json",
         *extra,
     ]
+
+
+def _probe(
+    lab: PathLab, tmp_path: Path, *extra: str, http: str = "2", user: list[str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``promptpath run … --probe path --json`` from the client namespace: (report, finding).
+    A later ``--timeout`` wins over the default 5 s."""
+    command = _command(tmp_path, "--json", *extra, http=http)
     result = subprocess.run(
         lab.exec("client", *(user or []), *command), capture_output=True, text=True, timeout=60
     )
@@ -139,11 +156,16 @@ def test_the_hops_are_the_topology_and_the_delay_is_blamed_on_r3s_side(
 def test_a_router_that_rate_limits_its_icmp_is_not_the_slow_hop(
     lab: PathLab, tmp_path: Path
 ) -> None:
-    lab.sysctl("r2", "net.ipv4.icmp_msgs_per_sec", "1")
-    lab.sysctl("r2", "net.ipv4.icmp_msgs_burst", "1")
+    # r2's own ICMP at most 1/s (nftables' token bucket: deterministic, unlike the kernel's
+    # global ICMP limit, which spends a random 0-2 credits per message on this kernel).
+    lab.nft(
+        "r2",
+        "table inet pp {\n chain out {\n type filter hook output priority 0;\n"
+        " icmp type time-exceeded limit rate over 1/second burst 1 packets drop\n }\n}\n",
+    )
     _body, f = _probe(lab, tmp_path)
     hops = f["evidence"]["hops"]
-    assert hops[1]["answered"] < 3 and all(h["answered"] == 3 for h in hops[2:])
+    assert hops[1]["answered"] < 3 and all(h["answered"] == 3 for h in hops[2:]), hops
     assert f["evidence"]["deprioritised"] == [2]
     assert "this router deprioritises its own ICMP replies" in f["summary"]
     assert f["verdict"] == "pass"  # the destination lost nothing: the path is fine
@@ -159,6 +181,67 @@ def test_a_silent_hop_is_shown_and_the_trace_goes_on(lab: PathLab, tmp_path: Pat
     assert _responders(f) == [[HOPS[0]], [], [HOPS[2]], [HOPS[3]]]
     assert f["evidence"]["silent"] == [2] and f["evidence"]["reached"] is True
     assert "hop 2 never answers TTL-expired probes (silent)" in f["summary"]
+
+
+PTR = {hop: f"r{i}.pathlab.test" for i, hop in enumerate(HOPS[:3], 1)}
+
+
+@contextlib.contextmanager
+def _ptr_server(lab: PathLab, tmp_path: Path) -> Iterator[Callable[[], list[str]]]:
+    """dnsmasq on the client namespace's 127.0.0.1:53 with a PTR for each router, made that
+    namespace's system resolver; yields a function listing the PTR names asked so far."""
+    dnsmasq = require_binary("dnsmasq")
+    log = tmp_path / "dnsmasq.log"
+    log.write_text("")
+    records = [
+        f"--ptr-record={'.'.join(reversed(ip.split('.')))}.in-addr.arpa,{name}"
+        for ip, name in PTR.items()
+    ]
+    argv = [dnsmasq, "--no-daemon", "--conf-file=/dev/null", "--port=53"]
+    argv += ["--listen-address=127.0.0.1", "--bind-interfaces", "--no-resolv", "--no-hosts"]
+    argv += ["--no-poll", f"--pid-file={tmp_path}/dnsmasq.pid", "--user=root"]
+    argv += ["--log-queries", f"--log-facility={log}", *records]
+    lab.resolv_conf("client", "127.0.0.1")
+    server = subprocess.Popen(
+        lab.exec("client", *argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for(lambda: "started, version" in log.read_text(), timeout=8.0, what="dnsmasq")
+        yield lambda: re.findall(r"query\[PTR\] (\S+)", log.read_text())
+    finally:
+        server.kill()
+        server.wait(10)
+
+
+def test_reverse_names_only_when_asked_and_by_the_traces_resolver_rules(
+    lab: PathLab, tmp_path: Path
+) -> None:
+    routers = sorted(f"{'.'.join(reversed(ip.split('.')))}.in-addr.arpa" for ip in PTR)
+    with _ptr_server(lab, tmp_path) as asked:
+        # A resolver named, names not asked for: not one PTR query leaves.
+        _body, f = _probe(lab, tmp_path, "--resolver", "127.0.0.1:53")
+        assert asked() == [] and "names" not in f["evidence"]
+        assert _responders(f) == [[hop] for hop in HOPS]
+        # Asked, with the system resolver: the hop table shows each router's name, and the
+        # server's from the --resolve pin (no query for it). The terminal report goes to
+        # stderr when stdout is not a terminal.
+        shown = subprocess.run(
+            lab.exec("client", *_command(tmp_path, "--path-names")),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stderr
+        for ip, name in PTR.items():
+            assert f"{name} ({ip})" in shown, shown
+        assert f"localhost ({SERVER})" in shown
+        assert sorted(asked()) == routers
+        # Asked, with --resolver: the same names, from that server, in the evidence.
+        _body, f = _probe(lab, tmp_path, "--path-names", "--resolver", "127.0.0.1:53")
+        assert sorted(asked()) == sorted(routers * 2)
+    names = [*([n] for n in PTR.values()), ["localhost"]]
+    assert [h["names"] for h in f["evidence"]["hops"]] == names
+    sources = {a["address"]: a["source"] for a in f["evidence"]["names"]["answers"]}
+    assert sources == {**{ip: "resolver 127.0.0.1:53" for ip in PTR}, SERVER: "--resolve"}
 
 
 def test_http3_checks_that_1200_byte_datagrams_reach_quic(lab: PathLab, tmp_path: Path) -> None:
@@ -186,8 +269,10 @@ def test_udp_filtered_on_the_path_is_named_where_tcp_still_goes(
     assert "after hop 2 (10.203.2.2): UDP is filtered on the path" in f["summary"]
 
 
-def test_it_needs_no_capability(lab: PathLab, tmp_path: Path) -> None:
-    # Run as nobody with every capability dropped: the error queue still brings the ICMP.
+@contextlib.contextmanager
+def _unprivileged(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
+    """(a directory holding the CA that nobody may read, the setpriv prefix that runs a
+    command as nobody with every capability dropped)."""
     if shutil.which("setpriv") is None:
         pytest.skip("setpriv (util-linux) is not installed")
     # pytest's own temp root is root's alone: nobody reads the CA from a directory of its own.
@@ -196,7 +281,7 @@ def test_it_needs_no_capability(lab: PathLab, tmp_path: Path) -> None:
         shared.chmod(0o755)
         shutil.copy(tmp_path / "ca.pem", shared / "ca.pem")
         (shared / "ca.pem").chmod(0o644)
-        drop = [
+        yield shared, [
             "setpriv",
             "--reuid=65534",
             "--regid=65534",
@@ -204,10 +289,55 @@ def test_it_needs_no_capability(lab: PathLab, tmp_path: Path) -> None:
             "--inh-caps=-all",
             "--bounding-set=-all",
         ]
-        _body, f = _probe(lab, shared, user=drop)
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_it_needs_no_capability(lab: PathLab, tmp_path: Path) -> None:
+    # Run as nobody with every capability dropped: the error queue still brings the ICMP.
+    with _unprivileged(tmp_path) as (shared, drop):
+        _body, f = _probe(lab, shared, user=drop)
+        # The drop is real: the same user may not open a raw ICMP socket.
+        probe = "import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)"
+        refused = subprocess.run(
+            lab.exec("client", *drop, sys.executable, "-c", probe), capture_output=True, text=True
+        )
+    assert refused.returncode != 0 and "PermissionError" in refused.stderr
     assert _responders(f) == [[hop] for hop in HOPS]
+    assert f["evidence"]["raw_icmp"]["listening"] is False
+
+
+def test_behind_a_sequence_rewriting_middlebox_only_cap_net_raw_hears_the_hops(
+    lab: PathLab, tmp_path: Path
+) -> None:
+    # Observed by hand: r1 setting every forwarded SYN's sequence number (nft ``tcp
+    # sequence set``) makes r2 and r3 quote a sequence outside the probe socket's window;
+    # the kernel drops that ICMP (TcpExt OutOfWindowIcmps +2 per round) and the error queue
+    # gets nothing, while a raw ICMP socket receives it. The server's SYN/ACK acknowledges
+    # the rewritten number, so the client resets it: the destination is never reached.
+    lab.nft(
+        "r1",
+        "table ip pp {\n chain through {\n type filter hook forward priority 0;\n"
+        " tcp flags syn tcp sequence set 12345\n }\n}\n",
+    )
+    # Both at once (each waits out ~3 s of silent hops): the counter is the namespace's, so
+    # each sees the other's drops too, which only raises what is asserted below.
+    with _unprivileged(tmp_path) as (shared, drop), ThreadPoolExecutor(2) as pool:
+        as_root = pool.submit(_probe, lab, tmp_path, "--timeout", "1")
+        as_nobody = pool.submit(_probe, lab, shared, "--timeout", "1", user=drop)
+        (_body, root), (_body, nobody) = as_root.result(), as_nobody.result()
+    # Root listens raw: r2 and r3 are heard, and said to be heard only there.
+    assert _responders(root)[:3] == [[hop] for hop in HOPS[:3]]
+    assert root["evidence"]["raw_icmp"]["listening"] is True
+    assert root["evidence"]["raw_icmp"]["heard"] >= 2
+    assert "came only to the raw ICMP socket" in root["summary"]
+    # Without the capability they look silent, and the finding says why and what is missing.
+    assert _responders(nobody)[:3] == [[HOPS[0]], [], []]
+    raw = nobody["evidence"]["raw_icmp"]
+    assert raw["listening"] is False and "CAP_NET_RAW" in raw["reason"]
+    assert raw["out_of_window_icmps"] >= 2
+    assert "as out of window" in nobody["summary"] and "rewrites TCP sequence" in nobody["summary"]
+    assert any("CAP_NET_RAW" in a for a in nobody["advice"])
 
 
 @pytest.fixture

@@ -9,7 +9,12 @@ import pytest
 from promptpath.core.errors import UsageError
 from promptpath.options import RunOptions, parse_target
 from promptpath.plan import Plan
-from promptpath.probes.settings import DNSCacheSettings, ProbeSettings, TLSSettings
+from promptpath.probes.settings import (
+    DNSCacheSettings,
+    PathSettings,
+    ProbeSettings,
+    TLSSettings,
+)
 from promptpath.resolve import resolve, values_for
 
 URL = "https://127.0.0.1:8443/v1/chat/completions"
@@ -63,6 +68,8 @@ def test_the_plan_is_frozen_and_split_by_reader() -> None:
         (URL, {"idle_max": 0.0}, "--idle-max must be positive"),
         (URL, {"dns_recheck": 1.0}, "--dns-recheck must be at least 2 s"),
         (URL, {"canary_controls": "query"}, "--canary-controls must be one of both"),
+        (URL, {"path_names": True}, "--path-names names the hops the path probe finds"),
+        (URL, {"path_names": True, "probe": ["tls,mtu"]}, "add --probe path (or all)"),
     ],
 )
 def test_conflicts_and_bad_values_are_one_usage_error_before_anything_is_sent(
@@ -71,6 +78,11 @@ def test_conflicts_and_bad_values_are_one_usage_error_before_anything_is_sent(
     with pytest.raises(UsageError) as caught:
         plan(url, **given)
     assert words in caught.value.message
+
+
+def test_path_names_goes_to_the_path_probes_settings_and_is_off_by_default() -> None:
+    assert plan(probe=["path"]).probe_settings.path == PathSettings(names=False)
+    assert plan(probe=["all"], path_names=True).probe_settings.path == PathSettings(names=True)
 
 
 def test_a_spend_line_is_said_before_a_series_is_refused() -> None:
