@@ -82,10 +82,10 @@ def pause_options(
 
 #: What a framing without comments says instead of a keepalive re-test: the stream has no
 #: frame that carries nothing (serve sends its keepalive comments only in SSE streams).
+#: WebSocket targets take their own path (pings, ``_websocket``).
 _NO_COMMENTS = {
     "eventstream": "AWS's event-stream framing has no comment frame",
     "ndjson": "an NDJSON stream has no comment line",
-    "websocket": "the stream's WebSocket messages have no comment",
 }
 
 
