@@ -273,6 +273,7 @@ def summary(
         "ttfb_ms",
         "ttft_ms",
         "ttft_from_request_ms",
+        "first_output_ms",
         "gap_p50_ms",
         "gap_p99_ms",
     )

@@ -179,6 +179,21 @@ METRICS = (
         need="connection",
         value=lambda tl, _m: _since_request(tl, "ttft"),
     ),
+    # The first text a user sees: after the reasoning, where a model reasons first.
+    _Metric(
+        key="first_output_ms",
+        label="first output (from start)",
+        unit="ms",
+        need="connection",
+        value=lambda tl, _m: _from_start(tl, "first_output"),
+    ),
+    _Metric(
+        key="first_output_from_request_ms",
+        label="first output (after request)",
+        unit="ms",
+        need="connection",
+        value=lambda tl, _m: _since_request(tl, "first_output"),
+    ),
     *(
         _Metric(key=f"gap_{q}_ms", label=f"gap {q}", unit="ms", need="stream", value=_gap(q))
         for q in ("p50", "p90", "p99", "max")

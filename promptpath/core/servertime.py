@@ -8,6 +8,16 @@ support ticket asks for (``x-request-id``, Anthropic's ``request-id``); the edge
 (the ``cf-ray`` suffix is Cloudflare's data-centre code, Fastly's ``x-served-by`` ends in
 its POP code, CloudFront's ``x-amz-cf-pop``, any ``Via``).
 
+The issue-23 dialects, from recorded responses of the real APIs (public cassettes and
+captures; no call was made from here): Google's front end answers Gemini and Vertex with
+``server-timing: gfet4t7; dur=N`` (the GFE's own latency, read as Server-Timing's largest
+``dur``); Azure's AI services front door sends ``apim-request-id`` (its API Management
+request id, equal to ``x-request-id`` when both come), ``x-envoy-upstream-service-time``
+and ``x-ms-region`` (the Azure region that served); Cohere's API answers through Envoy
+behind Google's load balancer (``server: envoy``, ``via: 1.1 google``,
+``x-envoy-upstream-service-time``) and its only per-request id is ``x-debug-trace-id``.
+Bedrock's time is in the stream itself (``StreamTime`` below).
+
 Which figure is "the server's time": the figures nest rather than add up (a gateway's
 upstream time encloses the application's processing; a Server-Timing ``total`` encloses its
 parts, and other metrics such as ``db`` and ``app`` usually overlap), so they are never
@@ -29,7 +39,16 @@ from promptpath.core.timeline import Timeline
 _TCHAR_EXTRA = frozenset("!#$%&'*+-.^_`|~")
 _OWS = " \t"
 
-REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid")
+#: The answer's request id: the first of these it carries, in this order.
+REQUEST_ID_HEADERS = (
+    "x-request-id",
+    "request-id",
+    "x-amzn-requestid",
+    "apim-request-id",
+    "x-debug-trace-id",
+)
+#: Headers that name where the answer came from (a POP, a data centre, a region).
+EDGE_HEADERS = ("cf-ray", "x-served-by", "x-amz-cf-pop", "x-ms-region", "via")
 #: Headers that carry a single duration in milliseconds, with no further syntax.
 DURATION_HEADERS = ("openai-processing-ms", "x-envoy-upstream-service-time")
 
@@ -247,7 +266,7 @@ def server_timing_figure(metrics: Sequence[TimingMetric]) -> ServerFigure | None
 
 
 def _location(header: str, value: str) -> str | None:
-    if header == "x-amz-cf-pop":
+    if header in ("x-amz-cf-pop", "x-ms-region"):
         return value.strip() or None
     if header in ("cf-ray", "x-served-by"):
         # Fastly lists every cache it went through; the last one answered us.
@@ -281,7 +300,7 @@ def server_account(
     edge = tuple(
         Edge(header=k, value=v.strip(), location=_location(k, v))
         for k, v in lowered
-        if k in ("cf-ray", "x-served-by", "x-amz-cf-pop", "via")
+        if k in EDGE_HEADERS
     )
     if not (timing or figures or request_id or edge or in_stream):
         return None

@@ -80,6 +80,22 @@ def pause_options(
     return with_controls(paused, pause_controls(pause_s, keepalive_s), via)
 
 
+#: What a framing without comments says instead of a keepalive re-test: the stream has no
+#: frame that carries nothing (serve sends its keepalive comments only in SSE streams).
+#: WebSocket targets take their own path (pings, ``_websocket``).
+_NO_COMMENTS = {
+    "eventstream": "AWS's event-stream framing has no comment frame",
+    "ndjson": "an NDJSON stream has no comment line",
+}
+
+
+def no_comments(options: RunOptions) -> str | None:
+    """Why the dialect's stream cannot carry keepalive comments (None: SSE, it can)."""
+    from promptpath.streams.dialects import decoder_for
+
+    return _NO_COMMENTS.get(decoder_for(options.provider).framing)
+
+
 def comments_lost(run: PauseRun) -> str | None:
     """Keepalive comments were asked for and the server sent them, yet none arrived in a
     silence long enough for two: a hop between drops SSE comments, so the hop that cut
@@ -179,6 +195,11 @@ class IdleTimeoutProbe(Probe):
             if not check.ok:
                 state["unchecked"] = check
                 ctx.progress(f"idle-timeout: {check.problem}")
+            elif first.cut and no_comments(options) is not None:
+                ctx.progress(
+                    f"idle-timeout: cut after {first.silence_s or 0:.1f} s of silence;"
+                    f" {no_comments(options)}: no keepalive re-test"
+                )
             elif first.cut:
                 every = keepalive_interval(first.silence_s)
                 ctx.progress(
@@ -212,6 +233,7 @@ class IdleTimeoutProbe(Probe):
             second=second if isinstance(second, PauseRun) else None,
             hops=hops if isinstance(hops, list) else [],
             context={"idle_max_s": cap, "controls": state.get("controls")},
+            no_comments=no_comments(options),
         )
         if isinstance(unchecked, ControlCheck):
             return without_canary_part(finding, unchecked)

@@ -70,9 +70,13 @@ def _timeout_settings(hops: Sequence[str]) -> str:
 
 
 def mid_stream_part(
-    first: PauseRun | None, second: PauseRun | None, hops: Sequence[str]
+    first: PauseRun | None,
+    second: PauseRun | None,
+    hops: Sequence[str],
+    no_comments: str | None = None,
 ) -> tuple[_Part | None, dict[str, object]]:
-    """Verdict and headline numbers of the mid-stream pause measurement."""
+    """Verdict and headline numbers of the mid-stream pause measurement; ``no_comments``
+    names a framing with no comment to send (the keepalive re-test was not run)."""
     facts: dict[str, object] = {
         "threshold_s": None,
         "resolution_s": None,
@@ -108,6 +112,13 @@ def mid_stream_part(
         how += f"; {lost} of the {first.pause_after} tokens sent before the pause never arrived"
     at = f"{threshold:.1f} ± {first.resolution_s:.2f} s" if threshold is not None else "?"
     settings = _timeout_settings(hops)
+    if second is None and no_comments is not None:
+        return _Part(
+            verdict=Verdict.FAIL,
+            summary=f"the path cuts a stream silent for {at} ({how}); {no_comments}, so no"
+            " keepalive can cover a silence: only the hop's timeout decides",
+            advice=(f"raise the hop's idle timeout above your longest silence: {settings}",),
+        ), facts
     if second is None or second.outcome is None:
         detail = f" ({second.error})" if second is not None and second.error else ""
         return _Part(
@@ -234,9 +245,10 @@ def judge(
     second: PauseRun | None = None,
     hops: Sequence[str] = (),
     context: dict[str, object] | None = None,
+    no_comments: str | None = None,
 ) -> Finding:
     """The idle-timeout finding: the worst of the keep-alive and mid-stream parts."""
-    mid, facts = mid_stream_part(first, second, hops)
+    mid, facts = mid_stream_part(first, second, hops, no_comments)
     keep, keep_ev = keepalive_part(watch)
     runs = [asdict(r) for r in (first, second) if r is not None]
     evidence: dict[str, object] = {

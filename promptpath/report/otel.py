@@ -332,6 +332,10 @@ def run_telemetry(run: Mapping[str, Any]) -> RunTelemetry:
     ttft_ms = _number((run.get("ttft_ms") or {}).get("from_start"))
     if ttft_ms is not None:
         attrs["gen_ai.response.time_to_first_chunk"] = ttft_ms / 1000
+    # No convention names the first text a user sees (after any reasoning): ours.
+    first_output_ms = _number((run.get("first_output_ms") or {}).get("from_start"))
+    if first_output_ms is not None:
+        attrs["promptpath.response.time_to_first_output"] = first_output_ms / 1000
     end_ms = _end_ms(run)
     error = run.get("error") if isinstance(run.get("error"), Mapping) else None
     root = Span(

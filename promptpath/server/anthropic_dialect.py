@@ -1,10 +1,17 @@
-"""Anthropic Messages wire format: named SSE events, ``ping``s, ``message_stop`` at the end."""
+"""Anthropic Messages wire format: named SSE events, ``ping``s, ``message_stop`` at the end.
+
+With the ``reasoning`` control the answer follows a ``thinking`` block, as extended
+thinking streams it (the anthropic SDK's types: ``ThinkingBlock`` ``{type: thinking,
+thinking, signature}``, ``ThinkingDelta`` ``thinking_delta``, and a ``SignatureDelta``
+"delivered just before the block's content_block_stop"): block 0 is the thinking, the
+text block comes next at index 1.
+"""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
-from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject
+from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject, RequestInfo
 
 _ANTHROPIC_ERRORS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "Invalid request."),
@@ -25,12 +32,22 @@ _ANTHROPIC_ERRORS: dict[int, tuple[str, str]] = {
 }
 
 _STOP_REASON: dict[Finish, str] = {"stop": "end_turn", "length": "max_tokens"}
+#: An opaque stand-in for the signature the API sends at the end of a thinking block.
+THINKING_SIGNATURE = "cHJvbXB0cGF0aCByZWZlcmVuY2U="
+
+Block = Literal["text", "thinking"]
 
 
 class Messages(Dialect):
     """``POST /v1/messages``."""
 
     name: ClassVar[str] = "anthropic"
+    reasons: ClassVar[bool] = True
+
+    def __init__(self, info: RequestInfo) -> None:
+        super().__init__(info)
+        self._block: Block = "thinking" if info.reasoning > 0 else "text"
+        self._index = 0
 
     @property
     def message_id(self) -> str:
@@ -58,26 +75,59 @@ class Messages(Dialect):
             },
         }
 
+    def _start(self) -> Event:
+        block: JSONObject = (
+            {"type": "thinking", "thinking": "", "signature": ""}
+            if self._block == "thinking"
+            else {"type": "text", "text": ""}
+        )
+        return self._event(
+            {"type": "content_block_start", "index": self._index, "content_block": block}
+        )
+
+    def _stop(self) -> list[Event]:
+        """The open block's end (a thinking block's signature comes just before it)."""
+        events = []
+        if self._block == "thinking":
+            signature = {"type": "signature_delta", "signature": THINKING_SIGNATURE}
+            events.append(
+                self._event(
+                    {"type": "content_block_delta", "index": self._index, "delta": signature}
+                )
+            )
+        events.append(self._event({"type": "content_block_stop", "index": self._index}))
+        return events
+
     def opening(self) -> list[Event]:
         return [
             self._event({"type": "message_start", "message": self._message([], None, 1)}),
-            self._event(
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                }
-            ),
+            self._start(),
             self._event({"type": "ping"}),
         ]
 
     def token(self, text: str) -> Event:
         delta = {"type": "text_delta", "text": text}
-        return self._event({"type": "content_block_delta", "index": 0, "delta": delta}, True)
+        return self._event(
+            {"type": "content_block_delta", "index": self._index, "delta": delta}, True
+        )
+
+    def reasoning(self, text: str) -> Event:
+        delta = {"type": "thinking_delta", "thinking": text}
+        return self._event(
+            {"type": "content_block_delta", "index": self._index, "delta": delta}, True
+        )
+
+    def events_for(self, text: str, *, reasoning: bool = False) -> list[Event]:
+        if reasoning or self._block == "text":
+            return super().events_for(text, reasoning=reasoning)
+        # The first answer token: the thinking block ends and the text block opens.
+        events = self._stop()
+        self._block, self._index = "text", self._index + 1
+        return [*events, self._start(), self.token(text)]
 
     def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
         return [
-            self._event({"type": "content_block_stop", "index": 0}),
+            *self._stop(),
             self._event(
                 {
                     "type": "message_delta",

@@ -329,6 +329,7 @@ class ReferenceApp:
             created_iso=now.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z",
             params=params,
             error_type=behaviour.error_type,
+            reasoning=behaviour.reasoning,
         )
         dialect = dialect_cls(info)
         limit = params.max_tokens

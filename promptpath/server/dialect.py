@@ -60,6 +60,9 @@ class RequestInfo:
     created_iso: str  # RFC 3339 with nanoseconds, for Ollama
     params: RequestParams
     error_type: str | None = None  # which in-band error ``error()`` sends (the control)
+    #: The ``reasoning`` control: the first K tokens are reasoning. A dialect whose opening
+    #: announces the first output block (Anthropic, Responses) needs it before any token.
+    reasoning: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -249,6 +249,7 @@ class _Session:
             created_unix=int(now.timestamp()),
             created_iso=now.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z",
             params=params,
+            reasoning=behaviour.reasoning,
         )
         limit = params.max_tokens
         n_tokens = behaviour.tokens if limit is None else min(behaviour.tokens, limit)

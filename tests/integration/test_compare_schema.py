@@ -124,3 +124,23 @@ async def test_runs_are_checked_against_the_run_schema(h3_server: RefServer) -> 
     del missing_floor["differences"]["ttft_ms"]["noise_floor"]
     with pytest.raises(jsonschema.ValidationError):
         _validator().validate(missing_floor)
+
+
+async def test_first_output_is_compared_beside_ttft_and_follows_the_reasoning(
+    h3_server: RefServer,
+) -> None:
+    # serve sends 3 reasoning tokens, pauses 0.3 s, then the answer: on both protocols the
+    # first text comes at least the pause after the first token of any kind.
+    controls = (("x-promptpath-reasoning", "3"), ("x-promptpath-pause-after", "3"))
+    options = _options(h3_server).derive(headers=(*controls, ("x-promptpath-pause-s", "0.3")))
+    body = json.loads(json.dumps(compare_json(await trace_pair(options))))
+    _validator().validate(body)
+    assert body["ok"] is True, body["results"]
+    out, ttft = body["differences"]["first_output_ms"], body["differences"]["ttft_ms"]
+    assert out["label"] == "first output (from start)"
+    for side in ("http2", "http3"):
+        assert out[side] is not None and ttft[side] is not None, (out, ttft)
+        assert out[side] - ttft[side] >= 290, (side, out, ttft)
+    for run in body["results"]:  # each run's own first_output_ms agrees with the difference row
+        assert run["first_output_ms"]["after"] == "reasoning"
+    assert body["differences"]["first_output_from_request_ms"]["http2"] is not None

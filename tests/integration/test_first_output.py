@@ -4,6 +4,13 @@ the trace's first_output follows the injected pause, in every channel that carri
 serve's reasoning control (checked by hand first, cohere and openai dialects): with
 ``reasoning: 4, pause-after: 4, pause-s: 0.8`` at 50 tokens/s the first text arrived
 882 ms after the first reasoning token (4 x 20 ms of cadence + the 0.8 s pause).
+
+Anthropic and Responses (checked by hand with anthropic 2.15.0 and openai 3.57.0's stream
+helpers against serve, ``reasoning: 3`` of 6 tokens): the anthropic SDK's final message is
+a ``thinking`` block (with the signature from its ``signature_delta``) then a ``text``
+block; the openai SDK's final response is a ``reasoning`` item whose summary holds the
+reasoning, then the message, ``output_text`` the answer alone and
+``output_tokens_details.reasoning_tokens`` 3.
 """
 
 from __future__ import annotations
@@ -13,7 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import jsonschema
+import openai
 import pytest
 from haralyzer import HarParser
 from prometheus_client.parser import text_string_to_metric_families
@@ -29,6 +38,8 @@ PATHS = {
     "gemini": "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
     "ollama": "/api/chat",
     "cohere": "/v2/chat",
+    "anthropic": "/v1/messages",
+    "responses": "/v1/responses",
 }
 REASONING = 3
 
@@ -141,3 +152,34 @@ def test_a_series_aggregates_first_output(ref: RefServer) -> None:
     validate_series(body)  # the run schema from the file, never fetched by its $id
     agg = body["aggregate"]["first_output_ms"]
     assert agg["n"] == 2 and agg["min"] >= 190
+
+
+SDK_CONTROLS = {"x-promptpath-reasoning": "3", "x-promptpath-tokens": "6"}
+
+
+def test_the_anthropic_sdk_reads_serves_reasoning_as_a_thinking_block(ref: RefServer) -> None:
+    client = anthropic.Anthropic(base_url=ref.url, api_key="k", default_headers=SDK_CONTROLS)
+    with client.messages.stream(
+        model="claude-sonnet-4-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+    ) as stream:
+        deltas = [e.delta.type for e in stream if e.type == "content_block_delta"]
+        message = stream.get_final_message()
+    assert deltas == ["thinking_delta"] * 3 + ["signature_delta"] + ["text_delta"] * 3
+    thinking, text = message.content
+    assert thinking.type == "thinking" and thinking.thinking and thinking.signature
+    assert text.type == "text" and text.text and text.text not in thinking.thinking
+    assert message.usage.output_tokens == 6
+
+
+def test_the_openai_sdk_reads_serves_reasoning_as_a_summary_item(ref: RefServer) -> None:
+    client = openai.OpenAI(base_url=ref.url + "/v1", api_key="k", default_headers=SDK_CONTROLS)
+    with client.responses.stream(model="gpt-5", input="hi") as stream:
+        kinds = [e.type for e in stream]
+        final = stream.get_final_response()
+    assert kinds.count("response.reasoning_summary_text.delta") == 3
+    assert kinds.count("response.output_text.delta") == 3
+    reasoning, message = final.output
+    assert reasoning.type == "reasoning" and message.type == "message"
+    summary = "".join(part.text for part in reasoning.summary)
+    assert summary and final.output_text and final.output_text not in summary
+    assert final.usage is not None and final.usage.output_tokens_details.reasoning_tokens == 3

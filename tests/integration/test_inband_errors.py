@@ -99,6 +99,7 @@ SERVE_PATHS = {
     "gemini": "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
     "vertex": "/v1/projects/p/locations/l/publishers/google/models/m:streamGenerateContent",
     "azure": "/openai/deployments/d/chat/completions?api-version=2024-10-21",
+    "cohere": "/v2/chat",
 }
 
 
@@ -140,3 +141,26 @@ def test_the_openai_sdk_reads_serves_responses_error_as_typed_events(ref: RefSer
     assert types[-2:] == ["error", "response.failed"]
     assert types.count("response.output_text.delta") == 2
     assert events[-1].response.status == "failed"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("http", ["1.1", "2"])
+@pytest.mark.parametrize("provider", sorted(SERVE_PATHS))
+def test_a_stream_cut_before_its_end_is_truncated_in_every_dialect(
+    ref: RefServer, provider: str, http: str
+) -> None:
+    # serve's truncate-after: over HTTP/1.1 the connection closes without the chunked
+    # terminator, over HTTP/2 the stream ends cleanly; neither carries the dialect's end.
+    code, body = run_json(
+        f"https://localhost:{ref.port}{SERVE_PATHS[provider]}",
+        "--cacert",
+        str(ref.ca),
+        "--http",
+        http,
+        "-H",
+        "x-promptpath-truncate-after: 3",
+    )
+    assert code == ExitCode.STREAM, body["error"]
+    assert body["target"]["provider"] == provider
+    assert body["error"]["kind"] == "truncated" and body["ok"] is False
+    assert body["stream"]["end"] == "truncated"
+    assert body["tokens"]["events"] == 3

@@ -14,7 +14,7 @@ from promptpath.core.findings import Verdict
 from promptpath.core.timeline import CloseKind, CloseRecord, StreamEvent, Timeline
 from promptpath.net.transport import TransportError
 from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
-from promptpath.probes.idle_timeout import keepalive_interval, outcome_of
+from promptpath.probes.idle_timeout import keepalive_interval, no_comments, outcome_of
 from promptpath.probes.idle_verdict import judge
 
 MS = 1_000_000
@@ -181,6 +181,34 @@ def test_an_idle_timeout_that_keepalives_fix() -> None:
     assert any("SSE comments" in a for a in f.advice)
     assert any("proxy_read_timeout" in a for a in f.advice)
     assert not any("haproxy" in a for a in f.advice)
+
+
+@pytest.mark.parametrize(
+    ("provider", "words"),
+    [("bedrock", "event-stream framing"), ("bedrock-invoke", "event-stream"), ("ollama", "NDJSON")],
+)
+def test_a_framing_without_comments_gets_no_keepalive_retest_and_says_why(
+    provider: str, words: str
+) -> None:
+    from promptpath.options import RunOptions, parse_target
+
+    options = RunOptions(target=parse_target("http://127.0.0.1:1/x"), provider=provider, model="m")  # type: ignore[arg-type]
+    reason = no_comments(options)
+    assert reason is not None and words in reason
+    f = judge(canary=True, watch=None, first=run(CUT_AT_3S, "fin"), no_comments=reason)
+    assert f.verdict is Verdict.FAIL
+    assert f.evidence["keepalive_helps"] is None
+    assert reason in f.summary and "only the hop's timeout decides" in f.summary
+    assert "did not complete" not in f.summary  # nothing was attempted, nothing failed
+    assert not any("SSE comments" in a for a in f.advice)
+
+
+@pytest.mark.parametrize("provider", ["openai", "gemini", "azure", "cohere", "anthropic"])
+def test_sse_dialects_can_carry_keepalive_comments(provider: str) -> None:
+    from promptpath.options import RunOptions, parse_target
+
+    options = RunOptions(target=parse_target("http://127.0.0.1:1/x"), provider=provider, model="m")  # type: ignore[arg-type]
+    assert no_comments(options) is None
 
 
 def test_an_absolute_limit_kills_the_stream_at_the_same_time_with_keepalives() -> None:

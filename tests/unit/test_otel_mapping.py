@@ -119,6 +119,14 @@ def test_attributes_follow_the_conventions() -> None:
     assert attrs["gen_ai.response.model"] == "gpt-4o-2024-08-06"
     assert attrs["gen_ai.response.time_to_first_chunk"] == 0.01
     assert "error.type" not in attrs
+    assert "promptpath.response.time_to_first_output" not in attrs  # no text: none
+
+
+def test_the_first_output_is_an_attribute_of_its_own_beside_the_first_chunk() -> None:
+    run = _run(first_output_ms={"from_start": 250.0, "after": "reasoning"})
+    attrs = otel.telemetry(run)[0].root.attributes
+    assert attrs["gen_ai.response.time_to_first_chunk"] == 0.01  # the first reasoning
+    assert attrs["promptpath.response.time_to_first_output"] == 0.25
 
 
 @pytest.mark.parametrize(

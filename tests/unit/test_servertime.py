@@ -127,3 +127,48 @@ def test_garbage_durations_and_no_known_headers() -> None:
     assert server_account([("content-type", "text/event-stream")], wait_ms=5.0) is None
     acc = server_account([("openai-processing-ms", "soon")], wait_ms=5.0)
     assert acc is None
+
+
+# The issue-23 dialects' headers, as recorded responses of the real APIs show them
+# (core/servertime.py cites the captures): one test per API, header sets trimmed.
+def test_gemini_and_vertex_answer_with_the_google_front_ends_server_timing() -> None:
+    acc = server_account(
+        [("content-type", "text/event-stream"), ("server-timing", "gfet4t7; dur=773")],
+        wait_ms=900.0,
+    )
+    assert acc is not None and acc.time is not None
+    assert (acc.time.header, acc.time.metric, acc.time.ms) == ("server-timing", "gfet4t7", 773.0)
+    assert acc.network_ms == pytest.approx(127.0)
+
+
+def test_azure_openai_gives_its_apim_request_id_region_and_envoy_time() -> None:
+    acc = server_account(
+        [
+            ("apim-request-id", "9da39506-6c13-4646-91eb-5e0f5cf0cc50"),
+            ("x-envoy-upstream-service-time", "250"),
+            ("x-ms-region", "Sweden Central"),
+        ],
+        wait_ms=300.0,
+    )
+    assert acc is not None and acc.time is not None
+    assert acc.time.header == "x-envoy-upstream-service-time" and acc.time.ms == 250.0
+    assert acc.request_id == ("apim-request-id", "9da39506-6c13-4646-91eb-5e0f5cf0cc50")
+    assert [(e.header, e.location) for e in acc.edge] == [("x-ms-region", "Sweden Central")]
+    # With both, x-request-id (the same value on Azure) is the one named.
+    both = server_account([("apim-request-id", "a-1"), ("x-request-id", "a-1")], wait_ms=None)
+    assert both is not None and both.request_id == ("x-request-id", "a-1")
+
+
+def test_cohere_gives_its_debug_trace_id_envoy_time_and_googles_via() -> None:
+    acc = server_account(
+        [
+            ("server", "envoy"),
+            ("via", "1.1 google"),
+            ("x-debug-trace-id", "68cf0a1a2924c2a2534e350092097d49"),
+            ("x-envoy-upstream-service-time", "2573"),
+        ],
+        wait_ms=2700.0,
+    )
+    assert acc is not None and acc.time is not None and acc.time.ms == 2573.0
+    assert acc.request_id == ("x-debug-trace-id", "68cf0a1a2924c2a2534e350092097d49")
+    assert [e.value for e in acc.edge] == ["1.1 google"]
