@@ -19,7 +19,13 @@ from typing import Any
 
 from promptpath.core.media import EVENTSTREAM
 from promptpath.server.bedrock_dialect import GUARDRAIL_BATCH
-from promptpath.server.behaviour import Behaviour, BehaviourError, applied, from_request
+from promptpath.server.behaviour import (
+    Behaviour,
+    BehaviourError,
+    applied,
+    from_request,
+    response_info,
+)
 from promptpath.server.body import parse_body
 from promptpath.server.dialect import (
     Dialect,
@@ -27,7 +33,6 @@ from promptpath.server.dialect import (
     Finish,
     JSONObject,
     RequestError,
-    RequestInfo,
     json_body,
     stamped,
 )
@@ -322,15 +327,7 @@ class ReferenceApp:
             )
             return
 
-        now = datetime.now(UTC)
-        info = RequestInfo(
-            id=secrets.token_hex(12),
-            created_unix=int(now.timestamp()),
-            created_iso=now.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z",
-            params=params,
-            error_type=behaviour.error_type,
-            reasoning=behaviour.reasoning,
-        )
+        info = response_info(params, behaviour)
         dialect = dialect_cls(info)
         limit = params.max_tokens
         n_tokens = behaviour.tokens if limit is None else min(behaviour.tokens, limit)

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
+
+from promptpath.server.dialect import RequestInfo, RequestParams
 
 HEADER_PREFIX = "x-promptpath-"
 #: Top-level request-body field carrying the same controls as the headers:
@@ -321,3 +325,18 @@ def _parse_value(name: str, field_name: str, parse: Callable[[str], object], val
 
 
 _FIELD_DEFAULTS: dict[str, object] = {f.name: f.default for f in dataclasses.fields(Behaviour)}
+
+
+def response_info(params: RequestParams, behaviour: Behaviour) -> RequestInfo:
+    """One response's identity (a fresh id, the wall clock) with the controls its dialect
+    reads: chosen here, by the app's side, so the dialects stay pure."""
+    now = datetime.now(UTC)
+    return RequestInfo(
+        id=secrets.token_hex(12),
+        created_unix=int(now.timestamp()),
+        created_iso=now.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z",
+        params=params,
+        error_type=behaviour.error_type,
+        reasoning=behaviour.reasoning,
+    )
+

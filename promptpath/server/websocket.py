@@ -24,17 +24,21 @@ import time
 from collections import deque
 from collections.abc import MutableMapping
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from promptpath.options import detect_provider
-from promptpath.server.behaviour import Behaviour, BehaviourError, applied, from_request
+from promptpath.server.behaviour import (
+    Behaviour,
+    BehaviourError,
+    applied,
+    from_request,
+    response_info,
+)
 from promptpath.server.dialect import (
     Dialect,
     Finish,
     JSONObject,
     RequestError,
-    RequestInfo,
     json_body,
 )
 from promptpath.server.openai_dialects import Responses, openai_error_reply
@@ -243,14 +247,7 @@ class _Session:
         if behaviour.probe_id is not None:
             self.stats.tag(record, behaviour.probe_id)
         behaviour = _streaming(behaviour)
-        now = datetime.now(UTC)
-        info = RequestInfo(
-            id=secrets.token_hex(12),
-            created_unix=int(now.timestamp()),
-            created_iso=now.strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z",
-            params=params,
-            reasoning=behaviour.reasoning,
-        )
+        info = response_info(params, behaviour)
         limit = params.max_tokens
         n_tokens = behaviour.tokens if limit is None else min(behaviour.tokens, limit)
         finish: Finish = "length" if limit is not None and limit < behaviour.tokens else "stop"
