@@ -120,18 +120,6 @@ def test_an_in_band_error_exits_7_and_keeps_the_tokens_that_came(
         assert body["tokens"]["count"] == 3 and body["tokens"]["count_source"] == "usage"
 
 
-@pytest.mark.parametrize("http", ["1.1", "2"])
-@pytest.mark.parametrize("dialect", ["gemini", "azure", "cohere"])
-def test_a_stream_cut_before_its_finish_reason_is_truncated(
-    keyed: RefServer, dialect: str, http: str
-) -> None:
-    code, body, _ = run(keyed, dialect, http, "x-promptpath-truncate-after: 4")
-    assert code == ExitCode.STREAM
-    assert body["error"]["kind"] == "truncated"
-    assert body["stream"]["end"] == "truncated"
-    assert body["tokens"]["events"] == 4
-
-
 def test_a_gemini_error_answer_is_plain_json_named_by_its_status(keyed: RefServer) -> None:
     code, body, _ = run(keyed, "gemini", "1.1", "x-promptpath-status: 429")
     assert code == ExitCode.HTTP_STATUS
