@@ -1,6 +1,6 @@
 """quic_handshake against a decrypted packet capture on loopback.
 
-    .venv/bin/python benchmarks/bench_quic_capture.py [--runs 60] [--keep DIR]
+    .venv/bin/python benchmarks/bench_quic_capture.py [--runs 60] [--ttft-ms 0] [--keep DIR]
 
 Needs root (or CAP_NET_RAW) for dumpcap, and tshark. Starts the reference endpoint with
 HTTP/3 (`python -m promptpath.server --http3` on 127.0.0.1), captures `lo` filtered on its
@@ -53,7 +53,8 @@ from promptpath.core.stats import percentile  # noqa: E402
 from promptpath.tracer.orchestrator import trace  # noqa: E402
 
 TARGET_MEDIAN_MS = 0.2
-SERVER_HEADERS = ["x-promptpath-ttft-ms: 0", "x-promptpath-tokens: 3", "x-promptpath-rate: 0"]
+#: The reference endpoint's controls; the first token's delay is --ttft-ms.
+SERVER_HEADERS = ["x-promptpath-tokens: 3", "x-promptpath-rate: 0"]
 #: TLS handshake message types (RFC 8446 §4) and QUIC's long-header Initial type.
 FINISHED = "20"
 INITIAL = "0"
@@ -159,7 +160,7 @@ def capture(path: Path, port: int) -> Iterator[None]:
         proc.wait(10)
 
 
-def run_promptpath(port: int, ca: str, keylog: Path) -> Measured:
+def run_promptpath(port: int, ca: str, keylog: Path, ttft_ms: float = 0.0) -> Measured:
     args = RunArgs(
         target=f"https://localhost:{port}/v1/chat/completions",
         cacert=ca,
@@ -167,7 +168,7 @@ def run_promptpath(port: int, ca: str, keylog: Path) -> Measured:
         resolve=[f"localhost:{port}:127.0.0.1"],
         family=socket.AF_INET,
         max_tokens=3,
-        headers=list(SERVER_HEADERS),
+        headers=[*SERVER_HEADERS, f"x-promptpath-ttft-ms: {ttft_ms:g}"],
     )
     options = build_options(args, environ={"SSLKEYLOGFILE": str(keylog)})
     result = anyio.run(trace, options)
@@ -279,6 +280,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--keep", type=Path, help="copy the capture and key log here")
+    parser.add_argument(
+        "--ttft-ms", type=float, default=0.0, help="the endpoint's first-token delay (0)"
+    )
     ns = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -287,7 +291,7 @@ def main() -> None:
         with h3_server(tmp) as (port, ca), capture(pcap, port):
             run_promptpath(port, ca, keylog)  # loads code, warms caches: not measured
             LOAD.append(os.getloadavg()[0])
-            measured = [run_promptpath(port, ca, keylog) for _ in range(ns.runs)]
+            measured = [run_promptpath(port, ca, keylog, ns.ttft_ms) for _ in range(ns.runs)]
             LOAD.append(os.getloadavg()[0])
         flows = read_flows(pcap, keylog, port)
         if ns.keep is not None:
