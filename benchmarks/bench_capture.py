@@ -77,7 +77,7 @@ STAGES = ("connect", "tls", "request", "wait")
 #: Through a proxy (proxy_capture.py says what each is on the wire), per target scheme.
 PROXY_STAGES = {
     "http": ("proxy_connect", "wait"),
-    "https": ("proxy_connect", "tunnel", "tls", "tunnel+tls", "request", "wait"),
+    "https": ("proxy_connect", "tunnel", "tls", "setup", "request", "wait"),
 }
 #: --http for the TLS server (plain HTTP stays HTTP/1.1); main() sets it.
 HTTP = ["1.1"]
@@ -255,8 +255,8 @@ def run_promptpath(server: Server, proxy: Proxy | None = None) -> Measured:
     if "tls_done" in m:
         ms["request"] = (m["request_sent"] - m["tls_done"]) / 1e6
     hop = tl.stage("proxy_connect")
-    if "tls_done" in m and hop is not None and hop.end_ns is not None:
-        ms["tunnel+tls"] = (m["tls_done"] - hop.end_ns) / 1e6  # curl's appconnect - connect
+    if "tls_done" in m and hop is not None:
+        ms["setup"] = (m["tls_done"] - hop.start_ns) / 1e6  # proxy_connect + tunnel + tls
     local_port = tl.attempts[-1].local_port
     assert local_port is not None
     peer = server.port if proxy is None else proxy.port
@@ -266,7 +266,8 @@ def run_promptpath(server: Server, proxy: Proxy | None = None) -> Measured:
 def run_curl(server: Server, env: dict[str, str], proxy: Proxy | None = None) -> Measured:
     """One curl process. Through ``proxy`` (``-x``), curl 7.88's ``time_connect`` is the TCP
     connect to the proxy and ``time_appconnect`` the end of the origin's TLS inside the
-    tunnel: it prints no CONNECT time of its own (``-w '%{json}'`` has none either)."""
+    tunnel: it prints no CONNECT time of its own (``-w '%{json}'`` has none either), so
+    its only figure there is the three stages together (``setup``)."""
     route = ["--resolve", f"localhost:{server.port}:{server.address}"]
     if proxy is not None:
         route = ["-x", proxy.url]
@@ -296,7 +297,10 @@ def run_curl(server: Server, env: dict[str, str], proxy: Proxy | None = None) ->
         "wait": (float(starttransfer) - float(pretransfer)) * 1e3,
     }
     if server.ca is not None:
-        ms["tls" if proxy is None else "tunnel+tls"] = (float(appconnect) - float(connect)) * 1e3
+        if proxy is None:
+            ms["tls"] = (float(appconnect) - float(connect)) * 1e3
+        else:
+            ms["setup"] = (float(appconnect) - float(namelookup)) * 1e3
     peer = server.port if proxy is None else proxy.port
     return Measured("curl", server.scheme, (int(port), peer), ms)
 
@@ -503,6 +507,8 @@ def main() -> None:
         measure_dns(ns.runs)
         return
     if ns.proxy:
+        if ns.rtt_ms > 0:
+            parser.error("--proxy runs on loopback only (no --rtt-ms)")
         measure_proxy(ns)
         return
     with contextlib.ExitStack() as stack:
@@ -562,6 +568,10 @@ def measure_proxy(ns: argparse.Namespace) -> None:
 
     from tests.helpers.fwdproxy import squid
 
+    server_cpu = None
+    if ns.pin:
+        os.sched_setaffinity(0, {0})  # curl, started from here, inherits it
+        server_cpu = 1
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         os.chmod(tmp, 0o755)  # dumpcap may drop to another user to write the file
@@ -571,10 +581,13 @@ def measure_proxy(ns: argparse.Namespace) -> None:
         measured: list[Measured] = []
         load_before = loadavg()
         with (
-            reference_server(tmp / "plain", tls=False) as plain,
-            reference_server(tmp / "tls", tls=True) as secure,
+            reference_server(tmp / "plain", tls=False, cpu=server_cpu) as plain,
+            reference_server(tmp / "tls", tls=True, cpu=server_cpu) as secure,
             squid() as proxy,
         ):
+            if server_cpu is not None and proxy.process is not None:
+                # squid -N is one process (no workers, no helpers in this config).
+                os.sched_setaffinity(proxy.process.pid, {server_cpu})
             with capture(pcap, [proxy.port, plain.port, secure.port]):
                 for server in (plain, secure):
                     run_promptpath(server, proxy)  # warm-up, as in measure()
@@ -589,7 +602,7 @@ def measure_proxy(ns: argparse.Namespace) -> None:
                     shutil.copy(path, ns.keep / path.name)
     print(
         f"through squid, {ns.runs} requests per tool and target, HTTP/{ns.http} over TLS,"
-        f" load average {load_before} -> {loadavg()}"
+        f"{' pinned,' if ns.pin else ''} load average {load_before} -> {loadavg()}"
     )
     report(measured, flows, PROXY_STAGES, via=" via squid")
 

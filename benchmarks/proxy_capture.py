@@ -6,8 +6,10 @@ found by its client port. What each stage is on the wire (capture clock, s):
 - proxy_connect: the client's SYN -> the proxy's SYN/ACK;
 - tunnel: the frame carrying ``CONNECT host:port`` -> the frame of the proxy's answer;
 - tls: the origin's ClientHello (inside the tunnel) -> the client's Finished;
-- tunnel+tls: the proxy's SYN/ACK -> the client's Finished (curl's ``time_appconnect -
-  time_connect`` spans both: curl 7.88 has no CONNECT time of its own);
+- setup: the client's SYN -> its Finished, the three stages in one, which is what curl 7.88
+  has a figure for (``time_appconnect - time_namelookup``): it prints no CONNECT time of its
+  own, and its ``time_appconnect - time_connect`` would start from the end of the TCP
+  connect, which both tools stamp late by the ``connect()`` syscall's own return;
 - request: the client's Finished -> the last frame carrying the request;
 - wait: the last frame carrying the request -> the first frame of the response's head.
 
@@ -65,8 +67,8 @@ class ProxyFlow:
         finished = self.client_finished
         if self.hello is not None and finished is not None:
             out["tls"] = (finished - self.hello) * 1e3
-            if self.synack is not None:
-                out["tunnel+tls"] = (finished - self.synack) * 1e3
+            if self.syn is not None:
+                out["setup"] = (finished - self.syn) * 1e3
         if self.response is not None:
             response = self.response
             sent = [t for t in self.request_frames if t < response]
