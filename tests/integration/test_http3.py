@@ -327,6 +327,32 @@ async def test_the_first_request_leaves_in_the_datagram_carrying_our_finished(
     assert warm.reused_connection and warm.milestones["request_sent"] > warm.t0_ns
 
 
+def _answer_requests(protocol: Any, ev: Any, body: bytes, *, end_stream: bool) -> list[int]:
+    """HTTP/3 on an aioquic server ``protocol`` (its ``h3`` set once ALPN is agreed): each
+    request's HEADERS answered with a 200 event stream carrying ``body``, sent at once. The
+    ids of the streams answered."""
+    from aioquic.h3.connection import H3Connection
+    from aioquic.h3.events import HeadersReceived
+    from aioquic.quic.events import ProtocolNegotiated
+
+    if isinstance(ev, ProtocolNegotiated):
+        protocol.h3 = H3Connection(protocol._quic)
+    if protocol.h3 is None:
+        return []
+    answered = []
+    for h3_event in protocol.h3.handle_event(ev):
+        if isinstance(h3_event, HeadersReceived):
+            sid = h3_event.stream_id
+            protocol.h3.send_headers(
+                sid, [(b":status", b"200"), (b"content-type", b"text/event-stream")]
+            )
+            protocol.h3.send_data(sid, body, end_stream=end_stream)
+            answered.append(sid)
+    if answered:
+        protocol.transmit()
+    return answered
+
+
 @dataclasses.dataclass
 class Seen:
     """What an aioquic HTTP/3 server read, by the number of the datagram it came in."""
@@ -344,13 +370,11 @@ async def recording_server(tmp_path: Path) -> AsyncIterator[tuple[int, str, Seen
     its handshake completed and when request bytes came, and answers a short stream."""
     from aioquic.asyncio import serve
     from aioquic.asyncio.protocol import QuicConnectionProtocol
-    from aioquic.h3.connection import H3_ALPN, H3Connection
-    from aioquic.h3.events import HeadersReceived
+    from aioquic.h3.connection import H3_ALPN
     from aioquic.quic.configuration import QuicConfiguration
     from aioquic.quic.events import (
         ConnectionTerminated,
         HandshakeCompleted,
-        ProtocolNegotiated,
         StreamDataReceived,
     )
 
@@ -381,18 +405,7 @@ async def recording_server(tmp_path: Path) -> AsyncIterator[tuple[int, str, Seen
                     seen.request_at = seen.datagrams
             elif isinstance(ev, ConnectionTerminated):
                 seen.closed.set()
-            if isinstance(ev, ProtocolNegotiated):
-                self.h3 = H3Connection(self._quic)
-            if self.h3 is None:
-                return
-            for h3_event in self.h3.handle_event(ev):
-                if isinstance(h3_event, HeadersReceived):
-                    sid = h3_event.stream_id
-                    self.h3.send_headers(
-                        sid, [(b":status", b"200"), (b"content-type", b"text/event-stream")]
-                    )
-                    self.h3.send_data(sid, answer, end_stream=True)
-                    self.transmit()
+            _answer_requests(self, ev, answer, end_stream=True)
 
     config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN)
     config.load_cert_chain(str(paths.cert), str(paths.key))
@@ -577,10 +590,8 @@ async def resetting_server(tmp_path: Path) -> AsyncIterator[tuple[int, str]]:
     """An aioquic HTTP/3 server that sends two tokens, then resets the request stream."""
     from aioquic.asyncio import serve
     from aioquic.asyncio.protocol import QuicConnectionProtocol
-    from aioquic.h3.connection import H3_ALPN, H3Connection
-    from aioquic.h3.events import HeadersReceived
+    from aioquic.h3.connection import H3_ALPN
     from aioquic.quic.configuration import QuicConfiguration
-    from aioquic.quic.events import ProtocolNegotiated
 
     from promptpath.server.certs import make_self_signed
 
@@ -595,19 +606,9 @@ async def resetting_server(tmp_path: Path) -> AsyncIterator[tuple[int, str]]:
         h3: Any = None
 
         def quic_event_received(self, ev: Any) -> None:
-            if isinstance(ev, ProtocolNegotiated):
-                self.h3 = H3Connection(self._quic)
-            if self.h3 is None:
-                return
-            for h3_event in self.h3.handle_event(ev):
-                if isinstance(h3_event, HeadersReceived):
-                    sid = h3_event.stream_id
-                    self.h3.send_headers(
-                        sid, [(b":status", b"200"), (b"content-type", b"text/event-stream")]
-                    )
-                    self.h3.send_data(sid, event("Hello") + event(" world"), end_stream=False)
-                    self.transmit()
-                    asyncio.get_running_loop().call_later(0.1, self._reset, sid)
+            body = event("Hello") + event(" world")
+            for sid in _answer_requests(self, ev, body, end_stream=False):
+                asyncio.get_running_loop().call_later(0.1, self._reset, sid)
 
         def _reset(self, sid: int) -> None:
             self._quic.reset_stream(sid, 0x10C)  # H3_REQUEST_CANCELLED
