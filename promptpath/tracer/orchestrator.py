@@ -233,11 +233,18 @@ class Tracer:
         )
         if time.monotonic() >= deadline:
             raise TimeoutError  # the lookup used the time up: do not dial after the deadline
-        if self._first is not None and id(timeline) in self._requesting:
-            first, self._first = self._wire(self._first), None
-            self._early = (timeline, first)
-            spec = replace(spec, first_request=first)
-        return await self.transport.connect(spec, recorder)
+        prepared = self._first
+        if prepared is None or id(timeline) not in self._requesting:
+            return await self.transport.connect(spec, recorder)
+        first = self._wire(prepared)
+        self._first, self._early = None, (timeline, first)
+        try:
+            return await self.transport.connect(replace(spec, first_request=first), recorder)
+        except BaseException:
+            # No connection: the next one is handed the request prepared before t0, as it
+            # would have been had this one never been tried.
+            self._first, self._early = prepared, None
+            raise
 
     async def _resolve(
         self, timeline: Timeline, host: str, port: int, *, proxy: bool = False

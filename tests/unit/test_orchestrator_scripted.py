@@ -327,6 +327,27 @@ def test_a_probes_own_connect_is_never_handed_the_prompt() -> None:
     assert traced.first_request is factory.transport.sent[0]
 
 
+def test_a_failed_connect_leaves_the_first_request_for_the_next_connection() -> None:
+    factory = Scripted(Script(fail_at="connect"), Script(body=TOKENS))
+
+    async def main() -> list[TraceResult]:
+        opts = options()
+        tracer = Tracer(opts, factory(opts), strategy=fresh())
+        results = [TraceResult(options=opts, timeline=new_timeline()) for _ in range(2)]
+        for r in results:
+            await tracer.request(r.timeline)
+        await tracer.aclose()
+        return results
+
+    failed, ok = anyio.run(main)
+    assert isinstance(failed.exc, ConnectError) and ok.ok
+    refused, opened = factory.transport.specs
+    # The same request prepared before t0 (not prepared again), sent on the connection
+    # that opened.
+    assert refused.first_request is not None and opened.first_request == refused.first_request
+    assert opened.first_request is factory.transport.sent[0]
+
+
 def test_load_hands_the_first_request_to_one_connection_which_sends_it_once() -> None:
     factory = Scripted(Script(body=TOKENS, multiplexed=True))
     results = anyio.run(
