@@ -229,19 +229,24 @@ def test_warm_opens_a_new_connection_when_the_peer_will_not_reuse_it() -> None:
     assert factory.transport.connects == 2
 
 
-def test_the_fresh_strategy_opens_a_connection_per_request() -> None:
-    factory = Scripted(Script(body=TOKENS))
+def run_fresh(factory: Scripted, count: int) -> list[TraceResult]:
+    """``count`` requests, one after the other, each on a connection of its own."""
 
     async def main() -> list[TraceResult]:
         opts = options()
         tracer = Tracer(opts, factory(opts), strategy=fresh())
-        results = [TraceResult(options=opts, timeline=new_timeline()) for _ in range(3)]
+        results = [TraceResult(options=opts, timeline=new_timeline()) for _ in range(count)]
         for r in results:
             await tracer.request(r.timeline)
         await tracer.aclose()
         return results
 
-    results = anyio.run(main)
+    return anyio.run(main)
+
+
+def test_the_fresh_strategy_opens_a_connection_per_request() -> None:
+    factory = Scripted(Script(body=TOKENS))
+    results = run_fresh(factory, 3)
     assert all(r.ok and not r.timeline.reused_connection for r in results)
     assert factory.transport.connects == 3 and factory.transport.closed == 3
 
@@ -329,17 +334,7 @@ def test_a_probes_own_connect_is_never_handed_the_prompt() -> None:
 
 def test_a_failed_connect_leaves_the_first_request_for_the_next_connection() -> None:
     factory = Scripted(Script(fail_at="connect"), Script(body=TOKENS))
-
-    async def main() -> list[TraceResult]:
-        opts = options()
-        tracer = Tracer(opts, factory(opts), strategy=fresh())
-        results = [TraceResult(options=opts, timeline=new_timeline()) for _ in range(2)]
-        for r in results:
-            await tracer.request(r.timeline)
-        await tracer.aclose()
-        return results
-
-    failed, ok = anyio.run(main)
+    failed, ok = run_fresh(factory, 2)
     assert isinstance(failed.exc, ConnectError) and ok.ok
     refused, opened = factory.transport.specs
     # The same request prepared before t0 (not prepared again), sent on the connection
