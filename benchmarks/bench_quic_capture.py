@@ -12,7 +12,10 @@ tshark decrypts the Handshake packets with it to find the client's Finished.
 For each connection, error = promptpath's `quic_handshake` - the capture's span from the
 client's first Initial to the datagram carrying the client's Finished (durations only: the
 clocks differ). Also shown: the capture's span from the server's Finished to the client's
-(the client's processing of the server's flight, inside the stage) and `client_hello_ms`.
+(the client's processing of the server's flight, inside the stage), `client_hello_ms`, the
+span from the server's Finished to the request's first datagram, and in how many
+connections that datagram is the one carrying the client's Finished (the request coalesced
+into its 1-RTT packet, issue 25).
 
 TTFB and TTFT from the request (issue 25): promptpath's `ttfb - request_sent` and
 `ttft - request_sent` against the capture's request datagram (the first client datagram
@@ -78,6 +81,8 @@ class Flow:
     server_finished: float | None = None
     client_finished: float | None = None
     request: float | None = None  # the first datagram carrying the request
+    #: The request's first frame rode in the datagram carrying the client's Finished.
+    request_with_finished: bool = False
     headers: float | None = None  # the first server datagram carrying HTTP/3 HEADERS
     first_token: float | None = None  # the server datagram completing the first content event
     sse: bytes = b""  # the response's DATA so far, up to the first content event
@@ -217,12 +222,14 @@ def read_flows(pcap: Path, keylog: Path, server_port: int) -> dict[int, Flow]:
         if from_client:
             if INITIAL in packet_types.split(",") and flow.first_initial is None:
                 flow.first_initial = t
-            if FINISHED in hs and flow.client_finished is None:
+            finished_here = FINISHED in hs and flow.client_finished is None
+            if finished_here:
                 flow.client_finished = t
             # The request: the first client datagram with a frame on stream 0 (HTTP/3's
             # first request stream; the control and QPACK streams are unidirectional).
             if "0" in stream_ids.split(",") and flow.request is None:
                 flow.request = t
+                flow.request_with_finished = finished_here
         else:
             if FINISHED in hs and flow.server_finished is None:
                 flow.server_finished = t
@@ -322,6 +329,15 @@ def main() -> None:
     ]
     if to_request:
         print(stats("capture: server Finished -> request datagram", to_request))
+        coalesced = [
+            f.request_with_finished
+            for f in (flows.get(m.client_port) for m in measured)
+            if f is not None and f.request is not None
+        ]
+        print(
+            f"{'capture: request in the client Finished datagram':<44}"
+            f" {sum(coalesced)} of {len(coalesced)} connections"
+        )
     print(stats("quic_handshake error", errors) + verdict(errors))
     for what, name in (("headers", "ttfb"), ("first_token", "ttft")):
         wire, errs = from_request(measured, flows, what)

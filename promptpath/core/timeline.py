@@ -447,7 +447,9 @@ class Timeline:
     client_hello_ns: int | None = None
     #: HTTP/3: client CPU on the server's handshake flight, inside quic_handshake: each
     #: datagram that arrived before the handshake completed, from its arrival to the end
-    #: of processing it and sending what it triggered (the Finished included), summed.
+    #: of processing it and sending what it triggered (the Finished included), summed. The
+    #: last one's holds the certificate check and queueing the first request, which leaves
+    #: in the Finished's datagram (net/quic_complete.py).
     server_flight_ns: int | None = None
     close: CloseRecord | None = None  # set once, by the transport, when the peer closed
     close_after_end: str | None = None  # the connection outlived the terminal marker: how

@@ -6,7 +6,9 @@ sends a request on an established connection and hands the response over, stampe
 datagram by datagram, as the transport seam defines it (net/transport.py).
 
 The request is never sent as 0-RTT early data: no session ticket is offered to a traced
-connection, and nothing is written on a stream before the handshake has completed.
+connection, and nothing is written on a stream before the handshake has completed. The
+first request (``ConnectSpec.first_request``) leaves the moment it has, with our Finished,
+once the certificate passed (quic_complete.py); ``request`` then finds it sent.
 
 aioquic is imported only inside functions of those modules, and the tracer imports this
 module only for ``--http 3``: an HTTP/2 run never pays for it.
@@ -19,6 +21,7 @@ from collections.abc import AsyncGenerator
 
 from promptpath.core.timeline import Timeline
 from promptpath.net.keylog import KeyLog
+from promptpath.net.quic_complete import FirstRequest
 from promptpath.net.quic_connect import ClientCert, Session, connect, load_client_cert, preload
 from promptpath.net.quic_protocol import Arrival, QuicRecorder
 from promptpath.net.quic_verify import CertVerifier
@@ -89,8 +92,10 @@ class QuicTransport:
     async def connect(self, spec: ConnectSpec, recorder: Recorder) -> QuicConnection:
         assert isinstance(recorder, QuicRecorder), "QUIC stamps go to a QuicRecorder"
         recorder.connects += 1
+        request = spec.first_request
+        first = None if request is None else FirstRequest(h3_headers(request, spec), request.body)
         session = await connect(
-            spec, recorder, self._verifier, self._client_cert, keylog=self._keylog
+            spec, recorder, self._verifier, self._client_cert, keylog=self._keylog, first=first
         )
         return QuicConnection(session, spec)
 
@@ -101,6 +106,9 @@ class QuicConnection:
     def __init__(self, session: Session, spec: ConnectSpec) -> None:
         self._session = session
         self._spec = spec
+        # The request that left with our Finished, and its response stream: ``request``
+        # hands that stream over when asked for the very same request.
+        self._first = None if session.first is None else spec.first_request
 
     @property
     def reusable(self) -> bool:
@@ -114,9 +122,13 @@ class QuicConnection:
         self, request: WireRequest, timeline: Timeline | None = None
     ) -> tuple[ResponseHead, Body]:
         tl = self._session.recorder.timeline if timeline is None else timeline
-        queue = self._session.protocol.send_request(
-            h3_headers(request, self._spec), request.body, tl
-        )
+        if request is self._first and self._session.first is not None:
+            self._first = None
+            queue = self._session.first  # sent already, stamped onto the connecting timeline
+        else:
+            queue = self._session.protocol.send_request(
+                h3_headers(request, self._spec), request.body, tl
+            )
         while True:  # skip informational (1xx) responses
             head = await queue.get()
             if head.broken is not None:

@@ -8,8 +8,10 @@ version negotiation, TLS alert, silence); one that completes is checked by quic_
 before it is returned.
 
 No session ticket is offered to a traced connection, and nothing is written on a stream
-before the handshake has completed, so a request never travels as 0-RTT early data.
-aioquic is imported inside the functions that use it.
+before the handshake has completed, so a request never travels as 0-RTT early data. The
+first request may be handed over with the connect (``FirstRequest``): it is queued the
+moment the handshake completes, once the certificate passed, and leaves with our Finished
+(``Completion``). aioquic is imported inside the functions that use it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from promptpath.core.errors import ConnectError, PromptpathError, TLSError
 from promptpath.core.timeline import ConnectAttempt, TLSInfo
 from promptpath.net import aioquic_internals, dns
 from promptpath.net.keylog import KeyLog
+from promptpath.net.quic_complete import Completion, FirstRequest
 from promptpath.net.quic_protocol import (
+    Arrival,
     HandshakeFailed,
     QuicRecorder,
     QuicTracer,
@@ -82,6 +86,9 @@ class Session:
     protocol: QuicTracer
     recorder: QuicRecorder
     keylog: KeyLog | None = None  # SSLKEYLOGFILE: drained again when the connection closes
+    #: The response stream of the FirstRequest, which left with our Finished (None: none
+    #: was handed over).
+    first: asyncio.Queue[Arrival] | None = None
 
 
 def preload() -> None:
@@ -119,8 +126,10 @@ async def connect(
     verifier: CertVerifier | None,
     client_cert: ClientCert | None = None,
     keylog: KeyLog | None = None,
+    first: FirstRequest | None = None,
 ) -> Session:
-    """A QUIC handshake to each resolved address in turn until one completes."""
+    """A QUIC handshake to each resolved address in turn until one completes; ``first``
+    leaves with our Finished on the one that does (``Completion``)."""
     timeline = recorder.timeline
     host, port = spec.host, spec.dial_port
     sni = None if dns.is_ip_literal(host) else host
@@ -151,6 +160,7 @@ async def connect(
                 verifier=verifier,
                 client_cert=client_cert,
                 keylog=keylog,
+                first=first,
             )
         except ConnectError as exc:
             last = exc
@@ -184,8 +194,10 @@ async def handshake(
     verifier: CertVerifier | None,
     client_cert: ClientCert | None = None,
     keylog: KeyLog | None = None,
+    first: FirstRequest | None = None,
 ) -> Session:
-    """One QUIC handshake with ``ip`` in ``budget`` seconds, stamped as a ConnectAttempt.
+    """One QUIC handshake with ``ip`` in ``budget`` seconds, stamped as a ConnectAttempt;
+    ``first``, once the certificate passed, leaves with our Finished (``Completion``).
 
     Raises ConnectError or TLSError named from the cause when it does not complete, or
     when ``verifier`` refuses the certificate.
@@ -230,22 +242,27 @@ async def handshake(
     recorder.first_sent_ns = None
     # This address's datagrams only: an earlier address's attempt counted into the same stats.
     out_before, in_before = recorder.stats.datagrams_out, recorder.stats.datagrams_in
+    completion = Completion(quic, verifier, first, timeline)
     _transport, protocol = await loop.create_datagram_endpoint(
-        lambda: QuicTracer(quic, recorder), sock=sock
+        lambda: QuicTracer(quic, recorder, on_complete=completion), sock=sock
     )
     protocol.start(peer)
     start = recorder.first_sent_ns or time.perf_counter_ns()
     timeline.client_hello_ns = start - hello_start
     failure: str | None = None
-    with anyio.move_on_after(budget) as scope:
+    with anyio.move_on_after(budget):
         try:
-            event = await protocol.handshake
+            await protocol.handshake
         except HandshakeFailed as exc:
             failure = str(exc)
     end = protocol.handshake_ns or time.perf_counter_ns()
     if keylog is not None:  # also for a failed handshake: its Initial/Handshake secrets
         keylog.drain()
-    if scope.cancelled_caught or failure is not None:
+    # Completed even when the budget ran out while this coroutine waited to resume: the
+    # first request may have left with our Finished, so the handshake is not a timeout.
+    done = protocol.handshake
+    completed = done.done() and not done.cancelled() and done.exception() is None
+    if not completed:
         protocol.handshake.cancel()  # nobody waits for it any more
         # Counted before our CONNECTION_CLOSE goes out: the message is about what the
         # handshake sent the peer.
@@ -273,25 +290,25 @@ async def handshake(
     timeline.address = (ip, port)
     timeline.family = fam
     timeline.server_flight_ns = protocol.flight_ns
-    timeline.tls = tls = _tls_info(quic, event, spec, verified=verifier is not None)
+    if completion.error is not None:
+        protocol.close()
+        raise completion.error
+    timeline.tls = tls = _tls_info(quic, done.result(), spec, verified=verifier is not None)
     # aioquic answers a CertificateRequest with the certificate it was given (or an empty
     # one); whether one came is only in its TLS state (aioquic_internals).
     tls.client_cert_requested = aioquic_internals.certificate_requested(quic)
     tls.client_cert_sent = tls.client_cert_requested and client_cert is not None
-    peer_cert = aioquic_internals.peer_certificate(quic)
-    if verifier is not None and peer_cert is not None:  # a resumed session shows none
-        problem = verifier.check(peer_cert, aioquic_internals.peer_certificate_chain(quic))
-        if problem is not None:
-            kind, reason = problem
-            tls.verified, tls.verify_error = False, reason
-            protocol.close(_CRYPTO_ERROR + ALERT_BAD_CERTIFICATE, reason)
-            timeline.attempts[-1] = dataclasses.replace(timeline.attempts[-1], error=reason)
-            raise refusal(spec.host, ip, kind, reason)
+    if completion.problem is not None:  # checked before our Finished left; nothing else did
+        kind, reason = completion.problem
+        tls.verified, tls.verify_error = False, reason
+        protocol.close(_CRYPTO_ERROR + ALERT_BAD_CERTIFICATE, reason)
+        timeline.attempts[-1] = dataclasses.replace(timeline.attempts[-1], error=reason)
+        raise refusal(spec.host, ip, kind, reason)
     # Only now is the connection usable: a refused certificate must not leave milestones
     # behind ("last milestone tls_done" for a handshake we rejected).
     timeline.mark("connected", end)
     timeline.mark("tls_done", end)
-    return Session(protocol=protocol, recorder=recorder, keylog=keylog)
+    return Session(protocol=protocol, recorder=recorder, keylog=keylog, first=completion.stream)
 
 
 def _tls_info(quic: Any, event: Any, spec: ConnectSpec, *, verified: bool) -> TLSInfo:

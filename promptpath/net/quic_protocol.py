@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,11 +84,21 @@ class QuicTracer(asyncio.DatagramProtocol):
     """Pumps datagrams between a connected UDP socket and a QuicConnection, stamping each.
 
     Runs HTTP/3 on top once the handshake completes (never before: no early data).
+    ``on_complete`` is called with this tracer the moment it does, inside the callback of
+    the datagram that carried the server's Finished and before the transmit that sends
+    ours: what it queues (the first request, once the certificate passed) leaves with our
+    Finished, in the same transmit (quic_connect.Completion).
     """
 
-    def __init__(self, quic: Any, recorder: QuicRecorder) -> None:
+    def __init__(
+        self,
+        quic: Any,
+        recorder: QuicRecorder,
+        on_complete: Callable[[QuicTracer], None] | None = None,
+    ) -> None:
         self._quic = quic
         self._rec = recorder
+        self._on_complete = on_complete
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.DatagramTransport | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -102,7 +113,7 @@ class QuicTracer(asyncio.DatagramProtocol):
         self._finished_unsent = False  # HandshakeCompleted seen, its Finished not yet out
         #: Client CPU on the datagrams that arrived before the handshake completed: from
         #: each one's callback to the end of its processing and of what it sent (the
-        #: Finished's send, for the last one), summed.
+        #: Finished's send, for the last one: ``on_complete``'s work comes before it), summed.
         self.flight_ns = 0
         self.terminated: Any = None  # aioquic ConnectionTerminated
         self.socket_error: OSError | None = None
@@ -217,6 +228,9 @@ class QuicTracer(asyncio.DatagramProtocol):
                 self._finished_unsent = True  # transmit() stamps handshake_ns
                 # HTTP/3 starts only now, so not even its SETTINGS can go out as early data.
                 self.h3 = H3Connection(self._quic)
+                if self._on_complete is not None:
+                    # Before the transmit that follows: what it queues goes with our Finished.
+                    self._on_complete(self)
                 if not self.handshake.done():
                     self.handshake.set_result(event)
             elif isinstance(event, ConnectionTerminated):
@@ -270,6 +284,15 @@ class QuicTracer(asyncio.DatagramProtocol):
         self, headers: list[tuple[bytes, bytes]], body: bytes, timeline: Timeline
     ) -> asyncio.Queue[Arrival]:
         """Open a request stream, queue HEADERS and DATA, and send them."""
+        queue = self.queue_request(headers, body, timeline)
+        self.transmit()
+        return queue
+
+    def queue_request(
+        self, headers: list[tuple[bytes, bytes]], body: bytes, timeline: Timeline
+    ) -> asyncio.Queue[Arrival]:
+        """Open a request stream and queue HEADERS and DATA (END_STREAM) for the next
+        transmit, which stamps ``request_sent`` on ``timeline`` when their last byte is out."""
         stream_id = self._quic.get_next_available_stream_id()
         queue: asyncio.Queue[Arrival] = asyncio.Queue()
         self._streams[stream_id] = queue
@@ -277,7 +300,6 @@ class QuicTracer(asyncio.DatagramProtocol):
         self.h3.send_headers(stream_id, headers, end_stream=not body)
         if body:
             self.h3.send_data(stream_id, body, end_stream=True)
-        self.transmit()
         return queue
 
     def drop(self) -> None:

@@ -26,7 +26,10 @@ class CertVerifier:
     20 ms for the system store): time charged to quic_handshake that TCP's TLS, whose
     context loads before t0, never pays. So aioquic runs with CERT_NONE — it still checks
     the CertificateVerify signature, i.e. that the peer holds the key — and this checks
-    the certificate the moment the handshake completes, before any request byte leaves.
+    the certificate the moment the handshake completes, inside the callback of the
+    datagram that completed it and before our Finished leaves (quic_complete.Completion):
+    within quic_handshake, as the TCP path's check is within tls, and before any request
+    byte leaves.
     """
 
     def __init__(self, host: str, cacert: str | None = None) -> None:

@@ -58,6 +58,11 @@ class ConnectSpec:
     ssl_context: ssl.SSLContext | None = None  # TCP+TLS only (QUIC verifies on its own)
     deadline: float | None = None  # time.monotonic() by which the whole trace must end
     proxy: ProxyHop | None = None  # connect through this forward proxy
+    #: The first request on this connection, prepared before t0. A transport that can send
+    #: it with its handshake's last flight does (QUIC: with our Finished, once the
+    #: certificate passed), and ``Connection.request`` of this very object then only reads
+    #: its response; the others ignore it. Not in the repr: its headers carry the key.
+    first_request: WireRequest | None = field(default=None, repr=False)
 
     @property
     def dial_port(self) -> int:

@@ -108,6 +108,13 @@ class Tracer:
         # CPU inside the request stage (issue 25).
         self._first: PreparedRequest | None = prepare(options)
         self.sent = sent_request(options, self._first)
+        # The first connection a request of ours opens is handed the first request, to
+        # send with its handshake's last flight where the transport can (HTTP/3: with our
+        # Finished); it belongs to the request whose timeline opened that connection, which
+        # sends it (``_send``). A probe's own connect (``connect`` called directly, for an
+        # OPTIONS or an upgrade of its own) is never handed the prompt.
+        self._early: tuple[Timeline, WireRequest] | None = None
+        self._requesting: set[int] = set()  # id() of the timelines ``request`` is running
         self._ssl = ssl_context_for(options) if options.target.scheme == "https" else None
         https_proxy = options.proxy is not None and options.proxy.scheme == "https"
         # The proxy's own certificate: --proxy-cacert, else the origin's trust (--cacert, or
@@ -148,13 +155,15 @@ class Tracer:
         deadline_ns = timeline.t0_ns + round(min(options.timeout, MAX_TIMEOUT_S) * 1e9)
         left = max(0.0, (deadline_ns - time.perf_counter_ns()) / 1e9)
         deadline = time.monotonic() + left
+        self._requesting.add(id(timeline))
         try:
             with anyio.fail_after(left):
                 lease = await self.strategy.acquire(self, timeline, deadline, index)
                 try:
                     if time.monotonic() >= deadline:
                         # The time ran out on the way (or before: a tiny --timeout, a long
-                        # queue for a reused connection): nothing is sent after it.
+                        # queue for a reused connection): nothing is sent after it (a first
+                        # request that left with the handshake went before it).
                         raise TimeoutError
                     await self._send(lease.connection, timeline)
                 finally:
@@ -168,6 +177,8 @@ class Tracer:
             exc = transport_error(err, timeline, options)
         else:
             return None
+        finally:
+            self._requesting.discard(id(timeline))
         return record_error(timeline, exc)
 
     async def aclose(self) -> None:
@@ -222,7 +233,18 @@ class Tracer:
         )
         if time.monotonic() >= deadline:
             raise TimeoutError  # the lookup used the time up: do not dial after the deadline
-        return await self.transport.connect(spec, recorder)
+        prepared = self._first
+        if prepared is None or id(timeline) not in self._requesting:
+            return await self.transport.connect(spec, recorder)
+        first = self._wire(prepared)
+        self._first, self._early = None, (timeline, first)
+        try:
+            return await self.transport.connect(replace(spec, first_request=first), recorder)
+        except BaseException:
+            # No connection: the next one is handed the request prepared before t0, as it
+            # would have been had this one never been tried.
+            self._first, self._early = prepared, None
+            raise
 
     async def _resolve(
         self, timeline: Timeline, host: str, port: int, *, proxy: bool = False
@@ -239,27 +261,33 @@ class Tracer:
             proxy=proxy,
         )
 
+    def _wire(self, prepared: PreparedRequest) -> WireRequest:
+        return WireRequest(
+            method=prepared.method,
+            path=self.options.target.path,
+            headers=tuple(prepared.headers),
+            body=prepared.body,
+            messages=prepared.messages,
+        )
+
     async def _send(self, conn: Connection, timeline: Timeline) -> None:
         """The request on ``conn`` and its whole response, into ``timeline``."""
-        # The first request as prepared before t0; each later one prepared again, as sent
-        # (a SigV4 signature carries its time; a test may vary it): the record follows
-        # what went.
-        prepared, self._first = self._first, None
-        if prepared is None:
-            prepared = prepare(self.options)
-            timeline.request = sent_request(self.options, prepared)
-        else:
+        # The first request as prepared before t0 (handed to the connection this timeline
+        # opened, or not yet claimed); each later one prepared again, as sent (a SigV4
+        # signature carries its time; a test may vary it): the record follows what went.
+        early = self._early
+        if early is not None and early[0] is timeline:
+            self._early = None
+            wire = early[1]  # the very object the connection was handed
             timeline.request = self.sent
-        head, body = await conn.request(
-            WireRequest(
-                method=prepared.method,
-                path=self.options.target.path,
-                headers=tuple(prepared.headers),
-                body=prepared.body,
-                messages=prepared.messages,
-            ),
-            timeline,
-        )
+        elif self._first is not None:
+            wire, self._first = self._wire(self._first), None
+            timeline.request = self.sent
+        else:
+            prepared = prepare(self.options)
+            wire = self._wire(prepared)
+            timeline.request = sent_request(self.options, prepared)
+        head, body = await conn.request(wire, timeline)
         try:
             timeline.status = head.status
             timeline.response_headers = list(head.headers)

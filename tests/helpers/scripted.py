@@ -102,6 +102,8 @@ class ScriptedTransport:
         self.scripts = scripts
         self.connects = 0
         self.sent: list[WireRequest] = []  # every request, as the tracer handed it over
+        self.specs: list[ConnectSpec] = []  # every connect's spec, in order
+        self.sent_on: list[int] = []  # for each of ``sent``: the connect it went on (index)
         self.aborted = 0
         self.closed = 0
 
@@ -111,6 +113,7 @@ class ScriptedTransport:
 
     async def connect(self, spec: ConnectSpec, recorder: Recorder) -> ScriptedConnection:
         script = self.scripts[min(self.connects, len(self.scripts) - 1)]
+        self.specs.append(spec)
         self.connects += 1
         recorder.connects += 1
         timeline = recorder.timeline
@@ -122,16 +125,19 @@ class ScriptedTransport:
             await _point(script, name)
             stage.end_ns = time.perf_counter_ns()
             timeline.mark("connected" if name == "connect" else "tls_done", stage.end_ns)
-        return ScriptedConnection(self, script, recorder)
+        return ScriptedConnection(self, script, recorder, index=self.connects - 1)
 
 
 class ScriptedConnection:
     """One scripted connection; each request plays the script's response."""
 
-    def __init__(self, transport: ScriptedTransport, script: Script, recorder: Recorder) -> None:
+    def __init__(
+        self, transport: ScriptedTransport, script: Script, recorder: Recorder, *, index: int = 0
+    ) -> None:
         self._transport = transport
         self._script = script
         self._recorder = recorder
+        self._index = index
         self._open = True
 
     @property
@@ -148,6 +154,7 @@ class ScriptedConnection:
         script, recorder = self._script, self._recorder
         tl = recorder.timeline if timeline is None else timeline
         self._transport.sent.append(request)
+        self._transport.sent_on.append(self._index)
         await _point(script, "request")
         now = time.perf_counter_ns()
         recorder.wrote(now, len(request.body))

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from promptpath.core.analysis import compute, headline
@@ -302,6 +303,147 @@ def _assert_refused_handshake_left_no_milestones(timeline: Timeline) -> None:
     assert "last milestone dns_done" in headline(timeline, compute(timeline))
 
 
+# -- the first request leaves with our Finished ----------------------------------------------
+
+
+async def test_the_first_request_leaves_in_the_datagram_carrying_our_finished(
+    server: RefServer,
+) -> None:
+    # Checked by hand on a decrypted capture (bench_quic_capture.py --keep, tshark -T fields
+    # -e quic.frame_type -e quic.stream.stream_id): the client's datagram with its Handshake
+    # Finished also carries a 1-RTT packet with the request's STREAM frame (stream 0, FIN),
+    # 5 connections of 5; before, the request went in a datagram of its own, later. From the
+    # client's stamps: request_sent is the send of the Finished's datagram, so `request` is 0.
+    result = await trace(_options(server.port, ca=server.ca, warm=True))
+    assert result.exc is None, result.exc
+    tl = result.timeline
+    hs = tl.stage("quic_handshake")
+    assert hs is not None and hs.end_ns is not None
+    assert tl.milestones["request_sent"] == tl.milestones["tls_done"] == hs.end_ns
+    assert compute(tl).stages_ms["request"] == 0
+    # A later request on the connection goes when it is made, after its own t0.
+    assert result.warm is not None and result.warm.exc is None, result.warm.exc
+    warm = result.warm.timeline
+    assert warm.reused_connection and warm.milestones["request_sent"] > warm.t0_ns
+
+
+def _answer_requests(protocol: Any, ev: Any, body: bytes, *, end_stream: bool) -> list[int]:
+    """HTTP/3 on an aioquic server ``protocol`` (its ``h3`` set once ALPN is agreed): each
+    request's HEADERS answered with a 200 event stream carrying ``body``, sent at once. The
+    ids of the streams answered."""
+    from aioquic.h3.connection import H3Connection
+    from aioquic.h3.events import HeadersReceived
+    from aioquic.quic.events import ProtocolNegotiated
+
+    if isinstance(ev, ProtocolNegotiated):
+        protocol.h3 = H3Connection(protocol._quic)
+    if protocol.h3 is None:
+        return []
+    answered = []
+    for h3_event in protocol.h3.handle_event(ev):
+        if isinstance(h3_event, HeadersReceived):
+            sid = h3_event.stream_id
+            protocol.h3.send_headers(
+                sid, [(b":status", b"200"), (b"content-type", b"text/event-stream")]
+            )
+            protocol.h3.send_data(sid, body, end_stream=end_stream)
+            answered.append(sid)
+    if answered:
+        protocol.transmit()
+    return answered
+
+
+@dataclasses.dataclass
+class Seen:
+    """What an aioquic HTTP/3 server read, by the number of the datagram it came in."""
+
+    datagrams: int = 0
+    handshake_done_at: int | None = None  # the datagram with the client's Finished
+    request_at: int | None = None  # the first datagram with bytes of a request stream
+    request_bytes: int = 0
+    closed: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+
+@pytest.fixture
+async def recording_server(tmp_path: Path) -> AsyncIterator[tuple[int, str, Seen]]:
+    """An aioquic HTTP/3 server in this process that notes, datagram by datagram, when
+    its handshake completed and when request bytes came, and answers a short stream."""
+    from aioquic.asyncio import serve
+    from aioquic.asyncio.protocol import QuicConnectionProtocol
+    from aioquic.h3.connection import H3_ALPN
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.events import (
+        ConnectionTerminated,
+        HandshakeCompleted,
+        StreamDataReceived,
+    )
+
+    from promptpath.server.certs import make_self_signed
+
+    paths = make_self_signed(tmp_path / "certs")
+    seen = Seen()
+    chunk = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": "hi"}}],
+    }
+    answer = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+
+    class Recording(QuicConnectionProtocol):  # type: ignore[misc]
+        h3: Any = None
+
+        def datagram_received(self, data: bytes, addr: Any) -> None:
+            seen.datagrams += 1
+            super().datagram_received(data, addr)
+
+        def quic_event_received(self, ev: Any) -> None:
+            if isinstance(ev, HandshakeCompleted) and seen.handshake_done_at is None:
+                seen.handshake_done_at = seen.datagrams
+            elif isinstance(ev, StreamDataReceived) and ev.stream_id % 4 == 0:
+                # client-initiated bidirectional: a request stream (RFC 9000 section 2.1)
+                seen.request_bytes += len(ev.data)
+                if seen.request_at is None:
+                    seen.request_at = seen.datagrams
+            elif isinstance(ev, ConnectionTerminated):
+                seen.closed.set()
+            _answer_requests(self, ev, answer, end_stream=True)
+
+    config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN)
+    config.load_cert_chain(str(paths.cert), str(paths.key))
+    quic_server = await serve("127.0.0.1", 0, configuration=config, create_protocol=Recording)
+    try:
+        yield quic_server._transport.get_extra_info("sockname")[1], str(paths.ca), seen
+    finally:
+        quic_server.close()
+
+
+async def test_the_server_reads_the_request_in_the_datagram_that_completes_its_handshake(
+    recording_server: tuple[int, str, Seen],
+) -> None:
+    # The wire from the server's side: aioquic processes a datagram's packets in order,
+    # the Handshake packet (our Finished: HandshakeCompleted) and then the 1-RTT packet
+    # coalesced behind it (the request). Before, the request came one datagram later.
+    port, ca, seen = recording_server
+    result = await trace(_options(port, ca=ca))
+    assert result.exc is None, result.exc
+    assert seen.handshake_done_at is not None and seen.request_bytes > 0
+    assert seen.request_at == seen.handshake_done_at, seen
+
+
+async def test_a_refused_certificate_sends_no_request_byte(
+    recording_server: tuple[int, str, Seen],
+) -> None:
+    # The certificate is checked before our Finished leaves, and the request is queued only
+    # once it passed: the server completes its handshake (our Finished, then our
+    # CONNECTION_CLOSE with the bad_certificate alert) and never sees a request byte.
+    port, _ca, seen = recording_server
+    result = await trace(_options(port, ca=None))  # the system store: self-signed is unknown
+    assert isinstance(result.exc, TLSError) and result.exc.kind == "unknown_ca", result.exc
+    with anyio.fail_after(5):
+        await seen.closed.wait()  # everything we sent before the close has been read
+    assert seen.handshake_done_at is not None
+    assert (seen.request_at, seen.request_bytes) == (None, 0), seen
+
+
 # -- hostile paths and peers -------------------------------------------------------------------
 
 
@@ -448,10 +590,8 @@ async def resetting_server(tmp_path: Path) -> AsyncIterator[tuple[int, str]]:
     """An aioquic HTTP/3 server that sends two tokens, then resets the request stream."""
     from aioquic.asyncio import serve
     from aioquic.asyncio.protocol import QuicConnectionProtocol
-    from aioquic.h3.connection import H3_ALPN, H3Connection
-    from aioquic.h3.events import HeadersReceived
+    from aioquic.h3.connection import H3_ALPN
     from aioquic.quic.configuration import QuicConfiguration
-    from aioquic.quic.events import ProtocolNegotiated
 
     from promptpath.server.certs import make_self_signed
 
@@ -466,19 +606,9 @@ async def resetting_server(tmp_path: Path) -> AsyncIterator[tuple[int, str]]:
         h3: Any = None
 
         def quic_event_received(self, ev: Any) -> None:
-            if isinstance(ev, ProtocolNegotiated):
-                self.h3 = H3Connection(self._quic)
-            if self.h3 is None:
-                return
-            for h3_event in self.h3.handle_event(ev):
-                if isinstance(h3_event, HeadersReceived):
-                    sid = h3_event.stream_id
-                    self.h3.send_headers(
-                        sid, [(b":status", b"200"), (b"content-type", b"text/event-stream")]
-                    )
-                    self.h3.send_data(sid, event("Hello") + event(" world"), end_stream=False)
-                    self.transmit()
-                    asyncio.get_running_loop().call_later(0.1, self._reset, sid)
+            body = event("Hello") + event(" world")
+            for sid in _answer_requests(self, ev, body, end_stream=False):
+                asyncio.get_running_loop().call_later(0.1, self._reset, sid)
 
         def _reset(self, sid: int) -> None:
             self._quic.reset_stream(sid, 0x10C)  # H3_REQUEST_CANCELLED

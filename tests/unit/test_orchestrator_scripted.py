@@ -10,6 +10,7 @@ tests/integration (test_trace.py, test_stream_endings.py, test_timeout_time.py).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 
 import anyio
@@ -228,19 +229,24 @@ def test_warm_opens_a_new_connection_when_the_peer_will_not_reuse_it() -> None:
     assert factory.transport.connects == 2
 
 
-def test_the_fresh_strategy_opens_a_connection_per_request() -> None:
-    factory = Scripted(Script(body=TOKENS))
+def run_fresh(factory: Scripted, count: int) -> list[TraceResult]:
+    """``count`` requests, one after the other, each on a connection of its own."""
 
     async def main() -> list[TraceResult]:
         opts = options()
         tracer = Tracer(opts, factory(opts), strategy=fresh())
-        results = [TraceResult(options=opts, timeline=new_timeline()) for _ in range(3)]
+        results = [TraceResult(options=opts, timeline=new_timeline()) for _ in range(count)]
         for r in results:
             await tracer.request(r.timeline)
         await tracer.aclose()
         return results
 
-    results = anyio.run(main)
+    return anyio.run(main)
+
+
+def test_the_fresh_strategy_opens_a_connection_per_request() -> None:
+    factory = Scripted(Script(body=TOKENS))
+    results = run_fresh(factory, 3)
     assert all(r.ok and not r.timeline.reused_connection for r in results)
     assert factory.transport.connects == 3 and factory.transport.closed == 3
 
@@ -284,6 +290,79 @@ def test_load_spreads_streams_over_the_pool(http: str, connections: int, opened:
     assert factory.transport.connects == opened
     assert sum(not r.timeline.reused_connection for r in results) == opened
     assert all(r.timeline.request is not None for r in results)
+
+
+# -- the first request, handed to the connection it opens ---------------------------------
+# A transport may send ConnectSpec.first_request with its handshake (HTTP/3 does, with our
+# Finished: tests/integration/test_http3.py); the scripted one sends every request from
+# Connection.request, so what the tracer hands over and then sends can be compared.
+
+
+def test_the_first_connection_is_handed_the_request_it_then_sends() -> None:
+    result, factory = run(Script(body=TOKENS), options(warm=True))
+    assert result.ok and result.warm is not None and result.warm.ok
+    transport = factory.transport
+    [spec] = transport.specs
+    first, warm = transport.sent
+    assert spec.first_request is first  # the very object: QuicConnection matches by identity
+    assert warm is not first  # a later request is prepared as it is sent, never handed over
+    assert "first_request" not in repr(spec)  # its headers carry the key
+
+
+def test_a_probes_own_connect_is_never_handed_the_prompt() -> None:
+    # The probes connect through the tracer for requests of their own (an OPTIONS, an
+    # upgrade): a transport handed the prompt there would send a POST nobody asked for.
+    factory = Scripted(Script(body=TOKENS))
+
+    async def main() -> TraceResult:
+        opts = options()
+        tracer = Tracer(opts, factory(opts), strategy=fresh())
+        timeline = new_timeline()
+        recorder = tracer.transport.recorder(timeline)
+        conn = await tracer.connect(timeline, time.monotonic() + 5, recorder)
+        await conn.aclose()
+        result = TraceResult(options=opts, timeline=new_timeline())
+        await tracer.request(result.timeline)  # the prompt, on a connection of its own
+        await tracer.aclose()
+        return result
+
+    result = anyio.run(main)
+    probe, traced = factory.transport.specs
+    assert result.ok and probe.first_request is None
+    assert traced.first_request is factory.transport.sent[0]
+
+
+def test_a_failed_connect_leaves_the_first_request_for_the_next_connection() -> None:
+    factory = Scripted(Script(fail_at="connect"), Script(body=TOKENS))
+    failed, ok = run_fresh(factory, 2)
+    assert isinstance(failed.exc, ConnectError) and ok.ok
+    refused, opened = factory.transport.specs
+    # The same request prepared before t0 (not prepared again), sent on the connection
+    # that opened.
+    assert refused.first_request is not None and opened.first_request == refused.first_request
+    assert opened.first_request is factory.transport.sent[0]
+
+
+def test_load_hands_the_first_request_to_one_connection_which_sends_it_once() -> None:
+    factory = Scripted(Script(body=TOKENS, multiplexed=True))
+    results = anyio.run(
+        lambda: run_concurrent(
+            options(http="2"),
+            count=6,
+            concurrency=3,
+            connections=3,
+            on_run=lambda i, _: None,
+            transport_factory=factory,
+        )
+    )
+    transport = factory.transport
+    assert all(r.ok for r in results) and transport.connects == 3
+    handed = [(i, s.first_request) for i, s in enumerate(transport.specs) if s.first_request]
+    assert len(handed) == 1, handed
+    index, first = handed[0]
+    assert len(transport.sent) == 6  # no stream's request went twice
+    [sent_as] = [i for i, w in enumerate(transport.sent) if w is first]
+    assert transport.sent_on[sent_as] == index  # on the connection it was handed to
 
 
 def test_a_refused_http3_run_still_records_what_it_would_have_sent() -> None:
