@@ -230,6 +230,10 @@ def main() -> None:
             proc.wait(5)
         print(line(f"arrival − server send, all {ns.trials} trials", pooled))
         if ns.capture:
+            # Under `chrt -f` (an A/B on a busy machine: the runs' own policy), tshark's
+            # decoding is no run to measure: back to the normal policy first.
+            if os.sched_getscheduler(0) != os.SCHED_OTHER:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
             print("dumpcap:", "; ".join(dumpcap_said))
             split_at_wire(trials, pcap, keylog, port, ns.keep)
 
@@ -287,11 +291,21 @@ def split_at_wire(
             shutil.copy(path, Path(keep) / path.name)
     wire = load_capture.read_wire(pcap, keylog, port)
     print(
-        f"capture: {sum(map(len, wire.packets.values()))} server packets with payload,"
+        f"capture: {len(wire.every_packet)} server packets with payload,"
         f" {len(wire.events)} events found in them"
     )
+    pooled = load_capture.Split()
+    met = 0
     for trial, results in enumerate(trials, 1):
-        load_capture.report(f"trial {trial}", load_capture.split(results, wire), line)
+        trial_split = load_capture.split(results, wire)
+        load_capture.report(f"trial {trial}", trial_split, line)
+        met += bool(trial_split.ours) and load_capture.verdict(trial_split.ours) == "target met"
+        pooled += trial_split
+    load_capture.report(f"all {len(trials)} trials", pooled, line)
+    print(
+        f"arrival error against the wire (ours), p99 < {load_capture.TARGET_P99_MS:g} ms:"
+        f" met in {met} of {len(trials)} trials"
+    )
 
 
 if __name__ == "__main__":
