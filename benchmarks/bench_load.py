@@ -2,8 +2,8 @@
 
     python3 benchmarks/bench_load.py [--streams 500] [--trials 3] [--http 2]
                                      [--connections K] [--rate 5] [--tokens 20]
-                                     [--no-kernel-stamps] [--profile FILE]
-                                     [--capture] [--keep DIR]
+                                     [--no-kernel-stamps] [--no-prefetch]
+                                     [--profile FILE] [--capture] [--keep DIR]
 
 The client (this process, ``run_concurrent``) is pinned to CPU 0, the reference endpoint
 (``python -m promptpath.server``, its own process) to CPU 1. All streams start together
@@ -15,16 +15,19 @@ The client (this process, ``run_concurrent``) is pinned to CPU 0, the reference 
 and prints its median, p99 and max per trial and over all trials, plus the same over a
 single stream as a baseline. The error includes the kernel's loopback hop and the
 server's own work after it stamped the event (hypercorn frames and flushes in its own
-task). "read lateness" is how long after the kernel received a read's bytes the event
-loop read them: what stamping reads as they return (``--no-kernel-stamps``, the way
-before SO_TIMESTAMPNS) adds. Packets that wait in the kernel's queue merge and carry
-the last one's stamp, so a late loop still shows a little. ``--profile FILE`` writes a
-cProfile of the load runs.
+task, behind the other streams' writes). "read lateness" is how long after the kernel
+received a read's bytes the socket was read: what stamping reads as they return
+(``--no-kernel-stamps``, the way before SO_TIMESTAMPNS) adds. Packets that wait in the
+kernel's queue merge and carry the last one's stamp, so a late read still shows;
+``--no-prefetch`` leaves each HTTP/2 connection to its reader task alone, as before
+RxStampedStream.prefetch(). ``--profile FILE`` writes a cProfile of the load runs.
 
-``--capture`` (root, dumpcap and tshark) captures the endpoint's port on ``lo`` during the
-trials and splits each event's error at the wire: the server's part (its stamp to the
-packet) and ours (the packet to our stamp); see load_capture.py. ``--keep DIR`` keeps the
-capture and the TLS key log there.
+``--capture`` (root, dumpcap and tshark; HTTP/2) captures the endpoint's port on ``lo``
+during the trials and splits each event's error at the wire: the server's part (its stamp
+to the packet) and ours (the packet to our stamp), which is promptpath's arrival error
+and what the issue-25 target (p99 < 2 ms) is judged on; see load_capture.py. ``--keep
+DIR`` keeps the capture and the TLS key log there. For an A/B on a machine others are
+busy on, ``chrt -f 10`` before the command keeps them off the two pinned cores.
 
 Loopback only: the server listens on 127.0.0.1.
 """
@@ -169,6 +172,8 @@ def main() -> None:
     )
     parser.add_argument("--keep", help="with --capture: keep the capture and key log here")
     ns = parser.parse_args()
+    if ns.capture and ns.http != "2":
+        parser.error("--capture finds events in HTTP/2 DATA frames: use it with --http 2")
     if (os.cpu_count() or 1) < 2:
         sys.exit("needs 2 CPUs: one for the client, one for the server")
     if ns.no_kernel_stamps:
