@@ -299,6 +299,11 @@ def split_at_wire(
         f"capture: {len(wire.every_packet)} server packets with payload,"
         f" {len(wire.events)} events found in them"
     )
+    if not wire.events and not keep:  # seen once in ~40 runs, not reproduced: keep the files
+        kept = Path(tempfile.mkdtemp(prefix="bench-load-"))
+        for path in (pcap, keylog):
+            shutil.copy(path, kept / path.name)
+        print(f"tshark decrypted no DATA frame: capture and key log kept in {kept}")
     pooled = load_capture.Split()
     met = 0
     for trial, results in enumerate(trials, 1):

@@ -6,7 +6,9 @@ a stream whose frame has already arrived still waits its turn to find out. With 
 hundred streams on one connection that convoy held reads back by hundreds of
 milliseconds (measured: benchmarks/bench_load.py), so every stamp was late. Here one
 reader task per connection reads as soon as the socket has data, hands each event to
-its stream and wakes only that stream.
+its stream and wakes only that stream. The reader reads when the loop polls the socket;
+between polls, each stream's turn takes what the socket holds, stamped (rxstamp.py's
+``prefetch``), so packets of a burst do not merge in the kernel and share one stamp.
 
 Each event carries the stamp of the socket read that brought it (``stamps``): a frame
 can wait in its stream's queue while other streams are served, and the connection's
