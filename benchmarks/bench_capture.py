@@ -187,15 +187,19 @@ def capture(
     interface: str = "lo",
     bpf: str | None = None,
     buffer_mib: int | None = None,
+    idle: bool = False,
 ) -> Iterator[list[str]]:
     """dumpcap on ``interface``, filtered on the servers' ports (or ``bpf``), from before
     the first request (in this thread's network namespace, which dumpcap inherits). The
     list it yields gets dumpcap's last words once it has stopped (the packets it received
-    and dropped); ``buffer_mib`` sets its kernel buffer (dumpcap's default is 2 MiB)."""
+    and dropped); ``buffer_mib`` sets its kernel buffer (dumpcap's default is 2 MiB).
+    ``idle``: dumpcap runs only on a core nothing else wants (SCHED_IDLE), so that its
+    wake-ups do not delay the processes measured, its buffer holding the packets."""
     bpf = bpf or " or ".join(f"tcp port {p}" for p in ports)
     buffer = [] if buffer_mib is None else ["-B", str(buffer_mib)]
+    policy = ["chrt", "--idle", "0"] if idle else []
     proc = subprocess.Popen(
-        ["dumpcap", "-q", "-i", interface, *buffer, "-f", bpf, "-w", str(path)],
+        [*policy, "dumpcap", "-q", "-i", interface, *buffer, "-f", bpf, "-w", str(path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

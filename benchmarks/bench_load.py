@@ -219,7 +219,9 @@ def main() -> None:
             profiler = cProfile.Profile() if ns.profile else None
             port = int(str(info["port"]))
             wire_capture: contextlib.AbstractContextManager[list[str]] = (
-                capture(pcap, [port], buffer_mib=64) if ns.capture else contextlib.nullcontext([])
+                capture(pcap, [port], buffer_mib=64, idle=True)
+                if ns.capture
+                else contextlib.nullcontext([])
             )
             with wire_capture as dumpcap_said:
                 for trial in range(1, ns.trials + 1):
