@@ -1,11 +1,13 @@
 """The console script: ``promptpath --version`` answers before Typer, click and the option
 table are imported (they are most of a start-up); everything else goes to ``cli.main``.
 
-Two costs of a short process that nothing in it asks for are left out here, and only here
+Three costs of a short process that nothing in it asks for are left out here, and only here
 (``cli.main`` run in-process by tests and library callers keeps Python's defaults):
 
 - the cyclic collector during start-up (gchold.py): off from here until the command's
   options are parsed.
+- recompiling the methods of every dataclass the start-up defines (dccache.py): their
+  code objects are cached beside the package's bytecode.
 - interpreter finalisation: module teardown and a last collection over the start-up's
   objects, ~50 ms of CPU a run (``benchmarks/bench_startup.py``). Once ``cli.main`` has
   returned, nothing is left to do but flush the two streams: every file promptpath writes
@@ -31,6 +33,9 @@ def run(argv: list[str]) -> int:
 
         print(f"promptpath {__version__}")
         return 0
+    from promptpath import dccache
+
+    dccache.install()
     from promptpath.cli import main as cli_main
 
     return cli_main()
@@ -41,6 +46,9 @@ def end(code: int) -> NoReturn:
 
     A reader that went away before the last bytes were flushed makes it ExitCode.PIPE_CLOSED,
     as a closed pipe does anywhere else in a run."""
+    cache = sys.modules.get("promptpath.dccache")
+    if cache is not None:
+        cache.save()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -219,6 +219,9 @@ class BodyIngest:
         # The chunk being decoded step by step (see ``backlog``), and its read's stamp.
         self._pending = b""
         self._more_output = False
+        # Bytes a read carried past the end of a gzip member (see ``_inflate_step``).
+        self._after_member = b""
+        self._trailing = False
         self._stamp = (0, -1)
         self._text_left = MAX_KEPT_TEXT
         self._kinds_kept: set[str] = set()
@@ -260,25 +263,53 @@ class BodyIngest:
         however much a compressed read inflates to."""
         tl = self.timeline
         if self._inflate is not None:
-            try:
-                data = self._inflate.decompress(self._pending, DECODE_STEP)
-            except zlib.error as exc:
-                tl.stream_end = "error"
-                self._pending, self._more_output = b"", False
-                raise StreamError(
-                    f"the {tl.compressed} event stream does not decompress: {exc}",
-                    stage="stream",
-                    kind="bad_encoding",
-                ) from exc
-            self._pending = self._inflate.unconsumed_tail
-            # A full step may leave output inside zlib with no input left to push it.
-            self._more_output = len(data) == DECODE_STEP and not self._inflate.eof
+            data = self._inflate_step()
         elif self.messages:
             data, self._pending = self._pending, b""
         else:
             data, self._pending = self._pending[:DECODE_STEP], self._pending[DECODE_STEP:]
         tl.decoding = self.backlog
         self._decode(data, *self._stamp)
+
+    def _inflate_step(self) -> bytes:
+        """One step of the compressed stream. A gzip stream is a series of members (RFC
+        1952 §2.2; a hop may flush one per event): after one ends, bytes that begin with
+        the magic are the next member, anything else is left unread (as is whatever
+        follows a deflate stream's end)."""
+        tl = self.timeline
+        inflate = self._inflate
+        if inflate.eof:
+            rest, self._after_member, self._pending = self._after_member + self._pending, b"", b""
+            self._more_output = False
+            if self._trailing or tl.compressed not in ("gzip", "x-gzip"):
+                return b""
+            if len(rest) < 2:  # one byte: the next read says what it begins
+                self._after_member = rest
+                return b""
+            if rest[:2] != b"\x1f\x8b":
+                self._trailing = True  # the stream ended here: nothing after is read
+                return b""
+            inflate = self._inflate = zlib.decompressobj(wbits=31)
+            self._pending = rest
+        try:
+            data: bytes = inflate.decompress(self._pending, DECODE_STEP)
+        except zlib.error as exc:
+            tl.stream_end = "error"
+            self._pending, self._more_output = b"", False
+            raise StreamError(
+                f"the {tl.compressed} event stream does not decompress: {exc}",
+                stage="stream",
+                kind="bad_encoding",
+            ) from exc
+        if inflate.eof:
+            # What the read carried past the member's end: another member, perhaps.
+            self._after_member, self._pending = inflate.unused_data, b""
+            self._more_output = bool(self._after_member)
+        else:
+            self._pending = inflate.unconsumed_tail
+            # A full step may leave output inside zlib with no input left to push it.
+            self._more_output = len(data) == DECODE_STEP
+        return data
 
     def _decode(self, data: bytes, t_ns: int, read_index: int) -> None:
         tl = self.timeline

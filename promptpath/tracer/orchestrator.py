@@ -41,7 +41,7 @@ from promptpath.tracer.failure import (
     timeout_error,
     transport_error,
 )
-from promptpath.tracer.request import prepare, sent_request
+from promptpath.tracer.request import PreparedRequest, prepare, sent_request
 from promptpath.tracer.session import (
     Session,
     TransportFactory,
@@ -102,8 +102,12 @@ class Tracer:
         self.stop_after_tokens = stop_after_tokens
         self.stopped_ns: int | None = None
         # What these options send, recorded on each timeline from its start, so a run that
-        # fails before its request still says what it would have sent.
-        self.sent = sent_request(options, prepare(options))
+        # fails before its request still says what it would have sent. Prepared here,
+        # before t0, the first request goes as it is: its body and headers depend on the
+        # options alone, so building them once the connection is ready would put our own
+        # CPU inside the request stage (issue 25).
+        self._first: PreparedRequest | None = prepare(options)
+        self.sent = sent_request(options, self._first)
         self._ssl = ssl_context_for(options) if options.target.scheme == "https" else None
         https_proxy = options.proxy is not None and options.proxy.scheme == "https"
         # The proxy's own certificate: --proxy-cacert, else the origin's trust (--cacert, or
@@ -237,10 +241,15 @@ class Tracer:
 
     async def _send(self, conn: Connection, timeline: Timeline) -> None:
         """The request on ``conn`` and its whole response, into ``timeline``."""
-        # Prepared again per request, as sent: the same as ``self.sent`` for these options
-        # (a test may vary it; the record follows what went).
-        prepared = prepare(self.options)
-        timeline.request = sent_request(self.options, prepared)
+        # The first request as prepared before t0; each later one prepared again, as sent
+        # (a SigV4 signature carries its time; a test may vary it): the record follows
+        # what went.
+        prepared, self._first = self._first, None
+        if prepared is None:
+            prepared = prepare(self.options)
+            timeline.request = sent_request(self.options, prepared)
+        else:
+            timeline.request = self.sent
         head, body = await conn.request(
             WireRequest(
                 method=prepared.method,

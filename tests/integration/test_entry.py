@@ -122,3 +122,16 @@ def test_a_reader_gone_before_the_last_flush_makes_the_closed_pipe_code() -> Non
         os.close(write)
     # Python's own exit would print "Exception ignored ... BrokenPipeError" and exit 120.
     assert (res.returncode, res.stderr) == (ExitCode.PIPE_CLOSED, "")
+
+
+def test_the_console_script_writes_the_dataclass_method_cache_beside_the_bytecode() -> None:
+    from promptpath import dccache
+
+    cache = dccache._cache_path()
+    assert cache is not None
+    cache.unlink(missing_ok=True)  # a cache: any process may write it again
+    env = {k: v for k, v in BUFFERED.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    res = _run("--help", env=env)
+    assert res.returncode == 0, res.stderr
+    # (That a process finding it compiles nothing is tests/unit/test_dccache.py's.)
+    assert cache.is_file() and cache.stat().st_size > 0

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import h11
 import pytest
 
+from promptpath.commands import RunArgs, build_options
+from promptpath.tracer.orchestrator import trace
 from tests.helpers.cli import CliResult, run_cli
+from tests.helpers.hostile import hostile_proxy
 from tests.helpers.rawserver import raw_server
 from tests.helpers.refserver import RefServer, reference_server
 
@@ -121,3 +127,41 @@ def test_a_proxy_that_never_answers_connect_times_out_in_the_tunnel(origin: RefS
     assert f"the proxy http://127.0.0.1:{port}" in error["message"]
     # The stalled stage ran to the deadline, and the waterfall's axis shows it.
     assert body["stages_ms"]["tunnel"] >= 900
+
+
+async def test_tunnel_stage_leaves_out_building_the_connect(
+    origin: RefServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Building the CONNECT is made slow (h11 turns the event into bytes before httpcore
+    # writes them): the stage is the proxy's time, from the send that carries it.
+    built: list[int] = []
+    send = h11.Connection.send
+
+    def slow_connect(self: h11.Connection, event: Any) -> bytes | None:
+        data = send(self, event)
+        if isinstance(event, h11.Request) and event.method == b"CONNECT":
+            time.sleep(0.2)
+            built.append(time.perf_counter_ns())
+        return data
+
+    monkeypatch.setattr(h11.Connection, "send", slow_connect)
+    with hostile_proxy(lambda _request: b"HTTP/1.1 200 Connection established\r\n\r\n") as port:
+        args = RunArgs(
+            target=f"https://localhost:{origin.port}/v1/chat/completions",
+            cacert=str(origin.ca),
+            proxy=f"http://127.0.0.1:{port}",
+            http="1.1",
+            timeout=20.0,
+            max_tokens=3,
+            headers=["x-promptpath-ttft-ms: 0", "x-promptpath-rate: 0"],
+        )
+        result = await trace(build_options(args, environ={}))
+    assert result.exc is None, result.exc
+    tunnel = result.timeline.stage("tunnel")
+    assert tunnel is not None and tunnel.duration_ns is not None and tunnel.ok
+    assert len(built) == 1
+    assert tunnel.start_ns >= built[0]
+    assert tunnel.duration_ns < 200_000_000
+    # ...and the TLS inside the tunnel starts after its answer.
+    tls = result.timeline.stage("tls")
+    assert tls is not None and tunnel.end_ns is not None and tls.start_ns >= tunnel.end_ns

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from anyio.abc import SocketAttribute
 
+import promptpath.net.tcp
 import promptpath.tracer.orchestrator
 from promptpath.commands import RunArgs, build_options
 from promptpath.net.tcp import connect_address
@@ -66,6 +67,31 @@ async def test_stamps_bracket_the_handshake(listener: socket.socket) -> None:
             info = raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCPI_RTT.size)
             (rtt_us,) = _TCPI_RTT.unpack(info)
             assert end_ns - start_ns >= rtt_us * 1000
+
+
+async def test_a_handshake_done_inside_connect_ends_when_the_syscall_returned(
+    listener: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On loopback the kernel completes the handshake inside connect() (the listener's
+    # SYN/ACK and our ACK are processed before it returns): the check that says so is
+    # made slow here, and is not handshake time.
+    real = promptpath.net.tcp._writable_now
+    checked: list[tuple[int, bool]] = []
+
+    def slow_check(sock: socket.socket) -> bool:
+        time.sleep(0.1)
+        done = real(sock)
+        checked.append((time.perf_counter_ns(), done))
+        return done
+
+    monkeypatch.setattr(promptpath.net.tcp, "_writable_now", slow_check)
+    stream, start_ns, end_ns = await connect_address("127.0.0.1", listener.getsockname()[1])
+    async with stream:
+        [(checked_ns, done)] = checked
+        if done:
+            assert start_ns < end_ns < checked_ns - 100_000_000
+        else:  # the kernel left the handshake for later (softirq deferred): the loop saw it
+            assert end_ns > checked_ns
 
 
 async def test_connect_sets_nodelay(listener: socket.socket) -> None:

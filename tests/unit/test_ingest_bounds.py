@@ -137,3 +137,45 @@ def test_the_first_error_event_past_the_cap_is_kept_and_quoted(
     assert tl.not_kept.events == 4  # three usage events and the second error
     with pytest.raises(StreamError, match="overloaded_error: overloaded"):
         ing.finish(2)
+
+
+@pytest.mark.parametrize("cut", [0, 1, 2, 9])
+def test_a_gzip_stream_of_several_members_is_decoded_whole_wherever_a_read_cuts_it(
+    cut: int,
+) -> None:
+    # RFC 1952 §2.2: a gzip stream is a series of members (a hop may flush one per event).
+    # Checked by hand before the fix: the second member's three tokens were dropped.
+    first = zlib.compress(EVENT * 2, 6, wbits=31)
+    second = zlib.compress(EVENT * 3 + b"data: [DONE]\n\n", 6, wbits=31)
+    tl = _timeline("gzip")
+    ing = BodyIngest(tl, "openai")
+    ing.feed(first + second[:cut], 5, 0)
+    _drain(ing)
+    ing.feed(second[cut:], 6, 1)
+    _drain(ing)
+    assert ing.tokens == 5 and tl.stream_end == "marker"
+
+
+def test_a_later_member_is_decoded_in_steps_too() -> None:
+    bomb = zlib.compress(EVENT * 50_000, 9, wbits=31)
+    tl = _timeline("gzip")
+    ing = BodyIngest(tl, "openai")
+    ing.feed(zlib.compress(EVENT, 6, wbits=31) + bomb, 5, 0)
+    while ing.backlog:
+        before = tl.decoded_bytes
+        ing.resume()
+        assert tl.decoded_bytes - before <= DECODE_STEP
+    assert ing.tokens == 50_001
+
+
+@pytest.mark.parametrize(("encoding", "wbits"), [("gzip", 31), ("deflate", 15)])
+def test_bytes_after_the_stream_that_are_no_member_are_left_unread(
+    encoding: str, wbits: int
+) -> None:
+    tl = _timeline(encoding)
+    ing = BodyIngest(tl, "openai")
+    ing.feed(zlib.compress(EVENT * 2, 6, wbits=wbits) + b"\x00\x00 trailing", 5, 0)
+    _drain(ing)
+    ing.feed(zlib.compress(EVENT, 6, wbits=31), 6, 1)  # after deflate's end: not read
+    _drain(ing)
+    assert ing.tokens == 2
