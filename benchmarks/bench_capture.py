@@ -200,13 +200,24 @@ def reference_server(
 
 @contextlib.contextmanager
 def capture(
-    path: Path, ports: list[int], interface: str = "lo", bpf: str | None = None
-) -> Iterator[None]:
+    path: Path,
+    ports: list[int],
+    interface: str = "lo",
+    bpf: str | None = None,
+    buffer_mib: int | None = None,
+    idle: bool = False,
+) -> Iterator[list[str]]:
     """dumpcap on ``interface``, filtered on the servers' ports (or ``bpf``), from before
-    the first request (in this thread's network namespace, which dumpcap inherits)."""
+    the first request (in this thread's network namespace, which dumpcap inherits). The
+    list it yields gets dumpcap's last words once it has stopped (the packets it received
+    and dropped); ``buffer_mib`` sets its kernel buffer (dumpcap's default is 2 MiB).
+    ``idle``: dumpcap runs only on a core nothing else wants (SCHED_IDLE), so that its
+    wake-ups do not delay the processes measured, its buffer holding the packets."""
     bpf = bpf or " or ".join(f"tcp port {p}" for p in ports)
+    buffer = [] if buffer_mib is None else ["-B", str(buffer_mib)]
+    policy = ["chrt", "--idle", "0"] if idle else []
     proc = subprocess.Popen(
-        ["dumpcap", "-q", "-i", interface, "-f", bpf, "-w", str(path)],
+        [*policy, "dumpcap", "-q", "-i", interface, *buffer, "-f", bpf, "-w", str(path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -218,14 +229,16 @@ def capture(
             break
     else:
         raise RuntimeError(f"dumpcap exited with status {proc.wait()}")
+    summary: list[str] = []
     try:
-        yield
+        yield summary
     finally:
         # libpcap hands packets over in blocks that retire on a timeout (dumpcap's is
         # 250 ms), and SIGINT drops a block still in the kernel: let the last one retire.
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)  # flushes and closes the file
         proc.wait(10)
+        summary += [line.strip() for line in proc.stderr if line.strip()]
 
 
 def run_promptpath(server: Server, proxy: Proxy | None = None) -> Measured:

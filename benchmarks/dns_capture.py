@@ -113,7 +113,7 @@ def loadavg() -> str:
 
 
 def measure(
-    runs: int, tmp: Path, port: int, capture: contextlib.AbstractContextManager[None]
+    runs: int, tmp: Path, port: int, capture: contextlib.AbstractContextManager[object]
 ) -> None:
     """``capture``: dumpcap on lo for udp port 53 (started by the caller, who owns it)."""
     resolv_conf = tmp / "resolv.conf"

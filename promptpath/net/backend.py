@@ -79,6 +79,13 @@ class StampingStream(anyio.abc.ByteStream):
             self.tap.received += data
         return data
 
+    def prefetch(self) -> None:
+        """Take what the socket holds now, stamped, for the next receive (rxstamp.py):
+        a reader that cannot run yet keeps its packets from merging in the kernel."""
+        inner = self._inner
+        if isinstance(inner, RxStampedStream):
+            inner.prefetch()
+
     def _stamp(self) -> int:
         """When the read's bytes arrived: the kernel's receive stamp mapped onto the
         perf_counter clock (rxstamp.py), else now. Never before the previous read's."""

@@ -6,7 +6,9 @@ a stream whose frame has already arrived still waits its turn to find out. With 
 hundred streams on one connection that convoy held reads back by hundreds of
 milliseconds (measured: benchmarks/bench_load.py), so every stamp was late. Here one
 reader task per connection reads as soon as the socket has data, hands each event to
-its stream and wakes only that stream.
+its stream and wakes only that stream. The reader reads when the loop polls the socket;
+between polls, each stream's turn takes what the socket holds, stamped (rxstamp.py's
+``prefetch``), so packets of a burst do not merge in the kernel and share one stamp.
 
 Each event carries the stamp of the socket read that brought it (``stamps``): a frame
 can wait in its stream's queue while other streams are served, and the connection's
@@ -26,6 +28,7 @@ import h2.exceptions
 import httpcore
 
 from promptpath.core.timeline import CloseKind
+from promptpath.net.backend import TracedNetworkStream
 from promptpath.net.transport import Recorder
 
 #: The attribute an h2 event carries its socket read's stamp in: (t_ns, read index).
@@ -129,6 +132,8 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
         self._reader_error: BaseException | None = None
         self._waiting: dict[int, anyio.Event] = {}  # streams waiting for their next event
         self._touched: set[int] = set()  # streams the last read brought events for
+        # The socket's bytes taken, stamped, on every stream's turn (see _receive_stream_event).
+        self._prefetch = stream.raw.prefetch if isinstance(stream, TracedNetworkStream) else None
         #: Per stream id, the stamp of the write that carried its END_STREAM: the request
         #: sent. Not the connection's last write when streams share it: the stream's task may
         #: resume after other streams' writes (seen in load mode: 40 of 120 streams read a
@@ -160,6 +165,12 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
     async def _receive_stream_event(
         self, request: httpcore.Request, stream_id: int
     ) -> _StreamEvent:
+        # The reader reads when the loop polls the socket, after every task ready then has
+        # run: with a hundred streams woken by one read, packets arriving meanwhile merge in
+        # the kernel's queue and share the last one's stamp. Each stream's turn takes them
+        # now, stamped, for the reader (one recvmsg, nothing when there is nothing).
+        if self._prefetch is not None:
+            self._prefetch()
         queued = self._events.get(stream_id)
         while not queued:
             if self._reader_error is not None:

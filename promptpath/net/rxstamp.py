@@ -17,10 +17,20 @@ loop was busy. The kernel does keep when the last segment with an ACK arrived (T
 ``tcpi_last_ack_recv``, ms ago, in jiffies), and the FIN is that segment when nothing
 came after it. Checked on loopback (linux 6.18, HZ 250): a peer's ``shutdown(SHUT_WR)``
 read 7 ms to 1 s later is placed within ±1.2 ms of the shutdown. ``eof_ns`` keeps it.
+
+Packets that wait in the receive queue are merged by TCP, and the merged bytes carry the
+last packet's stamp (checked on this kernel: three sends 1 ms apart, read 5 ms later, all
+bytes carry the third's stamp, even a one-byte ``MSG_PEEK``): a loop that reads a
+connection late loses the earlier packets' arrival times for good. ``prefetch()`` takes
+what the kernel holds now, stamped, for ``receive()`` to hand out in order: a connection
+whose reader waits while the loop runs other tasks can be read from those tasks' turns
+(net/http2.py does so on every stream event, benchmarks/bench_load.py measures it).
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import socket
 import struct
 import sys
@@ -38,6 +48,10 @@ _TIMESPEC = struct.Struct("@qq")  # struct timespec on 64-bit Linux: tv_sec, tv_
 #: 13th (rto, ato, snd_mss, rcv_mss, unacked, sacked, lost, retrans, fackets,
 #: last_data_sent, last_ack_sent, last_data_recv, last_ack_recv).
 _TCP_INFO_LAST_ACK_RECV = struct.Struct("=56xI")
+#: Bytes one read takes; prefetched bytes are held up to ``_PREFETCH_LIMIT`` (beyond it
+#: the kernel keeps them, as it would without prefetching).
+_READ_BYTES = 65536
+_PREFETCH_LIMIT = 1 << 20
 
 
 def enable_rx_stamps(sock: socket.socket) -> int:
@@ -134,6 +148,13 @@ class RxStampedStream(anyio.abc.SocketStream):
         #: read returned EOF; None where TCP_INFO is missing.
         self.eof_ns: int | None = None
         self._ancillary = 0
+        #: What prefetch() took and receive() has not handed out yet, oldest first.
+        self._held: collections.deque[tuple[bytes, int | None] | OSError | _Eof] = (
+            collections.deque()
+        )
+        self._held_bytes = 0
+        self._ended = False  # prefetch() found the end: nothing more to take
+        self._waiter: asyncio.Future[bool] | None = None  # receive() waiting for data
         if _SO_TIMESTAMPNS is not None and struct.calcsize("@l") == 8:
             try:
                 sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
@@ -145,30 +166,27 @@ class RxStampedStream(anyio.abc.SocketStream):
     def _raw_socket(self) -> socket.socket:
         return self._sock
 
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        sock = self._sock
+    async def receive(self, max_bytes: int = _READ_BYTES) -> bytes:
         await anyio.lowlevel.checkpoint_if_cancelled()
         waited = False
         while True:
+            if self._held:  # taken earlier by prefetch(), stamped then
+                data, stamp = self._from_held(max_bytes)
+                break
             try:
-                data, ancillary, _flags, _addr = sock.recvmsg(max_bytes, self._ancillary)
+                data, stamp = self._take(max_bytes)
             except BlockingIOError:
-                await anyio.wait_readable(sock)
+                await self._readable()
                 waited = True
                 continue
             except OSError as exc:
-                if sock.fileno() == -1:
+                if self._sock.fileno() == -1:
                     raise anyio.ClosedResourceError from exc
                 raise anyio.BrokenResourceError from exc
+            if not data:
+                self.eof_ns = self._last_ack_ns()
+                raise anyio.EndOfStream
             break
-        if not data:
-            self.eof_ns = self._last_ack_ns()
-            raise anyio.EndOfStream
-        stamp = None
-        for level, kind, payload in ancillary:
-            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
-                sec, nsec = _TIMESPEC.unpack_from(payload)
-                stamp = sec * 1_000_000_000 + nsec
         self.rx_unix_ns = stamp
         if not waited:
             # Data was there at once: let other tasks run before taking more (a peer that
@@ -177,6 +195,79 @@ class RxStampedStream(anyio.abc.SocketStream):
             # where they would share the last one's stamp. Shielded: the bytes are ours.
             await anyio.lowlevel.cancel_shielded_checkpoint()
         return data
+
+    def _take(self, max_bytes: int) -> tuple[bytes, int | None]:
+        """One recvmsg: the bytes and the kernel's stamp of their last packet."""
+        data, ancillary, _flags, _addr = self._sock.recvmsg(max_bytes, self._ancillary)
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+                sec, nsec = _TIMESPEC.unpack_from(payload)
+                return data, sec * 1_000_000_000 + nsec
+        return data, None
+
+    def prefetch(self) -> None:
+        """Take what the kernel holds for this socket now, with its stamp, for the next
+        ``receive()``; nothing when it holds nothing (one non-blocking recvmsg). An end
+        (FIN, an error) found here is held too and raised in turn."""
+        if self._ended or self._held_bytes >= _PREFETCH_LIMIT or self._sock.fileno() == -1:
+            return
+        try:
+            data, stamp = self._take(_READ_BYTES)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._held.append(exc)
+            self._ended = True
+        else:
+            if data:
+                # No kernel stamp (not Linux): the time of this read is still nearer the
+                # arrival than the time the reader gets to it.
+                self._held.append((data, time.time_ns() if stamp is None else stamp))
+                self._held_bytes += len(data)
+            else:
+                self._held.append(_Eof(self._last_ack_ns()))
+                self._ended = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(True)
+
+    def _from_held(self, max_bytes: int) -> tuple[bytes, int | None]:
+        """The oldest prefetched piece (its first ``max_bytes``; the rest stays), or the end
+        prefetching found, raised as receive() raises it."""
+        item = self._held[0]
+        if isinstance(item, _Eof):
+            self.eof_ns = item.eof_ns
+            raise anyio.EndOfStream
+        if isinstance(item, OSError):
+            self._held.popleft()
+            raise anyio.BrokenResourceError from item
+        data, stamp = item
+        if len(data) > max_bytes:
+            self._held[0] = (data[max_bytes:], stamp)
+            data = data[:max_bytes]
+        else:
+            self._held.popleft()
+        self._held_bytes -= len(data)
+        return data, stamp
+
+    async def _readable(self) -> None:
+        """Until the socket is readable or ``prefetch()`` took something for us (anyio's
+        wait_readable cannot be woken by the latter); ClosedResourceError if closed."""
+        loop = asyncio.get_running_loop()
+        fd = self._sock.fileno()
+        if fd == -1:
+            raise anyio.ClosedResourceError
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiter = waiter
+        loop.add_reader(fd, _wake, waiter)
+        try:
+            readable = await waiter
+        finally:
+            self._waiter = None
+            if self._sock.fileno() != -1:
+                loop.remove_reader(fd)
+        if not readable:
+            raise anyio.ClosedResourceError
 
     def _last_ack_ns(self) -> int | None:
         """When the last segment carrying an ACK arrived, on the perf_counter clock."""
@@ -216,9 +307,27 @@ class RxStampedStream(anyio.abc.SocketStream):
 
     async def aclose(self) -> None:
         if self._sock.fileno() != -1:
-            anyio.notify_closing(self._sock)  # a task waiting on it wakes with an error
+            waiter = self._waiter
+            if waiter is not None:  # a task waiting to read wakes with an error
+                asyncio.get_running_loop().remove_reader(self._sock.fileno())
+                _wake(waiter, False)
+            anyio.notify_closing(self._sock)  # and one waiting to write
             self._sock.close()
         await anyio.lowlevel.checkpoint()
+
+
+class _Eof:
+    """The peer's FIN, found by prefetch(): when it arrived (TCP_INFO), if known."""
+
+    __slots__ = ("eof_ns",)
+
+    def __init__(self, eof_ns: int | None) -> None:
+        self.eof_ns = eof_ns
+
+
+def _wake(waiter: asyncio.Future[bool], readable: bool = True) -> None:
+    if not waiter.done():
+        waiter.set_result(readable)
 
 
 __all__ = [
