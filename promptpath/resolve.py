@@ -11,6 +11,7 @@ Values arrive as typer parsed them, keyed by each option's ``dest`` (promptpath/
 
 from __future__ import annotations
 
+import errno
 import math
 import os
 import socket
@@ -298,10 +299,19 @@ def _keylog(environ: Mapping[str, str]) -> str | None:
     if keylog_file is not None:
         # The ssl module opens it inside every SSLContext (--cacert's check included), and
         # HTTP/3 appends to it: one clear message rather than a misleading one later.
+        # Opened as open(path, "a") does, but without blocking: a FIFO with no reader
+        # would hold open() (and then the ssl module's fopen) for ever; checked by hand,
+        # build_options hung on `mkfifo keys.fifo` until killed.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NONBLOCK", 0)
         try:
-            with open(keylog_file, "a", encoding="ascii"):
-                pass
+            os.close(os.open(keylog_file, flags, 0o666))
         except OSError as exc:
+            if exc.errno == errno.ENXIO:  # a FIFO (or socket file) nobody reads
+                raise UsageError(
+                    "SSLKEYLOGFILE is a FIFO with no reader: start the program that reads it"
+                    " (e.g. Wireshark) first",
+                    kind="bad_option",
+                ) from exc
             raise UsageError(
                 f"SSLKEYLOGFILE cannot be appended to ({exc.strerror or exc})", kind="bad_option"
             ) from exc

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -292,3 +293,24 @@ def test_timeout_bound_is_a_day_and_a_bool_is_not_a_number() -> None:
         check_timeout(1e300)
     with pytest.raises(UsageError, match="number of seconds, got True"):
         check_timeout(True)  # bool is an int subclass: not 1 s
+
+
+def test_an_sslkeylogfile_fifo_without_a_reader_is_refused_at_once(tmp_path: Path) -> None:
+    # Checked by hand: `mkfifo keys.fifo; SSLKEYLOGFILE=keys.fifo` held build_options in
+    # open() until killed (a FIFO opened for writing blocks until a reader opens it).
+    fifo = tmp_path / "keys.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(UsageError, match="FIFO with no reader"):
+        build_options(RunArgs(target="https://h/v1/messages"), environ={"SSLKEYLOGFILE": str(fifo)})
+
+
+def test_an_sslkeylogfile_fifo_with_a_reader_is_taken(tmp_path: Path) -> None:
+    fifo = tmp_path / "keys.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # Wireshark's end of the pipe
+    try:
+        args = RunArgs(target="https://h/v1/messages")
+        options = build_options(args, environ={"SSLKEYLOGFILE": str(fifo)})
+        assert options.keylog_file == str(fifo)
+    finally:
+        os.close(reader)
