@@ -106,8 +106,10 @@ def first_content_event(sse: bytes) -> bool:
                 continue  # [DONE]
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
-                if delta.get("content") or delta.get("reasoning_content") or delta.get(
-                    "tool_calls"
+                if (
+                    delta.get("content")
+                    or delta.get("reasoning_content")
+                    or delta.get("tool_calls")
                 ):
                     return True
     return False

@@ -39,13 +39,11 @@ OUTPUT: Final = "Output and exports"
 PANELS: Final = (TARGET, PATH, PROBES, SERIES, OUTPUT)
 
 PROVIDER_CHOICES: Final = (
-    "openai|responses|anthropic|ollama|gemini|vertex|azure|realtime|bedrock|bedrock-invoke"
-    "|cohere"
+    "openai|responses|anthropic|ollama|gemini|vertex|azure|realtime|bedrock|bedrock-invoke|cohere"
 )
 HTTP_CHOICES: Final = "1.1|2|3|auto"
 CLIENT_CHOICES: Final = (
-    "openai-python|anthropic-python|ollama-python|google-genai|boto3|cohere|curl|browser"
-    "|identity"
+    "openai-python|anthropic-python|ollama-python|google-genai|boto3|cohere|curl|browser|identity"
 )
 
 F = TypeVar("F", bound=Callable[..., None])

@@ -248,9 +248,7 @@ def trace_path(
     limit = max_ttl
     try:
         for rnd in range(rounds):
-            got = _one_round(
-                address, family, protocol, rnd, limit, timeout_s, spacing_s, listener
-            )
+            got = _one_round(address, family, protocol, rnd, limit, timeout_s, spacing_s, listener)
             replies += got
             reached = [r.ttl for r in got if at_destination(r, address[0])]
             if reached:

@@ -172,10 +172,7 @@ def _hops(finding: Mapping[str, Any]) -> str:
         return ""
     head = ("hop", "address", "loss", "min ms", "median ms", "max ms", "adds ms", "")
     return _table(
-        (
-            (r.ttl, r.address, r.loss, r.min_ms, r.median_ms, r.max_ms, r.adds, r.note)
-            for r in rows
-        ),
+        ((r.ttl, r.address, r.loss, r.min_ms, r.median_ms, r.max_ms, r.adds, r.note) for r in rows),
         head,
     )
 

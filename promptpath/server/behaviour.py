@@ -339,4 +339,3 @@ def response_info(params: RequestParams, behaviour: Behaviour) -> RequestInfo:
         error_type=behaviour.error_type,
         reasoning=behaviour.reasoning,
     )
-

@@ -281,14 +281,17 @@ def _unprivileged(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
         shared.chmod(0o755)
         shutil.copy(tmp_path / "ca.pem", shared / "ca.pem")
         (shared / "ca.pem").chmod(0o644)
-        yield shared, [
-            "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-        ]
+        yield (
+            shared,
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+            ],
+        )
     finally:
         shutil.rmtree(shared, ignore_errors=True)
 
