@@ -40,6 +40,7 @@ KNOWN_COMMANDS = (
     ".venv/bin/pip install -e '.[dev]'",
     ".venv/bin/python -m pytest -q",
     ".venv/bin/ruff check promptpath tests benchmarks",
+    ".venv/bin/ruff format --check promptpath tests benchmarks",
     ".venv/bin/mypy",
     ".ci/run",
     ".venv/bin/python -m tests.helpers.impairer ",
