@@ -1,12 +1,13 @@
 """What a trickling server costs the tracer's memory: one byte per packet for a whole run.
 
-    python3 benchmarks/bench_trickle.py --seconds 5 [--interval-us 10]
+    python3 benchmarks/bench_trickle.py --seconds 5 [--interval-us 10] [--cap 10000]
 
 A separate process on 127.0.0.1 answers the request with an SSE head, then writes the
 body one byte per send (TCP_NODELAY, ``--interval-us`` apart, busy-waited) until the
 tracer's ``--timeout`` (``--seconds``) ends the run. The tracer runs in this process, so
 its RSS growth and the timeline's list lengths (reads kept, counted; body chunks kept)
-are read directly. Loopback only. Prints the load average beside every figure: the
+are read directly; ``--cap`` lowers core.timeline.MAX_KEPT_READS (100,000) to see the
+bound in a short run. Loopback only. Prints the load average beside every figure: the
 machine may be shared.
 """
 
@@ -20,6 +21,7 @@ import os
 import socket
 import time
 
+from promptpath.core import timeline as timeline_mod
 from promptpath.options import RunOptions, parse_target
 from promptpath.tracer.orchestrator import trace
 
@@ -61,7 +63,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--interval-us", type=float, default=10.0)
+    parser.add_argument("--cap", type=int, default=None, help="reads kept (default 100000)")
     args = parser.parse_args()
+    if args.cap is not None:
+        timeline_mod.MAX_KEPT_READS = args.cap
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -84,13 +89,18 @@ def main() -> None:
     from promptpath.report.json import result_json  # off the measured span
 
     stream = result_json(result, exit_code=0)["stream"]
-    not_kept = getattr(tl, "not_kept", None)
+    not_kept = tl.not_kept
+    reads_not_kept = getattr(tl, "reads_not_kept", None)
     load = "/".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"load average {load}")
-    print(f"run: {args.seconds:g} s, one byte per send every {args.interval_us:g} us")
+    print(
+        f"run: {args.seconds:g} s, one byte per send every {args.interval_us:g} us,"
+        f" cap {timeline_mod.MAX_KEPT_READS}"
+    )
     print(f"error: {tl.error.kind if tl.error else None}")
     print(f"reads kept {len(tl.reads)}, socket_reads {stream['socket_reads']}")
     print(f"chunks kept {len(tl.chunks)}, bytes {stream['bytes']}")
+    print(f"reads_not_kept {reads_not_kept}")
     print(f"events kept {len(tl.events)}, events {stream['events']}, not_kept {not_kept}")
     print(f"RSS {before} -> {after} KiB: +{after - before} KiB  (load {load})")
 
