@@ -104,7 +104,8 @@ def final_silence_ns(timeline: Timeline) -> int | None:
     err = timeline.error
     if err is None or err.t_ns is None or err.stage not in ("wait", "first_token", "stream"):
         return None
-    last = [r.t_ns for r in timeline.reads[-1:]]
+    last_read = timeline.last_read_ns
+    last = [] if last_read is None else [last_read]
     last += [timeline.milestones[k] for k in ("request_sent", "ttfb") if k in timeline.milestones]
     # A read stamped after the deadline (the loop was late to cancel) is no silence.
     return max(0, err.t_ns - max(last)) if last else None
@@ -131,6 +132,8 @@ class TokenMetrics:
     #: events that shared a read with the previous one only because they were sent back to
     #: back or our read loop caught them together: not the path's doing
     read_batched: int = 0
+    #: of read_batched, events in a read counted past the cap of kept reads: not judged
+    coalesced_unjudged: int = 0
     #: events of a content filter (core.timeline.FILTER_EVENTS): no token, no error
     filter_events: int = 0
     #: the content types of the events before the first visible text ("reasoning",
@@ -240,6 +243,7 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
         filter_events=sum(1 for e in timeline.events if e.name in FILTER_EVENTS),
         coalesced=together.path,
         read_batched=together.read_loop,
+        coalesced_unjudged=together.unjudged,
         per_second=per_second,
         mean_itl_ms=mean_itl,
         gaps=gaps,
@@ -324,7 +328,7 @@ def _timeout_verdict(timeline: Timeline) -> str | None:
     )
     if timeline.decoding:
         # The bytes had arrived; the client was still turning them into events.
-        wire = sum(c.nbytes for c in timeline.chunks)
+        wire = timeline.body_bytes
         events = len(timeline.events) + timeline.not_kept.events
         return (
             f"still decoding at {deadline}: {wire} bytes read had become"
@@ -335,9 +339,10 @@ def _timeout_verdict(timeline: Timeline) -> str | None:
     start = derived_bounds(timeline)[cut][0] if cut is not None else err.t_ns - silence
     # A silence shorter than half the stage: data was still coming, just too slowly.
     if 2 * silence < err.t_ns - start:
-        nbytes = sum(r.nbytes for r in timeline.reads if r.t_ns > start)
+        nbytes, exact = timeline.read_bytes_after(start)
+        span_s = (err.t_ns - start) / 1e9
         return (
-            f"still trickling ({nbytes} bytes in {(err.t_ns - start) / 1e9:.2f} s of stage"
+            f"still trickling ({'' if exact else 'up to '}{nbytes} bytes in {span_s:.2f} s of stage"
             f" {err.stage}, the last {silence / 1e9:.2f} s before the end): the stream"
             f" never finished within {deadline}"
         )

@@ -17,6 +17,10 @@ count against the path:
 The slack is a hold no reader sees in a stream and more than our loop lags on a busy
 machine (the longest read-loop batch measured at 1,000 tokens/s on a loaded 2-core box:
 the events in it sent 3.4 ms apart, 5.3 ms after the previous read).
+
+Past the timeline's cap of kept reads (core.timeline.MAX_KEPT_READS) events still carry
+their read's ordinal, so "in the same read" stays exact; judged by arrival, a read not
+kept has no stamp, and its events count as our read loop's (``unjudged`` says how many).
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ class Coalescing:
     judged_by: JudgedBy
     #: per content event, in arrival order: True when it counts in ``path``
     path_flags: tuple[bool, ...] = ()
+    #: of ``read_loop``, events judged by arrival whose read was counted, not kept
+    #: (Timeline.reads_not_kept): no stamp to judge by, so never held against the path
+    unjudged: int = 0
 
 
 def _by_read(content: list[StreamEvent]) -> dict[int, list[StreamEvent]]:
@@ -86,11 +93,15 @@ def coalescing(timeline: Timeline, *, send_times: bool = True) -> Coalescing:
         if len(events) >= 2 and _path_read(timeline, index, events, by, pace_ns)
     }
     flags: list[bool] = []
-    path = read_loop = 0
+    path = read_loop = unjudged = 0
+    kept = len(timeline.reads) if by == "arrival" else None
     for i, e in enumerate(content):
         together = i > 0 and e.read_index >= 0 and e.read_index == content[i - 1].read_index
         on_path = together and e.read_index in path_reads
         path += on_path
         read_loop += together and not on_path
+        unjudged += together and kept is not None and e.read_index >= kept
         flags.append(on_path)
-    return Coalescing(path=path, read_loop=read_loop, judged_by=by, path_flags=tuple(flags))
+    return Coalescing(
+        path=path, read_loop=read_loop, judged_by=by, path_flags=tuple(flags), unjudged=unjudged
+    )

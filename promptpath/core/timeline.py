@@ -86,7 +86,9 @@ class BodyChunk:
 
     t_ns: int  # stamp of the socket read that carried these bytes
     nbytes: int
-    read_index: int  # index into Timeline.reads (-1 when unknown)
+    #: the read's ordinal (-1 when unknown): an index into Timeline.reads while below its
+    #: length; one past it names a read counted, not kept (Timeline.read_at)
+    read_index: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,30 @@ class NotKept:
     events: int = 0  # events decoded and counted, not kept in Timeline.events
     content: int = 0  # of those, content events (they still count as tokens)
     text_chars: int = 0  # characters of event text dropped (kept events included)
+
+
+#: Socket reads (and body chunks) kept in Timeline.reads (and chunks); past it they are
+#: counted with their bytes (Timeline.reads_not_kept), so that a server trickling one
+#: byte per packet for a whole --timeout (~20k reads/s on loopback, ~220 bytes each
+#: kept) does not grow the tracer without bound. As many as the events kept
+#: (tracer/ingest.MAX_KEPT_EVENTS): a stream that brings each event in its own read keeps
+#: the read of every event kept, so coalescing is judged whole wherever it can be; past
+#: the cap the reads themselves are what floods, and ~22 MB is where they stop.
+MAX_KEPT_READS = 100_000
+
+
+@dataclass(slots=True)
+class ReadsNotKept:
+    """Socket reads and body chunks past MAX_KEPT_READS: counted, with their bytes, not
+    kept. Mutable (unlike NotKept): it is bumped once per read in the read loop. The last
+    read's stamp and size are kept, for the final silence and load mode's copies."""
+
+    reads: int = 0
+    read_bytes: int = 0
+    last_ns: int | None = None  # the last read counted here
+    last_nbytes: int = 0
+    chunks: int = 0
+    chunk_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,7 +172,7 @@ class StreamEvent:
     error: str | None = None  # for kind == "error": the server's message
     server_sent_unix_ns: int | None = None  # reference endpoint's send time (wall clock)
     seq: int | None = None  # reference endpoint's event sequence number
-    read_index: int = -1  # index into Timeline.reads of the read that completed it
+    read_index: int = -1  # ordinal of the read that completed it (see BodyChunk.read_index)
     controls: ServerControls | None = None  # reference endpoint's report (first event)
     #: the server's own time for the whole request, reported inside the stream (Bedrock's
     #: metadata.metrics.latencyMs, invoke's invocationLatency), in ms
@@ -457,6 +483,8 @@ class Timeline:
     proxy: ProxyInfo | None = None  # set when the run went through a forward proxy
     invalid_utf8: InvalidUTF8 = InvalidUTF8()  # replaced sequences inside events
     not_kept: NotKept = NotKept()  # events and text counted but not kept (memory bound)
+    #: reads and chunks past MAX_KEPT_READS, counted but not kept (memory bound)
+    reads_not_kept: ReadsNotKept = field(default_factory=ReadsNotKept)
     decoded_bytes: int = 0  # body bytes after content decoding (== wire bytes when identity)
     #: A read's bytes were still being decoded when the trace ended: an error then (a
     #: timeout) cut the client's decoding, not a silence of the server's.
@@ -482,6 +510,29 @@ class Timeline:
         """Record a milestone once; the first time wins."""
         self.milestones.setdefault(name, t_ns)
 
+    def add_read(self, t_ns: int, nbytes: int) -> int:
+        """One socket read (or datagram) returned at ``t_ns``: kept up to MAX_KEPT_READS,
+        counted past it. Its ordinal, which indexes ``reads`` while it was kept."""
+        kept = self.reads
+        over = self.reads_not_kept
+        if not over.reads and len(kept) < MAX_KEPT_READS:
+            kept.append(Read(t_ns, nbytes))
+            return len(kept) - 1
+        over.reads += 1
+        over.read_bytes += nbytes
+        over.last_ns = t_ns
+        over.last_nbytes = nbytes
+        return len(kept) + over.reads - 1
+
+    def add_chunk(self, t_ns: int, nbytes: int, read_index: int) -> None:
+        """Body bytes from the HTTP layer: kept up to MAX_KEPT_READS, counted past it."""
+        over = self.reads_not_kept
+        if not over.chunks and len(self.chunks) < MAX_KEPT_READS:
+            self.chunks.append(BodyChunk(t_ns=t_ns, nbytes=nbytes, read_index=read_index))
+        else:
+            over.chunks += 1
+            over.chunk_bytes += nbytes
+
     # -- reading facts ---------------------------------------------------------------
     @property
     def current_stage(self) -> StageName | None:
@@ -496,6 +547,43 @@ class Timeline:
             if stage.name == name:
                 return stage
         return None
+
+    @property
+    def read_count(self) -> int:
+        """Every socket read, kept or only counted (the JSON's ``socket_reads``)."""
+        return len(self.reads) + self.reads_not_kept.reads
+
+    @property
+    def last_read_ns(self) -> int | None:
+        """When the last read returned, kept or not."""
+        over = self.reads_not_kept
+        if over.reads:
+            return over.last_ns
+        return self.reads[-1].t_ns if self.reads else None
+
+    def read_at(self, index: int) -> Read | None:
+        """The read with ordinal ``index``, if it was kept (or is the last one); else None."""
+        if 0 <= index < len(self.reads):
+            return self.reads[index]
+        over = self.reads_not_kept
+        if over.reads and over.last_ns is not None and index == self.read_count - 1:
+            return Read(over.last_ns, over.last_nbytes)
+        return None
+
+    @property
+    def body_bytes(self) -> int:
+        """Response-body bytes the HTTP layer handed over, in chunks kept or not."""
+        return sum(c.nbytes for c in self.chunks) + self.reads_not_kept.chunk_bytes
+
+    def read_bytes_after(self, t_ns: int) -> tuple[int, bool]:
+        """Bytes read after ``t_ns``, and whether that is exact: past the cap the reads
+        not kept are one sum, exact only when they all came after ``t_ns``."""
+        nbytes = sum(r.nbytes for r in self.reads if r.t_ns > t_ns)
+        over = self.reads_not_kept
+        if not over.reads or over.last_ns is None or over.last_ns <= t_ns:
+            return nbytes, True
+        exact = bool(self.reads) and self.reads[-1].t_ns >= t_ns
+        return nbytes + over.read_bytes, exact
 
     def header(self, name: str) -> str | None:
         name = name.lower()

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from promptpath.core.timeline import CloseKind, CloseRecord, Family, Read, Timeline
+from promptpath.core.timeline import CloseKind, CloseRecord, Family, Timeline
 from promptpath.net.dns import is_ip_literal
 
 
@@ -218,13 +218,14 @@ class Recorder:
 
     @property
     def read_index(self) -> int:
-        return len(self.timeline.reads) - 1
+        """The last read's ordinal in the timeline (-1 before any)."""
+        return self.timeline.read_count - 1
 
     def read(self, t_ns: int, nbytes: int) -> int:
-        """One socket read (or datagram) returned at ``t_ns``; its index in the timeline."""
+        """One socket read (or datagram) returned at ``t_ns``; its ordinal in the timeline
+        (kept up to core.timeline.MAX_KEPT_READS, counted past it)."""
         self.last_read_ns = t_ns
-        self.timeline.reads.append(Read(t_ns, nbytes))
-        return len(self.timeline.reads) - 1
+        return self.timeline.add_read(t_ns, nbytes)
 
     def wrote(self, t_ns: int, nbytes: int) -> None:
         self.last_write_ns = t_ns

@@ -283,6 +283,11 @@ def token_lines(metrics: Metrics, width: int) -> list[str]:
         + (f", {tok.per_second:.1f} tok/s" if tok.per_second else "")
         + (f", mean ITL {tok.mean_itl_ms:.1f} ms" if tok.mean_itl_ms else "")
         + f", {tok.coalesced} coalesced"
+        + (
+            f" ({tok.coalesced_unjudged} more shared a read past the reads kept: not judged)"
+            if tok.coalesced_unjudged
+            else ""
+        )
         + (f", {tok.filter_events} content-filter events" if tok.filter_events else "")
     ]
     g = tok.gap_summary

@@ -16,7 +16,6 @@ from typing import Any
 from promptpath.core.errors import HTTPStatusError, StreamError, http_status_kind
 from promptpath.core.media import STREAM_TYPES, media_type
 from promptpath.core.timeline import (
-    BodyChunk,
     NotKept,
     StreamEvent,
     Timeline,
@@ -247,7 +246,7 @@ class BodyIngest:
 
         Decodes its first step only: while ``backlog`` is true the caller calls ``resume``
         (yielding between steps, so that its deadline holds inside one read)."""
-        self.timeline.chunks.append(BodyChunk(t_ns=t_ns, nbytes=len(data), read_index=read_index))
+        self.timeline.add_chunk(t_ns, len(data), read_index)
         self._pending = data
         self._more_output = False
         self._stamp = (t_ns, read_index)

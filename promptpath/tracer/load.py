@@ -398,9 +398,12 @@ class _SharedBody:
 
     def __init__(self, body: Body, conn_timeline: Timeline, timeline: Timeline) -> None:
         self._body = body
-        self._conn_reads = conn_timeline.reads
-        self._reads = timeline.reads
-        self._local: dict[int, int] = {}
+        self._conn = conn_timeline
+        self._timeline = timeline
+        # The connection's read copied last and its ordinal in the stream's timeline: a
+        # stream's pieces come in the order of the reads that carried them, so this one
+        # pair is the whole mapping (a dict of every read grew with the stream).
+        self._last = (-1, -1)
 
     def __aiter__(self) -> _SharedBody:
         return self
@@ -410,10 +413,18 @@ class _SharedBody:
         index = piece.read_index
         if index < 0:
             return piece
-        local = self._local.get(index)
-        if local is None:
-            self._reads.append(self._conn_reads[index])
-            local = self._local[index] = len(self._reads) - 1
+        copied, local = self._last
+        if index > copied:
+            read = self._conn.read_at(index)
+            if read is None:
+                # Past the connection's cap of kept reads: counted there, not kept. The
+                # piece has its stamp; its own bytes are all of the read we know.
+                local = self._timeline.add_read(piece.t_ns, len(piece.data))
+            else:
+                local = self._timeline.add_read(read.t_ns, read.nbytes)
+            self._last = (index, local)
+        elif index < copied:
+            local = -1  # out of order (no transport does it): unknown, never a wrong read
         return BodyPiece(data=piece.data, t_ns=piece.t_ns, read_index=local, end=piece.end)
 
     async def aclose(self) -> None:
