@@ -65,7 +65,8 @@ def test_a_graceful_goaway_mid_stream_lets_the_stream_finish() -> None:
     goaway = report["stream"]["goaway"]
     assert goaway["code"] == 0 and goaway["last_stream_id"] == 1 and goaway["stream_id"] == 1
     # It came after the headers and before the last token (two events, then three more).
-    assert report["milestones_ms"]["ttfb"] <= goaway["at_ms"] <= report["milestones_ms"]["last_token"]
+    milestones = report["milestones_ms"]
+    assert milestones["ttfb"] <= goaway["at_ms"] <= milestones["last_token"]
 
 
 def test_a_goaway_that_refuses_the_stream_is_an_error_at_once() -> None:
