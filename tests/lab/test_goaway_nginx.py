@@ -46,9 +46,9 @@ def test_an_nginx_reload_mid_stream_lets_the_answer_finish(tmp_path: Path) -> No
         ) as proxy,
     ):
         env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+        url = proxy.path("/v1/chat/completions")
         cli = subprocess.Popen(
-            [sys.executable, "-m", "promptpath", "run", "--json", "--http", "2"]
-            + ["--timeout", "30", proxy.path("/v1/chat/completions")],
+            [sys.executable, "-m", "promptpath", "run", "--json", "--http", "2", url],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
