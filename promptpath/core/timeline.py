@@ -352,6 +352,18 @@ class CloseRecord:
     code: int | None = None  # QUIC application/transport error code, RESET_STREAM code
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GoawayRecord:
+    """An HTTP/2 GOAWAY the server sent while this request's stream was open: with code 0
+    (NO_ERROR) a graceful shutdown, the stream going on when its id is at or below
+    ``last_stream_id`` (RFC 9113 section 6.8)."""
+
+    t_ns: int  # the read that carried it
+    code: int  # its error code (0: NO_ERROR)
+    last_stream_id: int  # the last stream the server processes
+    stream_id: int  # this request's stream (0: not known)
+
+
 @dataclass(slots=True, kw_only=True)
 class ErrorInfo:
     """The error that ended a trace, as data (what reporters and the JSON show)."""
@@ -478,6 +490,7 @@ class Timeline:
     #: in the Finished's datagram (net/quic_complete.py).
     server_flight_ns: int | None = None
     close: CloseRecord | None = None  # set once, by the transport, when the peer closed
+    goaway: GoawayRecord | None = None  # HTTP/2: the server announced its close (GOAWAY)
     close_after_end: str | None = None  # the connection outlived the terminal marker: how
     compressed: str | None = None  # Content-Encoding of the event stream, when not identity
     proxy: ProxyInfo | None = None  # set when the run went through a forward proxy

@@ -20,9 +20,9 @@ import anyio
 import anyio.abc
 import httpcore
 
-from promptpath.core.timeline import CloseRecord, Timeline
+from promptpath.core.timeline import CloseRecord, GoawayRecord, Timeline
 from promptpath.net.backend import TracedNetworkStream, connect_tcp
-from promptpath.net.http2 import PeerEnded, StampedHTTP2Connection
+from promptpath.net.http2 import PeerEnded, StampedHTTP2Connection, goaway_record
 from promptpath.net.proxy import open_tunnel
 from promptpath.net.transport import (
     Body,
@@ -255,7 +255,7 @@ class TCPConnection:
         try:
             response = await self._conn.handle_async_request(core_request)
         except _FAILURES as err:
-            raise _translate(err, tl) from err
+            raise _translate(err, tl, stream_id) from err
         self.last_stream_id = stream_id
         version = response.extensions.get("http_version", b"HTTP/1.1")
         head = ResponseHead(
@@ -306,6 +306,7 @@ class _Body:
         self._recorder = recorder
         self._timeline = timeline  # this stream's: a reset ends this request, not another
         self._stamps = None if h2conn is None else h2conn.stamps
+        self._h2conn = h2conn
         self._stream_id = stream_id
         self._done = False
 
@@ -329,10 +330,13 @@ class _Body:
         except StopAsyncIteration:
             # The read that carried the end (the last chunk, or EOF) is the body's end.
             self._done = True
+            if self._h2conn is not None and self._h2conn.drain is not None:
+                # The server drained the connection and let this stream finish: say so.
+                note_goaway(self._timeline, goaway_record(self._h2conn.drain, self._stream_id))
             t_ns, index = self._stamp()
             return BodyPiece(data=b"", t_ns=t_ns, read_index=index, end=True)
         except _FAILURES as err:
-            raise _translate(err, self._timeline) from err
+            raise _translate(err, self._timeline, self._stream_id) from err
         # The stamp of the socket read that brought these bytes, not of this moment.
         t_ns, index = self._stamp()
         return BodyPiece(data=data, t_ns=t_ns, read_index=index)
@@ -344,12 +348,28 @@ class _Body:
             self._stamps.pop(self._stream_id, None)
 
 
-def _translate(err: BaseException, timeline: Timeline) -> TransportError:
+def note_goaway(timeline: Timeline, record: GoawayRecord) -> None:
+    """The first GOAWAY this request's stream saw goes on its timeline."""
+    if timeline.goaway is None:
+        timeline.goaway = record
+
+
+def _translate(err: BaseException, timeline: Timeline, stream_id: int = 0) -> TransportError:
     if isinstance(err, PeerEnded):
         # An HTTP/2 ending of the stream's own: how it closed goes on its timeline (the
         # connection's FIN, if one follows, is not what ended this request).
         if timeline.close is None:
             timeline.close = CloseRecord(kind=err.kind, t_ns=err.t_ns, code=err.code)
+        if err.last_stream_id is not None:
+            note_goaway(
+                timeline,
+                GoawayRecord(
+                    t_ns=err.t_ns,
+                    code=err.code,
+                    last_stream_id=err.last_stream_id,
+                    stream_id=err.stream_id or stream_id,
+                ),
+            )
         return TransportError(str(err))
     return TransportError(network_reason(err), protocol=isinstance(err, httpcore.ProtocolError))
 

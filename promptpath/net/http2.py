@@ -14,6 +14,13 @@ Each event carries the stamp of the socket read that brought it (``stamps``): a 
 can wait in its stream's queue while other streams are served, and the connection's
 last read is then a later one. This overrides two private methods of httpcore's
 ``AsyncHTTP2Connection`` (httpcore's minor version is pinned in pyproject).
+
+A GOAWAY(NO_ERROR) is a graceful shutdown (RFC 9113 section 6.8): the streams at or below
+its last stream id go on to their end, the ones above it were never processed and fail
+at once, naming the GOAWAY, and the connection takes no new stream. httpcore stops
+reading at any GOAWAY and h2 closes its state machine (net/h2_internals.py), so the
+graceful one is kept from both (``drain``). A GOAWAY with an error code ends every
+stream, as httpcore has it.
 """
 
 from __future__ import annotations
@@ -27,12 +34,16 @@ import h2.events
 import h2.exceptions
 import httpcore
 
-from promptpath.core.timeline import CloseKind
+from promptpath.core.timeline import CloseKind, GoawayRecord
 from promptpath.net.backend import TracedNetworkStream
+from promptpath.net.h2_internals import keep_open_on_graceful_goaway
 from promptpath.net.transport import Recorder
 
 #: The attribute an h2 event carries its socket read's stamp in: (t_ns, read index).
 _STAMP = "_promptpath_stamp"
+
+#: How a connection's end reaches the reader: the peer's FIN or RST.
+_ENDED = (httpcore.RemoteProtocolError, httpcore.ReadError)
 
 _StreamEvent = h2.events.ResponseReceived | h2.events.DataReceived | h2.events.StreamEnded
 
@@ -51,11 +62,21 @@ class PeerEnded(httpcore.RemoteProtocolError):
     httpcore raises these with the h2 event as the argument, whose repr reached users;
     this one carries the close as the timeline records it (kind, stamp, code)."""
 
-    def __init__(self, kind: CloseKind, message: str, code: int, t_ns: int) -> None:
+    def __init__(
+        self,
+        kind: CloseKind,
+        message: str,
+        code: int,
+        t_ns: int,
+        last_stream_id: int | None = None,
+        stream_id: int = 0,
+    ) -> None:
         super().__init__(message)
         self.kind: CloseKind = kind
         self.code = code
         self.t_ns = t_ns
+        self.last_stream_id = last_stream_id  # a GOAWAY's
+        self.stream_id = stream_id  # the request's stream, when known
 
     @classmethod
     def reset(cls, event: h2.events.StreamReset) -> PeerEnded:
@@ -69,15 +90,35 @@ class PeerEnded(httpcore.RemoteProtocolError):
         )
 
     @classmethod
-    def goaway(cls, event: h2.events.ConnectionTerminated) -> PeerEnded:
+    def goaway(
+        cls, event: h2.events.ConnectionTerminated, why: str = "", stream_id: int = 0
+    ) -> PeerEnded:
+        """``why`` follows the GOAWAY's words: what it meant for this stream."""
         code = int(event.error_code or 0)
+        last = int(event.last_stream_id or 0)
         stamp = getattr(event, _STAMP, (time.perf_counter_ns(), -1))[0]
-        detail = f"GOAWAY {error_code_name(code)}, last stream {event.last_stream_id}"
+        detail = f"GOAWAY {error_code_name(code)}, last stream {last}"
         if event.additional_data:
             # Debug data from the peer: untrusted, shown escaped and short.
             text = event.additional_data[:80].decode("ascii", "backslashreplace")
             detail += f", debug data {text!r}"
-        return cls("goaway", f"the server sent {detail}", code, stamp)
+        message = f"the server sent {detail}{why}"
+        return cls("goaway", message, code, stamp, last_stream_id=last, stream_id=stream_id)
+
+
+def _graceful(event: h2.events.Event) -> bool:
+    """A GOAWAY(NO_ERROR): the server shuts down and lets the streams it took finish."""
+    return isinstance(event, h2.events.ConnectionTerminated) and int(event.error_code or 0) == 0
+
+
+def goaway_record(event: h2.events.ConnectionTerminated, stream_id: int) -> GoawayRecord:
+    """A GOAWAY as the timeline keeps it, for the request on ``stream_id``."""
+    return GoawayRecord(
+        t_ns=getattr(event, _STAMP, (time.perf_counter_ns(), -1))[0],
+        code=int(event.error_code or 0),
+        last_stream_id=int(event.last_stream_id or 0),
+        stream_id=stream_id,
+    )
 
 
 _warm = False
@@ -126,6 +167,9 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
     ) -> None:
         super().__init__(origin=origin, stream=stream)
         self._recorder = recorder
+        #: The last GOAWAY(NO_ERROR) the server sent, stamped: it is draining this
+        #: connection. Streams at or below its last stream id go on.
+        self.drain: h2.events.ConnectionTerminated | None = None
         #: Per stream id, the stamp of the last event its response took.
         self.stamps: dict[int, tuple[int, int]] = {}
         self._reader: asyncio.Task[None] | None = None
@@ -151,6 +195,7 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
             return data
 
         h2_state.data_to_send = counted_take  # type: ignore[method-assign]
+        keep_open_on_graceful_goaway(h2_state)
 
     async def _read_incoming_data(self, request: httpcore.Request) -> list[h2.events.Event]:
         events = await super()._read_incoming_data(request)
@@ -160,7 +205,34 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
         for event in events:
             setattr(event, _STAMP, stamp)
             touched.add(getattr(event, "stream_id", 0))
+        if any(_graceful(event) for event in events):
+            events = [event for event in events if not self._drained_by(event)]
         return events
+
+    def _drained_by(self, event: h2.events.Event) -> bool:
+        """True for a GOAWAY(NO_ERROR), kept as ``drain`` and from httpcore (which would
+        end every stream at it); the streams it refused are woken to fail."""
+        if not _graceful(event):
+            return False
+        assert isinstance(event, h2.events.ConnectionTerminated)
+        self.drain = event
+        # The first word on how the server ends the connection: a FIN follows the drain.
+        self._recorder.closed("goaway", getattr(event, _STAMP)[0], 0)
+        last = int(event.last_stream_id or 0)
+        self._touched.update(sid for sid in self._events if sid > last)
+        return True
+
+    def _refusal(self, stream_id: int) -> PeerEnded | None:
+        """The error for a stream the server's graceful GOAWAY left unprocessed, if it did."""
+        drain = self.drain
+        if drain is None or stream_id <= int(drain.last_stream_id or 0):
+            return None
+        why = f": stream {stream_id} was not processed (it can be retried on a new connection)"
+        return PeerEnded.goaway(drain, why, stream_id)
+
+    def is_available(self) -> bool:
+        # A draining connection takes no new stream (RFC 9113 section 6.8).
+        return self.drain is None and super().is_available()
 
     async def _receive_stream_event(
         self, request: httpcore.Request, stream_id: int
@@ -173,6 +245,9 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
             self._prefetch()
         queued = self._events.get(stream_id)
         while not queued:
+            refused = self._refusal(stream_id)
+            if refused is not None:
+                raise refused
             if self._reader_error is not None:
                 raise self._reader_error
             if self._reader is None:
@@ -208,6 +283,12 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
             elif goaway is not None and isinstance(exc, httpcore.RemoteProtocolError):
                 # httpcore stops reading at a GOAWAY and raises it as a bare event: say it.
                 self._reader_error = PeerEnded.goaway(goaway)
+            elif self.drain is not None and isinstance(exc, _ENDED):
+                # Drained, and the connection ended before the streams still open did
+                # (seen by hand: hypercorn 0.18 on SIGTERM sends GOAWAY(NO_ERROR, last
+                # stream 1), then closes mid-stream).
+                why = ", then closed mid-stream"
+                self._reader_error = PeerEnded.goaway(self.drain, why)
             else:
                 self._reader_error = exc
             for waiter in waiting.values():
@@ -225,6 +306,9 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
     # the init sent, the flag set, a semaphore with 1 of its slots free. httpcore's own
     # block is then skipped (it runs only while ``_sent_connection_init`` is false).
     async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        if self.drain is not None:
+            why = ": the connection takes no new stream"
+            raise PeerEnded.goaway(self.drain, why)
         if not self._sent_connection_init:
             async with self._init_lock:
                 if not self._sent_connection_init:
@@ -330,4 +414,4 @@ class StampedHTTP2Connection(httpcore.AsyncHTTP2Connection):
         await super().aclose()
 
 
-__all__ = ["PeerEnded", "StampedHTTP2Connection", "error_code_name", "warm_up"]
+__all__ = ["PeerEnded", "StampedHTTP2Connection", "error_code_name", "goaway_record", "warm_up"]

@@ -237,6 +237,20 @@ def websocket_json(timeline: Timeline) -> dict[str, Any] | None:
     }
 
 
+def _goaway(timeline: Timeline) -> dict[str, Any] | None:
+    """The HTTP/2 GOAWAY this stream saw (code 0 with the stream at or below the last
+    stream id: the server drained the connection and let the stream finish)."""
+    g = timeline.goaway
+    if g is None:
+        return None
+    return {
+        "at_ms": round((g.t_ns - timeline.t0_ns) / 1e6, 3),
+        "code": g.code,
+        "last_stream_id": g.last_stream_id,
+        "stream_id": g.stream_id,
+    }
+
+
 def _utc_iso(unix_ns: int) -> str:
     """t0 on the wall clock: HAR and JUnit want a date, our offsets are from t0."""
     from datetime import UTC, datetime
@@ -347,6 +361,7 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "closed_ms": metrics.closed_ms,
             "closed_by": None if timeline.close is None else timeline.close.kind,
             "close_after_end": timeline.close_after_end,
+            "goaway": _goaway(timeline),
             "filter_events": tok.filter_events,
             "stopped": None
             if metrics.stopped is None

@@ -4,6 +4,11 @@ It records every request as it arrived (the header block h2 decoded, the body) a
 answers with a script: a few SSE events, then a clean end, an RST_STREAM with a given
 error code, or a GOAWAY. For what the reference endpoint will not do on purpose, and
 to see the request exactly as an HTTP/2 server receives it.
+
+A graceful GOAWAY (``goaway_after``: the stream goes on and ends after it) is written as
+raw frame bytes: h2 closes its connection state machine when it sends a GOAWAY and then
+refuses to send any frame on the streams the GOAWAY let finish (python-hyper/h2 #1181,
+checked by hand: ``send_data`` after ``close_connection`` raises ProtocolError).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Literal
 import h2.config
 import h2.connection
 import h2.events
+import hyperframe.frame
 
 H2Ending = Literal["end", "rst", "goaway"]
 
@@ -62,11 +68,24 @@ def raw_h2_server(
     code: int = 0,
     gap_s: float = 0.0,
     done: bytes = b"data: [DONE]\n\n",
+    goaway_after: int | None = None,
+    goaway_last: int | None = None,
 ) -> Iterator[H2Server]:
     """Answer each stream with ``events`` (``gap_s`` apart), then end it as ``ending`` says.
 
     ``end``: ``done`` and END_STREAM; ``rst``: RST_STREAM(``code``); ``goaway``: GOAWAY
-    (``code``, last stream = this one) and the connection closed."""
+    (``code``, last stream = this one) and the connection closed. ``goaway_after`` = K
+    (with ``ending="end"``): a GOAWAY(NO_ERROR, last stream ``goaway_last``, default this
+    one) after the HEADERS and K events, the rest of the stream sent after it, and the
+    connection closed once the stream has ended: a graceful shutdown (RFC 9113 section
+    6.8), as nginx drains on reload. ``goaway_last`` below the stream's id with
+    ``goaway_after`` = -1: the GOAWAY comes instead of any response (the stream refused),
+    and the connection is closed."""
+
+    def raw_goaway(last: int) -> bytes:
+        frame = hyperframe.frame.GoAwayFrame(0, last_stream_id=last, error_code=0)
+        return bytes(frame.serialize())
+
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)
@@ -76,9 +95,16 @@ def raw_h2_server(
 
     def respond(conn: h2.connection.H2Connection, sock: socket.socket, stream_id: int) -> bool:
         """Send the script on ``stream_id``; False when the connection is finished."""
+        last = stream_id if goaway_last is None else goaway_last
+        if goaway_after == -1:
+            sock.sendall(conn.data_to_send() + raw_goaway(last))
+            time.sleep(0.1)  # let the GOAWAY reach the client before the FIN
+            return False
         conn.send_headers(stream_id, [(":status", "200"), ("content-type", "text/event-stream")])
         sock.sendall(conn.data_to_send())
-        for event in events:
+        for index, event in enumerate(events):
+            if index == goaway_after:
+                sock.sendall(raw_goaway(last))
             if gap_s:
                 time.sleep(gap_s)
             conn.send_data(stream_id, event)
@@ -91,7 +117,7 @@ def raw_h2_server(
         else:
             conn.close_connection(error_code=code, last_stream_id=stream_id)
         sock.sendall(conn.data_to_send())
-        return ending != "goaway"
+        return ending != "goaway" and goaway_after is None
 
     def serve_connection(sock: socket.socket) -> None:
         conn = h2.connection.H2Connection(

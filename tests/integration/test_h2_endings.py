@@ -44,3 +44,42 @@ def test_a_clean_h2_end_leaves_no_reset_recorded() -> None:
         result = run_cli("run", "--json", "--http", "2", url)
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["stream"]["closed_by"] not in ("stream_reset", "goaway")
+
+
+def test_a_graceful_goaway_mid_stream_lets_the_stream_finish() -> None:
+    # RFC 9113 section 6.8: GOAWAY(NO_ERROR, last stream 1) after the HEADERS and two
+    # events, then the rest of stream 1 and its END_STREAM: the run succeeds with every
+    # token (before the fix: "stream truncated after 2 tokens"). nginx 1.22.1 does this on
+    # `nginx -s reload` (seen by hand with a raw h2 client: GOAWAY(NO_ERROR, 1) at once,
+    # stream 1 went on to [DONE] and END_STREAM, then FIN); tests/lab/test_goaway_nginx.py.
+    texts = [" a", " b", " c", " d", " e"]
+    with raw_h2_server(openai_events(texts), goaway_after=2, gap_s=0.02) as server:
+        url = f"http://127.0.0.1:{server.port}/v1/chat/completions"
+        result = run_cli("run", "--json", "--http", "2", "--timeout", "10", url)
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["error"] is None
+    assert report["tokens"]["count"] == len(texts)
+    assert report["stream"]["end"] == "marker"
+    assert report["stream"]["closed_by"] == "goaway"  # the server's first word on its close
+    goaway = report["stream"]["goaway"]
+    assert goaway["code"] == 0 and goaway["last_stream_id"] == 1 and goaway["stream_id"] == 1
+    # It came after the headers and before the last token (two events, then three more).
+    milestones = report["milestones_ms"]
+    assert milestones["ttfb"] <= goaway["at_ms"] <= milestones["last_token"]
+
+
+def test_a_goaway_that_refuses_the_stream_is_an_error_at_once() -> None:
+    # GOAWAY(NO_ERROR, last stream 0) instead of a response: stream 1 was never processed.
+    # The error names the GOAWAY in the wait stage, as before graceful GOAWAYs were kept.
+    with raw_h2_server(openai_events([" a"]), goaway_after=-1, goaway_last=0) as server:
+        url = f"http://127.0.0.1:{server.port}/v1/chat/completions"
+        result = run_cli("run", "--json", "--http", "2", "--timeout", "10", url)
+    assert result.exit_code == 7, result.stderr
+    report = json.loads(result.stdout)
+    error = report["error"]
+    assert error["stage"] == "wait" and error["kind"] == "network_error"
+    assert "GOAWAY NO_ERROR (0), last stream 0: stream 1 was not processed" in error["message"]
+    assert report["stream"]["closed_by"] == "goaway"
+    assert report["stream"]["goaway"]["last_stream_id"] == 0
+    assert report["tokens"]["count"] == 0
