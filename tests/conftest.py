@@ -86,6 +86,7 @@ _TIMED_FILES = frozenset(
         "tests/integration/test_timeout_time.py",
         "tests/lab/test_buffering.py",
         "tests/lab/test_canary_controls.py",
+        "tests/lab/test_client_cpu_wait.py",
         "tests/lab/test_dialect_hops.py",
         "tests/lab/test_ghost_stream.py",
         "tests/lab/test_idle_timeout.py",

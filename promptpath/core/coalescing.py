@@ -9,6 +9,8 @@ count against the path:
 
 - with server send stamps (``promptpath serve``): the events in the read were sent
   ``COALESCE_SLACK_NS`` or more apart, so the first of them waited at least that long;
+  our own wait for a CPU since the read before is taken off the spread (and off the quiet
+  below): a merge it explains is the read loop's;
 - without them: the read came ``COALESCE_SLACK_NS`` or more after the previous read, so
   it cannot be back-to-back segments that our loop caught in one go, and later than the
   stream's pace allows for the events it brings (a read on time with two events did not
@@ -60,17 +62,23 @@ def _by_read(content: list[StreamEvent]) -> dict[int, list[StreamEvent]]:
 def _path_read(
     timeline: Timeline, index: int, events: list[StreamEvent], by: JudgedBy, pace_ns: float
 ) -> bool:
-    """The path, not our read loop, put these events (two or more) into one read."""
+    """The path, not our read loop, put these events (two or more) into one read.
+
+    Our own wait for a CPU since the read before (``Read.waited_ns``) is taken off first:
+    while another process had the core, the packets merged in our receive queue and share
+    the last one's stamp (net/schedwait.py), which is no hop's doing."""
+    read = timeline.read_at(index)
+    waited = 0 if read is None else read.waited_ns
     if by == "send_times":
         sent = [e.server_sent_unix_ns for e in events if e.server_sent_unix_ns is not None]
-        return max(sent) - min(sent) >= COALESCE_SLACK_NS
+        return max(sent) - min(sent) - waited >= COALESCE_SLACK_NS
     if not 0 <= index < len(timeline.reads):
         return False
     # The first read's quiet runs from the request: the headers came with it.
     before = timeline.reads[index - 1].t_ns if index else timeline.milestones.get("request_sent")
     if before is None:
         return False
-    quiet = timeline.reads[index].t_ns - before
+    quiet = timeline.reads[index].t_ns - before - waited
     # A read that came on the stream's pace did not hold its first event back: the ones
     # behind it were written right after it. Held events make the read late by about the
     # pace times the events it brings; half way between the two is the line.

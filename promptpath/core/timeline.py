@@ -74,10 +74,13 @@ class Stage:
 
 @dataclass(frozen=True, slots=True)
 class Read:
-    """One socket read below TLS: when it returned and how many bytes it carried."""
+    """One socket read below TLS: when it returned and how many bytes it carried, and how
+    long our thread waited for a CPU since the read or write before it (ns; 0 where the
+    system does not say: net/schedwait.py)."""
 
     t_ns: int
     nbytes: int
+    waited_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -523,13 +526,13 @@ class Timeline:
         """Record a milestone once; the first time wins."""
         self.milestones.setdefault(name, t_ns)
 
-    def add_read(self, t_ns: int, nbytes: int) -> int:
+    def add_read(self, t_ns: int, nbytes: int, waited_ns: int = 0) -> int:
         """One socket read (or datagram) returned at ``t_ns``: kept up to MAX_KEPT_READS,
         counted past it. Its ordinal, which indexes ``reads`` while it was kept."""
         kept = self.reads
         over = self.reads_not_kept
         if not over.reads and len(kept) < MAX_KEPT_READS:
-            kept.append(Read(t_ns, nbytes))
+            kept.append(Read(t_ns, nbytes, waited_ns))
             return len(kept) - 1
         over.reads += 1
         over.read_bytes += nbytes

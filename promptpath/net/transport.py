@@ -25,6 +25,7 @@ from typing import Literal, Protocol
 
 from promptpath.core.timeline import CloseKind, CloseRecord, Family, Timeline
 from promptpath.net.dns import is_ip_literal
+from promptpath.net.schedwait import run_queue_ns
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,6 +216,8 @@ class Recorder:
     last_read_ns: int | None = None
     last_write_ns: int | None = None
     connects: int = 0  # connections opened through this recorder
+    #: schedwait.run_queue_ns() at the last read or write.
+    _run_queue_ns: int | None = field(default=None, init=False, repr=False)
 
     @property
     def read_index(self) -> int:
@@ -223,13 +226,21 @@ class Recorder:
 
     def read(self, t_ns: int, nbytes: int) -> int:
         """One socket read (or datagram) returned at ``t_ns``; its ordinal in the timeline
-        (kept up to core.timeline.MAX_KEPT_READS, counted past it)."""
+        (kept up to core.timeline.MAX_KEPT_READS, counted past it), with how long our
+        thread waited for a CPU since the read or write before it (schedwait.py)."""
         self.last_read_ns = t_ns
-        return self.timeline.add_read(t_ns, nbytes)
+        return self.timeline.add_read(t_ns, nbytes, self._waited())
 
     def wrote(self, t_ns: int, nbytes: int) -> None:
         self.last_write_ns = t_ns
         self.timeline.bytes_written += nbytes
+        self._waited()
+
+    def _waited(self) -> int:
+        """Our run-queue wait since the last call (0 the first time, or where unknown)."""
+        now = run_queue_ns()
+        before, self._run_queue_ns = self._run_queue_ns, now
+        return 0 if now is None or before is None else max(0, now - before)
 
     def switch(self, timeline: Timeline) -> None:
         """Stamp into ``timeline`` from now on (a warm request on the same connection)."""

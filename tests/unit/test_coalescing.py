@@ -88,3 +88,24 @@ def test_a_stream_of_one_event_or_none_has_nothing_coalesced(
 ) -> None:
     c = coalescing(reads(groups, stamped=False))
     assert (c.path, c.read_loop) == (0, 0)
+
+
+@pytest.mark.parametrize("stamped", [True, False], ids=["send_times", "arrival"])
+def test_a_merge_our_own_wait_for_a_cpu_explains_is_the_read_loops(stamped: bool) -> None:
+    # 1,000 tokens/s; our process then waits 30 ms for a CPU and the 30 events sent
+    # meanwhile merge in its receive queue, stamped with the last one's arrival
+    # (net/schedwait.py, seen with a SCHED_FIFO hog on the client's core).
+    groups: list[tuple[float, list[float]]] = [(0.0, [])]
+    groups += [(10.0 + k + 0.1, [10.0 + k]) for k in range(20)]
+    burst = [30.0 + k for k in range(30)]
+    groups.append((burst[-1] + 0.1, burst))
+    groups += [(60.0 + k + 0.1, [60.0 + k]) for k in range(20)]
+    tl = reads(groups, stamped=stamped)
+    assert coalescing(tl).path == 29  # as the stamps alone read it: a hop held them
+    merged = 21  # the burst's read
+    tl.reads[merged] = Read(tl.reads[merged].t_ns, tl.reads[merged].nbytes, waited_ns=30 * MS)
+    c = coalescing(tl)
+    assert (c.path, c.read_loop) == (0, 29)
+    # A wait shorter than the hold leaves the hop's part standing.
+    tl.reads[merged] = Read(tl.reads[merged].t_ns, tl.reads[merged].nbytes, waited_ns=5 * MS)
+    assert coalescing(tl).path == 29
