@@ -465,6 +465,9 @@ class Timeline:
     stages: list[Stage] = field(default_factory=list)
     milestones: dict[str, int] = field(default_factory=dict)
     reads: list[Read] = field(default_factory=list)
+    #: How long the tracer's thread waited for a CPU between its reads (the sum of
+    #: ``Read.waited_ns``, past the kept reads too); None where the system does not say.
+    cpu_wait_ns: int | None = None
     bytes_written: int = 0
     chunks: list[BodyChunk] = field(default_factory=list)
     events: list[StreamEvent] = field(default_factory=list)

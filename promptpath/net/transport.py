@@ -229,7 +229,11 @@ class Recorder:
         (kept up to core.timeline.MAX_KEPT_READS, counted past it), with how long our
         thread waited for a CPU since the read or write before it (schedwait.py)."""
         self.last_read_ns = t_ns
-        return self.timeline.add_read(t_ns, nbytes, self._waited())
+        waited = self._waited()
+        tl = self.timeline
+        if self._run_queue_ns is not None:
+            tl.cpu_wait_ns = (tl.cpu_wait_ns or 0) + waited
+        return tl.add_read(t_ns, nbytes, waited)
 
     def wrote(self, t_ns: int, nbytes: int) -> None:
         self.last_write_ns = t_ns

@@ -374,6 +374,9 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "compressed": timeline.compressed,
             "bytes": timeline.body_bytes,
             "socket_reads": timeline.read_count,
+            "cpu_wait_ms": None
+            if timeline.cpu_wait_ns is None
+            else round(timeline.cpu_wait_ns / 1e6, 3),
             "finished": tok.finished,
             "stall_ms": tok.stall_ms,
             "invalid_utf8": {

@@ -308,6 +308,23 @@ def token_lines(metrics: Metrics, width: int) -> list[str]:
     return lines
 
 
+#: Below this, a client's wait for a CPU between reads is not worth a line (a quiet
+#: machine's run-queue time over a whole stream is well under a millisecond).
+CPU_WAIT_NOTE_MS = 10.0
+
+
+def cpu_wait_note(timeline: Timeline) -> str | None:
+    """A line when promptpath itself waited long for a CPU while reading: a busy client
+    machine (net/schedwait.py), whose merged reads were not blamed on the path."""
+    if timeline.cpu_wait_ns is None or timeline.cpu_wait_ns < CPU_WAIT_NOTE_MS * 1e6:
+        return None
+    return (
+        f"promptpath waited {timeline.cpu_wait_ns / 1e6:.1f} ms for a CPU between its reads"
+        " (this machine is busy): tokens that merged meanwhile are not counted as coalesced"
+        " by the path"
+    )
+
+
 def render_timeline(
     console: Console,
     timeline: Timeline,
@@ -366,6 +383,9 @@ def render_timeline(
     if metrics.tokens.events:
         for i, text in enumerate(token_lines(metrics, width)):
             console.print(("tokens " if i == 0 else "       ") + text, highlight=False)
+    waited = cpu_wait_note(timeline)
+    if waited is not None:
+        console.print(Text("CLIENT ") + Text(waited), highlight=False)
     if metrics.stopped is not None:
         console.print(
             Text("STOPPED ")

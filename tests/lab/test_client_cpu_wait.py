@@ -70,7 +70,7 @@ SCRIPT = textwrap.dedent(
     blind = coalescing(tl)
     print(json.dumps({"ok": result.exc is None, "events": len(content_events(tl.events)),
                       "path": c.path, "read_loop": c.read_loop, "blind_path": blind.path,
-                      "merged_in_our_wait": merged_in_our_wait}))
+                      "merged_in_our_wait": merged_in_our_wait, "cpu_wait_ns": tl.cpu_wait_ns}))
     """
 )
 
@@ -87,6 +87,7 @@ def test_tokens_merged_while_the_client_waited_for_a_cpu_are_not_the_paths() -> 
     # The busy neighbour did what it is here for: reads that merged a 20 ms+ burst while
     # the trace waited 20 ms+ for its core (else this test would prove nothing).
     assert seen["merged_in_our_wait"] >= 3 and seen["blind_path"] >= 100, seen
+    assert seen["cpu_wait_ns"] >= 100_000_000, seen  # 2 s beside a 30 %-of-the-core hog
     # Taken off, next to none is left (0 in 5 runs by hand, alone; the endpoint on the
     # other core may still write a few late when other tests load that core, which is a
     # hold of the origin's and rightly counted).

@@ -94,3 +94,16 @@ def test_verbose_shows_the_client_hello_build_time_apart_from_the_handshake() ->
     )
     text = rendered(result, tty=False, environ={})
     assert "client CPU: 2.35 ms building the ClientHello" in text
+
+
+def test_a_client_that_waited_long_for_a_cpu_says_so_and_a_quiet_one_says_nothing() -> None:
+    from promptpath.core.timeline import Timeline
+    from promptpath.report.terminal import cpu_wait_note
+
+    tl = Timeline(t0_ns=0, t0_unix_ns=0)
+    assert cpu_wait_note(tl) is None  # the system did not say
+    tl.cpu_wait_ns = 2_000_000  # 2 ms over a stream: a quiet machine
+    assert cpu_wait_note(tl) is None
+    tl.cpu_wait_ns = 63_200_000
+    note = cpu_wait_note(tl)
+    assert note is not None and "63.2 ms for a CPU" in note and "not counted as coalesced" in note
