@@ -540,7 +540,21 @@ def main() -> None:
         measure(ns, site)
 
 
-def measure(ns: argparse.Namespace, site: Site) -> None:
+@dataclass(frozen=True, slots=True)
+class Workdir:
+    """Where one measuring run keeps its capture and key log, and the CPU its servers get."""
+
+    tmp: Path
+    pcap: Path
+    keylog: Path
+    server_cpu: int | None
+
+
+@contextlib.contextmanager
+def workdir(ns: argparse.Namespace) -> Iterator[Workdir]:
+    """A temp dir for the capture and key log (SSLKEYLOGFILE set for both tools); with
+    --pin, this process (and the curl it starts) on CPU 0, the servers on CPU 1. Copies
+    the two files to --keep at the end."""
     server_cpu = None
     if ns.pin:
         os.sched_setaffinity(0, {0})  # curl, started from here, inherits it
@@ -548,10 +562,19 @@ def measure(ns: argparse.Namespace, site: Site) -> None:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         os.chmod(tmp, 0o755)  # dumpcap may drop to another user to write the file
-        keylog = tmp / "keys.log"
-        pcap = tmp / "lo.pcapng"
+        work = Workdir(tmp, tmp / "lo.pcapng", tmp / "keys.log", server_cpu)
         # ssl.create_default_context() reads it, as curl does.
-        os.environ["SSLKEYLOGFILE"] = str(keylog)
+        os.environ["SSLKEYLOGFILE"] = str(work.keylog)
+        yield work
+        if ns.keep is not None:
+            ns.keep.mkdir(parents=True, exist_ok=True)
+            for path in (work.pcap, work.keylog):
+                shutil.copy(path, ns.keep / path.name)
+
+
+def measure(ns: argparse.Namespace, site: Site) -> None:
+    with workdir(ns) as work:
+        tmp, pcap, keylog, server_cpu = work.tmp, work.pcap, work.keylog, work.server_cpu
         curl_env = {k: v for k, v in os.environ.items() if k not in _PROXY_ENV}
         measured: list[Measured] = []
         with (
@@ -567,10 +590,6 @@ def measure(ns: argparse.Namespace, site: Site) -> None:
                         measured.append(run_promptpath(server))
                         measured.append(run_curl(server, curl_env))
             flows = read_flows(pcap, keylog, {plain.port, secure.port})
-            if ns.keep is not None:
-                ns.keep.mkdir(parents=True, exist_ok=True)
-                for path in (pcap, keylog):
-                    shutil.copy(path, ns.keep / path.name)
     report(measured, flows)
 
 
@@ -581,15 +600,8 @@ def measure_proxy(ns: argparse.Namespace) -> None:
 
     from tests.helpers.fwdproxy import squid
 
-    server_cpu = None
-    if ns.pin:
-        os.sched_setaffinity(0, {0})  # curl, started from here, inherits it
-        server_cpu = 1
-    with tempfile.TemporaryDirectory() as tmp_name:
-        tmp = Path(tmp_name)
-        os.chmod(tmp, 0o755)  # dumpcap may drop to another user to write the file
-        keylog, pcap = tmp / "keys.log", tmp / "lo.pcapng"
-        os.environ["SSLKEYLOGFILE"] = str(keylog)  # as in measure()
+    with workdir(ns) as work:
+        tmp, pcap, keylog, server_cpu = work.tmp, work.pcap, work.keylog, work.server_cpu
         curl_env = {k: v for k, v in os.environ.items() if k.lower() not in _NO_PROXY_ENV}
         measured: list[Measured] = []
         load_before = loadavg()
@@ -609,10 +621,6 @@ def measure_proxy(ns: argparse.Namespace) -> None:
                         measured.append(run_promptpath(server, proxy))
                         measured.append(run_curl(server, curl_env, proxy))
             flows = read_proxy_flows(pcap, keylog, proxy.port)
-            if ns.keep is not None:
-                ns.keep.mkdir(parents=True, exist_ok=True)
-                for path in (pcap, keylog):
-                    shutil.copy(path, ns.keep / path.name)
     print(
         f"through squid, {ns.runs} requests per tool and target, HTTP/{ns.http} over TLS,"
         f"{' pinned,' if ns.pin else ''} load average {load_before} -> {loadavg()}"
