@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from promptpath.core.errors import UsageError
 from promptpath.core.timeline import CertInfo, SentRequest, Timeline
 from promptpath.net import dns
+from promptpath.net.rxstamp import keep_stamping_on
 from promptpath.net.tlsinfo import finish_tls, pem_cert_info
 from promptpath.net.transport import Transport
 from promptpath.options import RunOptions
@@ -108,7 +109,9 @@ class Session:
 
     async def prepare(self) -> None:
         """Before the first t0: the resolver's first-call costs (dnspython's lazy imports;
-        the executor thread, idna codec and glibc configuration of the system's)."""
+        the executor thread, idna codec and glibc configuration of the system's), and the
+        kernel's arrival stamping switched on (rxstamp.keep_stamping_on)."""
+        keep_stamping_on()
         await dns.prepare(self.options.resolver)
 
     def new_result(self, sent: SentRequest) -> TraceResult:
