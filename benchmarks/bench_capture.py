@@ -66,7 +66,7 @@ import anyio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from promptpath.commands import RunArgs, build_options  # noqa: E402
+from promptpath.cli.commands import RunArgs, build_options  # noqa: E402
 from promptpath.core.stats import percentile  # noqa: E402
 from promptpath.tracer.orchestrator import trace  # noqa: E402
 

@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 import load_capture  # noqa: E402
 from bench_capture import capture  # noqa: E402
 
-from promptpath.commands import RunArgs, build_options  # noqa: E402
+from promptpath.cli.commands import RunArgs, build_options  # noqa: E402
 from promptpath.core.stats import percentile  # noqa: E402
 from promptpath.net import rxstamp  # noqa: E402
 from promptpath.net.rxstamp import RxStampedStream  # noqa: E402

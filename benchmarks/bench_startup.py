@@ -265,7 +265,7 @@ def main() -> None:
 
             def pp_run_before() -> None:
                 # The console script's own lines, with the other checkout first on the path.
-                script = "import sys; from promptpath.entry import main; sys.exit(main())"
+                script = "import sys; from promptpath.cli.entry import main; sys.exit(main())"
                 argv = [sys.executable, "-c", script, *run_argv[len(exe) :]]
                 # cwd: not this checkout, which `python -c` would put first on sys.path.
                 wall, out = timed(argv, {**env, "PYTHONPATH": str(ns.before)}, Path(ns.before))

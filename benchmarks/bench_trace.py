@@ -36,10 +36,10 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from promptpath.commands import RunArgs, build_options  # noqa: E402
+from promptpath.cli.commands import RunArgs, build_options  # noqa: E402
 from promptpath.core.analysis import compute  # noqa: E402
 from promptpath.core.stats import percentile  # noqa: E402
-from promptpath.progress import LiveProgress  # noqa: E402
+from promptpath.modes.progress import LiveProgress  # noqa: E402
 from promptpath.tracer.orchestrator import TraceResult, trace  # noqa: E402
 
 INJECTED_TTFT_MS = 200.0

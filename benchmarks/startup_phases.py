@@ -28,12 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: ``module.attribute``, looked up there at call time by the run path (a function imported
 #: by name elsewhere must be wrapped where it is called from: ``session.finish_tls``).
 STAMPED = (
-    ("promptpath.commands", "execute", "execute"),
+    ("promptpath.cli.commands", "execute", "execute"),
     ("promptpath.tracer.orchestrator", "trace", "trace"),
     ("promptpath.tracer.session", "finish_tls", "finish_tls"),
     ("promptpath.tracer.h3discovery", "discover_h3", "discover_h3"),
-    ("promptpath.runner", "anyio", "anyio_run"),  # runner.anyio.run: the event loop
-    ("promptpath.commands", "deliver", "deliver"),
+    ("promptpath.modes.runner", "anyio", "anyio_run"),  # runner.anyio.run: the event loop
+    ("promptpath.cli.commands", "deliver", "deliver"),
 )
 
 
@@ -97,7 +97,7 @@ def report() -> None:
 
 def main() -> None:
     """entry.main's steps, the stamps installed and written between them."""
-    from promptpath import entry, gchold
+    from promptpath.cli import entry, gchold
 
     gchold.hold()
     install()

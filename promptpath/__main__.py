@@ -1,4 +1,4 @@
-from promptpath.entry import main
+from promptpath.cli.entry import main
 
 if __name__ == "__main__":
     main()

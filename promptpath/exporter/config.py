@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from promptpath.config import PROFILE_KEYS, check_value, read_toml
 from promptpath.core.errors import PromptpathError, UsageError
-from promptpath.plan import Plan
+from promptpath.plan.plan import Plan
+from promptpath.plan.profiles import PROFILE_KEYS, check_value, read_toml
 
 #: Module keys: a profile's, less the target's URL, inline keys and SLOs, plus probes.
 MODULE_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -211,7 +211,12 @@ def _otlp(
     """The OTLP endpoint checked as --otlp-endpoint is, the SDK there to send to it, and
     the resource attributes from OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME (a fleet's
     vantage=... goes there)."""
-    from promptpath.otlp import EXTRA, check_endpoint, otel_installed, parse_resource_attributes
+    from promptpath.outputs.otlp import (
+        EXTRA,
+        check_endpoint,
+        otel_installed,
+        parse_resource_attributes,
+    )
 
     try:
         endpoint = check_endpoint(endpoint, "[exporter] otlp_endpoint")
@@ -239,7 +244,7 @@ def _resolved(
     module_table: Mapping[str, Any],
     environ: Mapping[str, str],
 ) -> Probe:
-    from promptpath.resolve import module_plan
+    from promptpath.plan.resolve import module_plan
 
     profile = {k: v for k, v in module_table.items() if k != "probes"}
     for key in (*PATH_KEYS, "url"):

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from promptpath.plan import Plan
+from promptpath.plan.plan import Plan
 
 #: The trace's own timeout ends this long before the scope: its error (with the stage)
 #: is recorded by the tracer itself, at the deadline, rather than by the cancellation.
@@ -47,8 +47,8 @@ class Outcome:
 async def run_probe(plan: Plan, deadline_s: float) -> Outcome:
     """Run ``plan``'s trace and probes within ``deadline_s`` seconds."""
     from promptpath.core.findings import Finding, Verdict
+    from promptpath.modes.outcome import exit_code_for, scrub_result
     from promptpath.probes.suite import run_probes
-    from promptpath.reporting import exit_code_for, scrub_result
     from promptpath.result import TraceResult
     from promptpath.tracer.failure import phase_of, record_error, timeout_error
     from promptpath.tracer.orchestrator import trace

@@ -19,7 +19,7 @@ from promptpath.exporter.config import ExporterConfig, load
 from promptpath.exporter.http import Server
 from promptpath.exporter.log import JsonLog
 from promptpath.exporter.service import Exporter
-from promptpath.plan import ExporterPlan
+from promptpath.plan.plan import ExporterPlan
 
 
 def run_exporter(plan: ExporterPlan, env: Environment) -> int:

@@ -25,7 +25,7 @@ from promptpath.exporter.http import Request, Response, text
 from promptpath.exporter.log import JsonLog
 from promptpath.exporter.metrics import GuardState, Health, Served, health_text, probe_text
 from promptpath.exporter.probe import Outcome, run_probe
-from promptpath.otlp import OtlpPlan
+from promptpath.outputs.otlp import OtlpPlan
 
 PROM_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 SCRAPE_TIMEOUT_HEADER = "x-prometheus-scrape-timeout-seconds"
@@ -268,7 +268,7 @@ class Exporter:
         resource names the target and module either way."""
         from dataclasses import replace
 
-        from promptpath.otlp import send_plan
+        from promptpath.outputs.otlp import send_plan
 
         endpoint = self.config.otlp_endpoint
         plan = probe.plan.outputs.otlp
@@ -283,7 +283,7 @@ class Exporter:
         return replace(plan, resource=(*plan.resource, *extra))
 
     async def _export(self, probe: Probe, report: dict[str, object]) -> None:
-        """A fresh probe's spans and metrics to the collector (promptpath.otlp), in a
+        """A fresh probe's spans and metrics to the collector (promptpath.outputs.otlp), in a
         thread: the SDK blocks, up to its own timeout."""
         plan = self._otlp_plan(probe)
         if plan is None:
@@ -291,7 +291,7 @@ class Exporter:
         if self._exports_waiting >= OTLP_WAITING:
             self.health.otlp["dropped"] += 1
             return
-        from promptpath.otlp import send_otlp
+        from promptpath.outputs.otlp import send_otlp
 
         self._exports_waiting += 1
         try:

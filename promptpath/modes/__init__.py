@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from promptpath.environment import Environment
-    from promptpath.plan import Plan
+    from promptpath.plan.plan import Plan
 
 
 def mode_for(plan: Plan, env: Environment, console: Console) -> Mode:

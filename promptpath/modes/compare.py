@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from promptpath.interrupts import exit_code_of
 from promptpath.modes.base import Report
-from promptpath.reporting import exit_code_for
-from promptpath.runner import mark_interrupted
+from promptpath.modes.interrupts import exit_code_of
+from promptpath.modes.outcome import exit_code_for
+from promptpath.modes.runner import mark_interrupted
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from promptpath.environment import Environment
-    from promptpath.plan import Plan
+    from promptpath.plan.plan import Plan
     from promptpath.tracer.orchestrator import TraceResult
 
 

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 from promptpath.core.series import sample_of, series_exit_code, slo_values, summarize_series
 from promptpath.core.slo import SLOResult, evaluate
-from promptpath.interrupts import exit_code_of
 from promptpath.modes.base import Report
-from promptpath.reporting import scrub_result
-from promptpath.runner import mark_interrupted
+from promptpath.modes.interrupts import exit_code_of
+from promptpath.modes.outcome import scrub_result
+from promptpath.modes.runner import mark_interrupted
 
 if TYPE_CHECKING:
     from promptpath.environment import Environment
-    from promptpath.plan import Plan
+    from promptpath.plan.plan import Plan
     from promptpath.report.series import Level
     from promptpath.tracer.orchestrator import TraceResult
 
@@ -43,7 +43,7 @@ class SeriesMode:
         self.levels = [_LevelRuns(c) for c in plan.series.concurrency or (1,)]
 
     async def run(self) -> None:
-        from promptpath.progress import LiveProgress, progress_console
+        from promptpath.modes.progress import LiveProgress, progress_console
         from promptpath.report.redact import Redactor
 
         live = LiveProgress(

@@ -5,17 +5,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from promptpath.core.exitcodes import ExitCode
-from promptpath.interrupts import exit_code_of
 from promptpath.modes.base import Report
-from promptpath.reporting import exit_code_for, judge_single, scrub_result
-from promptpath.runner import mark_interrupted
+from promptpath.modes.interrupts import exit_code_of
+from promptpath.modes.outcome import exit_code_for, judge_single, scrub_result
+from promptpath.modes.runner import mark_interrupted
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from promptpath.core.slo import SLOResult
     from promptpath.environment import Environment
-    from promptpath.plan import Plan
+    from promptpath.plan.plan import Plan
     from promptpath.tracer.orchestrator import TraceResult
 
 
@@ -28,7 +28,7 @@ class SingleMode:
     async def run(self) -> None:
         from rich.text import Text
 
-        from promptpath.progress import LiveProgress, progress_console
+        from promptpath.modes.progress import LiveProgress, progress_console
         from promptpath.report.redact import Redactor
 
         def progress_line(message: str) -> None:

@@ -1,7 +1,7 @@
 """The JSON report as OpenTelemetry data: spans and histogram recordings, no SDK.
 
 Pure: it reads the JSON report (a run or a series, already redacted by structure) and
-returns plain dataclasses; ``promptpath/otlp.py`` hands them to the OpenTelemetry SDK.
+returns plain dataclasses; ``promptpath/outputs/otlp.py`` hands them to the OpenTelemetry SDK.
 Nothing here imports opentelemetry, so the mapping is tested without the ``otel`` extra.
 
 Names and units follow the OpenTelemetry semantic conventions for generative AI, which

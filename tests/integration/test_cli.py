@@ -254,7 +254,7 @@ def test_narrow_terminal_keeps_the_waterfall_inside_its_width(ref: RefServer) ->
     import anyio
     from rich.console import Console
 
-    from promptpath.commands import RunArgs, build_options
+    from promptpath.cli.commands import RunArgs, build_options
     from promptpath.report import terminal
     from promptpath.tracer.orchestrator import trace
 
@@ -375,7 +375,7 @@ def test_warm_waterfalls_side_by_side_when_there_is_room(
     import anyio
     from rich.console import Console
 
-    from promptpath.commands import RunArgs, build_options
+    from promptpath.cli.commands import RunArgs, build_options
     from promptpath.report import terminal
     from promptpath.tracer.orchestrator import trace
 

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.tracer.orchestrator import trace
 from tests.helpers.asgiserver import serve_asgi
 from tests.helpers.cli import run_cli

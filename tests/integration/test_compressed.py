@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.analysis import compute
 from promptpath.tracer.orchestrator import trace
 

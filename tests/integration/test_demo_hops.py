@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.demo_hops import HOP_PROBES
+from promptpath.cli.demo_hops import HOP_PROBES
 from promptpath.server.hops import HopKind
 from tests.helpers.cli import run_cli
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import pytest
 
-from promptpath.config import load_profile
 from promptpath.exporter.config import load as load_exporter_config
+from promptpath.plan.profiles import load_profile
 from promptpath.probes.suite import load_builtin
 from promptpath.tracer.request import is_secret_header
 from tests.helpers.cli import CliResult, run_cli

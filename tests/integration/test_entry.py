@@ -35,7 +35,7 @@ def test_version_answers_without_loading_typer() -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from promptpath.entry import run; code = run(['--version']);"
+            "import sys; from promptpath.cli.entry import run; code = run(['--version']);"
             " print('typer' in sys.modules, code)",
         ],
         capture_output=True,
@@ -125,7 +125,7 @@ def test_a_reader_gone_before_the_last_flush_makes_the_closed_pipe_code() -> Non
 
 
 def test_the_console_script_writes_the_dataclass_method_cache_beside_the_bytecode() -> None:
-    from promptpath import dccache
+    from promptpath.cli import dccache
 
     cache = dccache._cache_path()
     assert cache is not None

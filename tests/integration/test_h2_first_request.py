@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.timeline import Timeline
 from promptpath.tracer.orchestrator import trace
 from tests.helpers.refserver import RefServer

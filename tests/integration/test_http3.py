@@ -162,7 +162,7 @@ async def test_quic_handshake_ends_at_the_client_finished_send(server: RefServer
 async def test_sslkeylogfile_gets_the_quic_secrets_in_nss_format(
     server: RefServer, tmp_path: Path
 ) -> None:
-    from promptpath.commands import RunArgs, build_options
+    from promptpath.cli.commands import RunArgs, build_options
 
     keylog = tmp_path / "keys.log"
     keylog.write_text("# kept: the file is appended to, as the ssl module does over TCP\n")
@@ -768,7 +768,7 @@ def test_an_h2_run_never_imports_aioquic(server: RefServer) -> None:
     code = textwrap.dedent(
         f"""
         import sys, anyio, socket
-        import promptpath.commands, promptpath.tracer.orchestrator, promptpath.report.json
+        import promptpath.cli.commands, promptpath.tracer.orchestrator, promptpath.report.json
         import promptpath.tracer.h3discovery, promptpath.core.compare, promptpath.report.compare
         from promptpath.options import RunOptions, parse_target
         opts = RunOptions(target=parse_target({opts["target"]["url"]!r}), provider="openai",

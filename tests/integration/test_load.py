@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 import promptpath.tracer.orchestrator as orchestrator
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.analysis import compute
 from promptpath.core.errors import HTTPStatusError
 from promptpath.options import RunOptions

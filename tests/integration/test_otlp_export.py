@@ -292,7 +292,7 @@ def test_compare_http_takes_no_otlp_endpoint(refserver_tls: RefServer) -> None:
 def test_send_report_exports_a_finished_report_for_other_callers(
     healthy: dict[str, Any], receiver: OtlpReceiver
 ) -> None:
-    from promptpath.otlp import send_report
+    from promptpath.outputs.otlp import send_report
 
     receiver.clear()
     outcome = send_report(healthy["report"], receiver.url, resource={"vantage": "fleet-1"})

@@ -14,7 +14,7 @@ from typing import Any
 import h11
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.tracer.orchestrator import trace
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.hostile import hostile_proxy

@@ -50,10 +50,10 @@ DENIED = (
     "rich.spinner",
     # rich's emoji table: our consoles print ":warning:" as sent (emoji=False).
     "rich._emoji_codes",
-    # --otlp-endpoint's SDK (the otel extra) and its encoders; promptpath.otlp_sdk imports them.
+    # --otlp-endpoint's SDK (the otel extra) and its encoders; outputs/otlp_sdk.py imports them.
     "opentelemetry",
     "google.protobuf",
-    "promptpath.otlp_sdk",
+    "promptpath.outputs.otlp_sdk",
     "promptpath.report.otel",
 )
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.errors import StreamError
 from promptpath.tracer.orchestrator import AFTER_END_GRACE_S, trace
 from tests.helpers.rawserver import raw_server, sse_response

@@ -17,7 +17,7 @@ from anyio.abc import SocketAttribute
 
 import promptpath.net.tcp
 import promptpath.tracer.orchestrator
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.net.tcp import connect_address
 from promptpath.options import RunOptions
 from promptpath.tracer.orchestrator import trace

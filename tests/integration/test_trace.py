@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.analysis import compute
 from promptpath.core.errors import (
     ConnectError,

@@ -10,7 +10,7 @@ import dns.message
 import dns.rcode
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.errors import DNSError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.report.json import timeline_json

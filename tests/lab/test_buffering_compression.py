@@ -22,7 +22,7 @@ import anyio
 import jsonschema
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.findings import Finding, Verdict
 from promptpath.probes.suite import run_probes, select
 from tests.helpers import proxylab

@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, os, subprocess, sys, tempfile, time
     import anyio
-    from promptpath.commands import RunArgs, build_options
+    from promptpath.cli.commands import RunArgs, build_options
     from promptpath.core.coalescing import coalescing
     from promptpath.core.timeline import content_events
     from promptpath.tracer.orchestrator import trace

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from promptpath import flags
+from promptpath.plan import flags
 from tests.conftest import require_binary
 
 pytestmark = pytest.mark.lab

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.tracer.orchestrator import trace
 from tests.conftest import lab_required, require_binary
 from tests.helpers.refserver import RefServer, reference_server

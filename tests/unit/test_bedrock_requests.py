@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from promptpath.aws_auth import EXTRA_HINT, load_credentials
 from promptpath.core.errors import UsageError
 from promptpath.options import (
     AwsCredentials,
@@ -31,6 +30,7 @@ from promptpath.options import (
     region_from_host,
     secret_values,
 )
+from promptpath.plan.aws_auth import EXTRA_HINT, load_credentials
 from promptpath.server.sigv4_check import AwsTestKey, check_sigv4
 from promptpath.tracer.request import key_sent, prepare, sent_request
 

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core import cleartext
 from promptpath.core.addr import is_loopback
 from promptpath.core.errors import UsageError

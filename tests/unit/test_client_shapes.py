@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.errors import UsageError
 from promptpath.options import ClientName, RunOptions, parse_target
 from promptpath.report.json import client_json

@@ -16,7 +16,7 @@ import json
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.timeline import Usage
 from promptpath.options import detect_provider, key_from_env
 from promptpath.streams.dialects import CohereDecoder, decoder_for

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.errors import UsageError
 from tests.helpers.cli import run_cli
 

@@ -1,4 +1,4 @@
-"""The dataclass method cache (promptpath/dccache.py): a second process compiles nothing,
+"""The dataclass method cache (promptpath/cli/dccache.py): a second process compiles nothing,
 and the classes it makes behave exactly as the standard library's own.
 
 Each case runs in a process of its own: ``install`` changes the dataclasses module for the
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from promptpath import dccache
+from promptpath.cli import dccache
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from promptpath.commands import report_console
+from promptpath.cli.commands import report_console
 from promptpath.environment import Environment
 
 

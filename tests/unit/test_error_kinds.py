@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 import promptpath
-from promptpath.commands import usage_json
+from promptpath.cli.commands import usage_json
 from promptpath.core.errors import (
     ErrorKind,
     ErrorStage,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import jsonschema
 
-from promptpath.config import load_profile
+from promptpath.plan.profiles import load_profile
 
 ROOT = Path(__file__).parents[2]
 

@@ -21,7 +21,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 from prometheus_client.parser import text_string_to_metric_families
 
 from promptpath.core.stats import summarize
-from promptpath.export import check_writable, push_url, write_atomic
+from promptpath.outputs.deliver import check_writable, push_url, write_atomic
 from promptpath.report import har, junit, prometheus
 from tests.helpers.har12 import HAR_1_2
 

@@ -1,4 +1,4 @@
-"""The option table (promptpath/flags.py) is the only declaration of `run`'s and `probe`'s
+"""The option table (promptpath/plan/flags.py) is the only declaration of `run`'s and `probe`'s
 options: the commands take exactly its rows, --help shows them in its panels, the probes'
 defaults are the settings' own, and the top floor's functions stay small."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import promptpath
-from promptpath import flags
 from promptpath.cli import app
+from promptpath.plan import flags
+from promptpath.plan.resolve import PROFILE_FILLS, probe_settings, values_for
 from promptpath.probes.settings import ProbeSettings
-from promptpath.resolve import PROFILE_FILLS, probe_settings, values_for
 from tests.helpers.cli import run_cli
 
 PACKAGE = Path(promptpath.__file__).parent
@@ -74,7 +74,7 @@ def test_the_probe_options_defaults_are_the_settings_defaults() -> None:
 
 
 def test_every_profile_key_fills_an_option_of_the_table() -> None:
-    from promptpath.config import PROFILE_KEYS
+    from promptpath.plan.profiles import PROFILE_KEYS
 
     assert set(PROFILE_FILLS) <= set(PROFILE_KEYS)
     assert set(PROFILE_FILLS.values()) <= set(flags.BY_DEST)

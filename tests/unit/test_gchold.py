@@ -1,4 +1,4 @@
-"""The console script holds the cyclic collector off while it starts (promptpath/gchold.py)
+"""The console script holds the cyclic collector off while it starts (promptpath/cli/gchold.py)
 and gives it back once a command's options are parsed: a series or an exporter that runs
 for hours must still collect."""
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from promptpath import gchold
+from promptpath.cli import gchold
 from tests.helpers.cli import run_cli
 
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from promptpath.interrupts import STOP_SIGNALS, stop_on_signals
+from promptpath.modes.interrupts import STOP_SIGNALS, stop_on_signals
 
 
 def test_the_previous_handlers_come_back_and_an_ignored_signal_stays_ignored() -> None:
@@ -29,7 +29,7 @@ def test_the_first_signal_is_recorded_and_the_second_ends_the_process_by_it() ->
     script = textwrap.dedent(
         """
         import os, signal
-        from promptpath.interrupts import stop_on_signals
+        from promptpath.modes.interrupts import stop_on_signals
 
         with stop_on_signals() as stopper:
             os.kill(os.getpid(), signal.SIGTERM)

@@ -47,64 +47,76 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
     "promptpath.report.otel": ("promptpath.report.runs",),
     # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
-    "promptpath.otlp_sdk": ("promptpath.report.otel",),
+    "promptpath.outputs.otlp_sdk": ("promptpath.report.otel",),
     # The option table is read by every --help: typer and the probes' plain settings only.
-    "promptpath.flags": ("promptpath.probes.settings",),
+    "promptpath.plan.flags": ("promptpath.probes.settings",),
     # (net.dnsmsg parses --authoritative, imported only when one is given)
     "promptpath.probes.settings": ("promptpath.net.dnsmsg",),
 }
 _ABOVE_PLAN = (
     "promptpath.modes",
-    "promptpath.runner",
-    "promptpath.reporting",
+    "promptpath.modes.runner",
+    "promptpath.modes.outcome",
     "promptpath.report",
-    "promptpath.commands",
-    "promptpath.cli",
+    "promptpath.cli.commands",
+    "promptpath.cli.app",
 )
 #: layer prefix -> prefixes it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "promptpath.tracer": ("promptpath.probes", "promptpath.report", "promptpath.commands"),
+    "promptpath.tracer": ("promptpath.probes", "promptpath.report", "promptpath.cli.commands"),
     # Reporters read a TraceResult (promptpath.result) and what its timeline recorded,
     # including the request as sent: they never prepare, trace or touch a socket.
     "promptpath.report": (
         "promptpath.net",
         "promptpath.tracer",
         "promptpath.probes",
-        "promptpath.commands",
+        "promptpath.cli.commands",
     ),
-    "promptpath.probes": ("promptpath.report", "promptpath.commands", "promptpath.cli"),
+    "promptpath.probes": ("promptpath.report", "promptpath.cli.commands", "promptpath.cli.app"),
     "promptpath.server": ("promptpath.tracer", "promptpath.probes", "promptpath.report"),
     # The top floor, bottom up: options -> plan -> modes -> the command. Each storey reads
     # the ones below it only.
-    "promptpath.plan": _ABOVE_PLAN,
-    "promptpath.resolve": _ABOVE_PLAN,
-    "promptpath.modes": ("promptpath.commands", "promptpath.cli", "promptpath.resolve"),
-    "promptpath.runner": ("promptpath.commands", "promptpath.cli", "promptpath.modes"),
-    "promptpath.reporting": ("promptpath.commands", "promptpath.cli", "promptpath.modes"),
+    "promptpath.plan.plan": _ABOVE_PLAN,
+    "promptpath.plan.resolve": _ABOVE_PLAN,
+    "promptpath.modes": (
+        "promptpath.cli.commands",
+        "promptpath.cli.app",
+        "promptpath.plan.resolve",
+    ),
+    "promptpath.modes.runner": (
+        "promptpath.cli.commands",
+        "promptpath.cli.app",
+        "promptpath.modes",
+    ),
+    "promptpath.modes.outcome": (
+        "promptpath.cli.commands",
+        "promptpath.cli.app",
+        "promptpath.modes",
+    ),
     # A service on top of the Plan, as the run command is: it never imports the reference
     # server (a probe of a real endpoint must not carry hypercorn in) nor the CLI.
     "promptpath.exporter": (
         "promptpath.server",
-        "promptpath.commands",
-        "promptpath.cli",
+        "promptpath.cli.commands",
+        "promptpath.cli.app",
         "promptpath.net",
     ),
     # Sends what the report holds to a collector: neither traces nor parses the command line.
-    "promptpath.otlp": (
+    "promptpath.outputs.otlp": (
         "promptpath.net",
         "promptpath.tracer",
         "promptpath.probes",
-        "promptpath.commands",
-        "promptpath.cli",
+        "promptpath.cli.commands",
+        "promptpath.cli.app",
         "promptpath.modes",
     ),
     # Writes and pushes what the report holds: it neither traces nor parses the command line.
-    "promptpath.export": (
+    "promptpath.outputs.deliver": (
         "promptpath.net",
         "promptpath.tracer",
         "promptpath.probes",
-        "promptpath.commands",
-        "promptpath.cli",
+        "promptpath.cli.commands",
+        "promptpath.cli.app",
     ),
 }
 

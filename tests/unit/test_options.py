@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options
+from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.errors import UsageError
 from promptpath.options import (
     ConnectTo,

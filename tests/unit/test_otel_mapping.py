@@ -10,7 +10,7 @@ import pytest
 
 from promptpath.core.errors import UsageError
 from promptpath.core.timeline import StreamEvent, Timeline, Usage
-from promptpath.otlp import otel_installed, parse_resource_attributes, plan_otlp
+from promptpath.outputs.otlp import otel_installed, parse_resource_attributes, plan_otlp
 from promptpath.report import otel
 from promptpath.streams.dialects import decoder_for
 from promptpath.streams.sse import SSEMessage
@@ -269,7 +269,7 @@ def test_the_warning_names_what_the_sdk_kept_retrying_on() -> None:
     import logging
     import threading
 
-    from promptpath.otlp_sdk import _CAPTURE
+    from promptpath.outputs.otlp_sdk import _CAPTURE
 
     # The SDK's two records when it retried a refused connection until its deadline
     # (otlp.common.http, 1.45): a transient warning with the error, then the give-up.

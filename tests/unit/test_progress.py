@@ -9,7 +9,7 @@ from rich.console import Console
 
 from promptpath.core.timeline import StreamEvent, Timeline
 from promptpath.environment import Environment
-from promptpath.progress import LiveProgress, progress_console, stage_label
+from promptpath.modes.progress import LiveProgress, progress_console, stage_label
 
 MS = 1_000_000
 

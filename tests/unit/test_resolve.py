@@ -8,14 +8,14 @@ import pytest
 
 from promptpath.core.errors import UsageError
 from promptpath.options import RunOptions, parse_target
-from promptpath.plan import Plan
+from promptpath.plan.plan import Plan
+from promptpath.plan.resolve import resolve, values_for
 from promptpath.probes.settings import (
     DNSCacheSettings,
     PathSettings,
     ProbeSettings,
     TLSSettings,
 )
-from promptpath.resolve import resolve, values_for
 
 URL = "https://127.0.0.1:8443/v1/chat/completions"
 

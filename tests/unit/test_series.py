@@ -19,7 +19,7 @@ from promptpath.core.series import (
 )
 from promptpath.core.slo import SLOResult, evaluate, parse_slo
 from promptpath.core.timeline import ErrorInfo, Stage, StreamEvent, Timeline
-from promptpath.resolve import parse_plan
+from promptpath.plan.resolve import parse_plan
 
 MS = 1_000_000
 NO_DEADLINE = settings(deadline=None)

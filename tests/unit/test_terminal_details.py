@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from promptpath.commands import RunArgs, build_options, report_console
+from promptpath.cli.commands import RunArgs, build_options, report_console
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import Timeline
 from promptpath.environment import Environment

@@ -80,8 +80,8 @@ def test_a_servers_emoji_code_reaches_the_terminal_as_the_characters_it_sent(
     import io
 
     from promptpath.environment import Environment
-    from promptpath.progress import progress_console
-    from promptpath.reporting import report_console
+    from promptpath.modes.outcome import report_console
+    from promptpath.modes.progress import progress_console
 
     out = io.StringIO()
     env = Environment(stdout=out, stderr=out, stderr_isatty=isatty, environ={"COLUMNS": "80"})

@@ -1,4 +1,4 @@
-"""Option conflicts are checked in one module: promptpath/resolve.py.
+"""Option conflicts are checked in one module: promptpath/plan/resolve.py.
 
 Scans the package's source for every ``UsageError(...)`` built and reads the options its
 message names. A message naming two or more options of `run`/`probe` is a check of one
@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import promptpath
-from promptpath import flags
+from promptpath.plan import flags
 
 PACKAGE = Path(promptpath.__file__).parent
-RESOLVE = "promptpath/resolve.py"
+RESOLVE = "promptpath/plan/resolve.py"
 
 #: Every spelling of every option `run` and `probe` take.
 OPTION_NAMES = frozenset(
@@ -85,7 +85,7 @@ def test_every_conflict_between_options_is_raised_in_resolve() -> None:
         for file, function, line, named in SITES
         if len(named) >= 2 and file != RESOLVE and (file, function) not in ALLOWED
     ]
-    assert not outside, "check these in promptpath/resolve.py:\n" + "\n".join(outside)
+    assert not outside, "check these in promptpath/plan/resolve.py:\n" + "\n".join(outside)
 
 
 def test_the_scan_sees_the_conflicts_resolve_checks() -> None:

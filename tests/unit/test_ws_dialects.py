@@ -7,7 +7,7 @@ import json
 import pytest
 
 from promptpath.core.errors import UsageError
-from promptpath.resolve import trace_options, values_for
+from promptpath.plan.resolve import trace_options, values_for
 from promptpath.streams.decoder import StreamDecoder
 from promptpath.tracer.request import prepare
 

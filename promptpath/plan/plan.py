@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from promptpath.core.series_plan import SeriesPlan
-from promptpath.export import ExportPlan
 from promptpath.options import RunOptions
-from promptpath.otlp import OtlpPlan
+from promptpath.outputs.deliver import ExportPlan
+from promptpath.outputs.otlp import OtlpPlan
 from promptpath.probes.settings import ProbeSettings
 
 if TYPE_CHECKING:

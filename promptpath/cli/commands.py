@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 from promptpath.core.errors import PromptpathError
 from promptpath.environment import Environment
-from promptpath.interrupts import quiet_on_closed_pipe
-from promptpath.reporting import exit_code_for, judge_single, report_console, scrub_result
+from promptpath.modes.interrupts import quiet_on_closed_pipe
+from promptpath.modes.outcome import exit_code_for, judge_single, report_console, scrub_result
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from promptpath.modes.base import Report
     from promptpath.options import RunOptions
-    from promptpath.otlp import OtlpPlan
-    from promptpath.plan import Plan
-    from promptpath.resolve import Values
+    from promptpath.outputs.otlp import OtlpPlan
+    from promptpath.plan.plan import Plan
+    from promptpath.plan.resolve import Values
 
 
 def usage_json(exc: PromptpathError) -> str:
@@ -59,8 +59,8 @@ def usage_failure(exc: PromptpathError, json_out: bool, env: Environment) -> int
 @quiet_on_closed_pipe
 def execute(values: Mapping[str, object] | Values, *, env: Environment) -> int:
     """`run` and `probe`: the exit code (README, "Exit codes")."""
-    from promptpath.resolve import Values, resolve
-    from promptpath.runner import interruptible
+    from promptpath.modes.runner import interruptible
+    from promptpath.plan.resolve import Values, resolve
 
     def say(line: str) -> None:
         print(line, file=env.stderr)
@@ -89,7 +89,7 @@ def execute(values: Mapping[str, object] | Values, *, env: Environment) -> int:
 
 def execute_exporter(values: Mapping[str, object], *, env: Environment) -> int:
     """`promptpath exporter`: its options resolved, then the service until it stops."""
-    from promptpath.resolve import Values, exporter_plan
+    from promptpath.plan.resolve import Values, exporter_plan
 
     try:
         plan = exporter_plan(Values(values), env.environ)
@@ -131,7 +131,7 @@ def _send_otlp(report: Report, otlp: OtlpPlan, env: Environment) -> None:
     """Spans and metrics to the collector, before --json prints: the report says how it
     went (``otlp``). A failure is one warning line; the exit code stays the run's."""
     from promptpath.core.textsafe import visible
-    from promptpath.otlp import send_otlp
+    from promptpath.outputs.otlp import send_otlp
 
     body = report.json()
     outcome = send_otlp(body, otlp)
@@ -157,7 +157,7 @@ def RunArgs(target: str, **given: Any) -> Values:
     """Option values by the old RunArgs field names (headers, probes, labels, family)."""
     import socket
 
-    from promptpath.resolve import values_for
+    from promptpath.plan.resolve import values_for
 
     renames = {"headers": "header", "probes": "probe", "labels": "label"}
     values = {renames.get(k, k): v for k, v in given.items()}
@@ -173,7 +173,7 @@ def build_options(args: Values, environ: Mapping[str, str] | None = None) -> Run
     """The tracer's spec for these values (the environment: os.environ unless given)."""
     import os
 
-    from promptpath.resolve import trace_options
+    from promptpath.plan.resolve import trace_options
 
     return trace_options(args, os.environ if environ is None else environ)
 

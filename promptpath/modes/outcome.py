@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.findings import Verdict
 from promptpath.environment import Environment
-from promptpath.interrupts import PipeConsole
+from promptpath.modes.interrupts import PipeConsole
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -23,7 +23,7 @@ import os
 import sys
 from typing import NoReturn
 
-from promptpath import gchold
+from promptpath.cli import gchold
 
 
 def run(argv: list[str]) -> int:
@@ -33,10 +33,10 @@ def run(argv: list[str]) -> int:
 
         print(f"promptpath {__version__}")
         return 0
-    from promptpath import dccache
+    from promptpath.cli import dccache
 
     dccache.install()
-    from promptpath.cli import main as cli_main
+    from promptpath.cli.app import main as cli_main
 
     return cli_main()
 
@@ -46,7 +46,7 @@ def end(code: int) -> NoReturn:
 
     A reader that went away before the last bytes were flushed makes it ExitCode.PIPE_CLOSED,
     as a closed pipe does anywhere else in a run."""
-    cache = sys.modules.get("promptpath.dccache")
+    cache = sys.modules.get("promptpath.cli.dccache")
     if cache is not None:
         cache.save()
     for stream in (sys.stdout, sys.stderr):

@@ -9,9 +9,9 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 
-from promptpath.commands import execute, usage_failure
+from promptpath.cli.commands import execute, usage_failure
 from promptpath.environment import Environment
-from promptpath.resolve import values_for
+from promptpath.plan.resolve import values_for
 
 #: Paths per dialect on the reference endpoint.
 DEMO_PATHS = {
@@ -94,7 +94,7 @@ def _direct(args: DemoArgs, env: Environment) -> int:
 def _through_hop(args: DemoArgs, env: Environment) -> int:
     """The endpoint behind a demo hop (server/hops.py), traced with the canary on and the
     probe that finds that hop: plain HTTP/1.1 on loopback, as a hop in front of an origin."""
-    from promptpath.demo_hops import HOP_PROBES, IDLE_MAX_S
+    from promptpath.cli.demo_hops import HOP_PROBES, IDLE_MAX_S
     from promptpath.server.behaviour import Behaviour
     from promptpath.server.hops import running
     from promptpath.server.hosting import ServerConfig, start_in_thread

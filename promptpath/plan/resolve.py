@@ -5,7 +5,7 @@ options is a UsageError raised here (tests/unit/test_usage_sites.py holds that),
 below re-checks. A value that is wrong on its own (a bad URL, a malformed --resolve entry)
 is found by its parser (options.py, proxies.py, core/slo.py, export.py), called from here.
 
-Values arrive as typer parsed them, keyed by each option's ``dest`` (promptpath/flags.py);
+Values arrive as typer parsed them, keyed by each option's ``dest`` (promptpath/plan/flags.py);
 ``values_for(**given)`` builds them for library callers and tests, the defaults filled in.
 """
 
@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
-from promptpath import flags
 from promptpath.core.errors import UsageError
 from promptpath.core.headers import KEY_HEADERS
 from promptpath.core.series_plan import SeriesPlan
@@ -48,7 +47,8 @@ from promptpath.options import (
     parse_resolve,
     parse_target,
 )
-from promptpath.plan import ExporterPlan, FailOn, Outputs, Plan
+from promptpath.plan import flags
+from promptpath.plan.plan import ExporterPlan, FailOn, Outputs, Plan
 from promptpath.probes.settings import ProbeSettings
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ def _apply_profile(values: Values, environ: Mapping[str, str]) -> _Profile:
     target = values.get("target")
     if "://" in target:
         return _Profile(values=values, api_key=None, name=None, proxy_source="--proxy")
-    from promptpath.config import config_path, load_profile
+    from promptpath.plan.profiles import config_path, load_profile
 
     profile = load_profile(target, config_path(dict(environ)))
     merged = _profile_fills(values, profile)
@@ -226,7 +226,7 @@ def _aws(
         return None
     if {name.lower() for name, _ in headers} & KEY_HEADERS:
         return None
-    from promptpath.aws_auth import load_credentials
+    from promptpath.plan.aws_auth import load_credentials
 
     return load_credentials(environ, host)
 
@@ -519,8 +519,8 @@ def _slos(values: Values, profile: str | None, environ: Mapping[str, str]) -> li
 
 def profile_slos(name: str, environ: Mapping[str, str]) -> list[SLO]:
     """``[profiles.NAME.slo]``: ``ttft_p95 = "<800ms"`` (or a list, for two bounds)."""
-    from promptpath.config import config_path, load_profile
     from promptpath.core.slo import parse_slo
+    from promptpath.plan.profiles import config_path, load_profile
 
     table = load_profile(name, config_path(dict(environ))).get("slo", {})
     slos = []
@@ -624,7 +624,7 @@ def resolve(
                 kind="bad_option",
             )
         check_spend(series, options, yes=values.flag("yes"), say=say)
-    from promptpath.export import plan_exports
+    from promptpath.outputs.deliver import plan_exports
 
     exports = plan_exports(
         junit=values.text("junit"),
@@ -650,7 +650,7 @@ def resolve(
     compare_runs = _compare_runs(
         values, options, probes=bool(probes), exports=exports.wanted, otlp=otlp_given
     )
-    from promptpath.otlp import plan_otlp
+    from promptpath.outputs.otlp import plan_otlp
 
     # A comparison is not one operation: the environment's collector gets nothing from it.
     otlp = None if compare else plan_otlp(values.text("otlp_endpoint"), environ, say)

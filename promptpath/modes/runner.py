@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from promptpath.environment import Environment
-from promptpath.interrupts import Stopper, exit_code_of, stop_on_signals
+from promptpath.modes.interrupts import Stopper, exit_code_of, stop_on_signals
 
 if TYPE_CHECKING:
     from promptpath.tracer.orchestrator import TraceResult

@@ -201,7 +201,7 @@ def send_otlp(report: Mapping[str, Any], plan: OtlpPlan) -> OtlpOutcome:
     box: dict[str, str | None] = {}
 
     def work() -> None:
-        from promptpath.otlp_sdk import export
+        from promptpath.outputs.otlp_sdk import export
 
         try:
             box["error"] = export(

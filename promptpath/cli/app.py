@@ -15,10 +15,12 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
-from promptpath import __version__, flags, gchold
+from promptpath import __version__
+from promptpath.cli import gchold
 from promptpath.core.errors import PromptpathError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
+from promptpath.plan import flags
 
 
 def _show_help(ctx: typer.Context, _param: Any, value: bool) -> None:
@@ -152,7 +154,7 @@ def _no_trio() -> None:
         sys.modules["trio"] = None  # type: ignore[assignment]
 
 
-# -- run and probe: their options are declared once, in promptpath/flags.py ----------------
+# -- run and probe: their options are declared once, in promptpath/plan/flags.py ----------------
 _CTX = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
 _TARGET = inspect.Parameter(
     "target",
@@ -183,7 +185,7 @@ _NAMES = inspect.Parameter(
 
 def _execute(ctx: typer.Context, values: dict[str, object]) -> None:
     _no_trio()
-    from promptpath.commands import execute
+    from promptpath.cli.commands import execute
 
     raise typer.Exit(execute(values, env=Environment.of(ctx.obj)))
 
@@ -232,7 +234,7 @@ def demo(
 ) -> None:
     """Trace a prompt against a built-in reference endpoint on loopback (no network, no key)."""
     _no_trio()
-    from promptpath.demo import DemoArgs, run_demo
+    from promptpath.cli.demo import DemoArgs, run_demo
 
     env = Environment.of(ctx.obj)
     args = DemoArgs(
@@ -254,7 +256,7 @@ health; POST /-/reload or SIGHUP reloads the config; SIGTERM drains. See docs/ex
 @flags.declare("exporter", _CTX)
 def exporter(ctx: typer.Context, **values: object) -> None:
     _no_trio()
-    from promptpath.commands import execute_exporter
+    from promptpath.cli.commands import execute_exporter
 
     raise typer.Exit(execute_exporter(values, env=Environment.of(ctx.obj)))
 
@@ -359,7 +361,7 @@ def main(argv: Sequence[str] | None = None, env: Environment | None = None) -> i
     except UsageError as exc:
         print(f"promptpath: {exc.message}", file=env.stderr)
         if "--json" in env.argv:
-            from promptpath.commands import usage_json
+            from promptpath.cli.commands import usage_json
 
             print(usage_json(exc), file=env.stdout)
         return int(exc.exit_code)
@@ -394,7 +396,7 @@ def _click_or_bug(exc: Exception, env: Environment) -> int:
         else:
             show(file=env.stderr)
         if "--json" in env.argv and exit_code == ExitCode.USAGE:
-            from promptpath.commands import usage_json
+            from promptpath.cli.commands import usage_json
             from promptpath.core.errors import UsageError
 
             print(usage_json(UsageError(str(message))), file=env.stdout)
