@@ -53,70 +53,40 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # (net.dnsmsg parses --authoritative, imported only when one is given)
     "promptpath.probes.settings": ("promptpath.net.dnsmsg",),
 }
-_ABOVE_PLAN = (
-    "promptpath.modes",
-    "promptpath.modes.runner",
-    "promptpath.modes.outcome",
-    "promptpath.report",
-    "promptpath.cli.commands",
-    "promptpath.cli.app",
-)
+#: The top floor, bottom up: options -> plan -> outputs' destinations -> modes -> cli.
+_ABOVE_PLAN = ("promptpath.modes", "promptpath.report", "promptpath.cli")
 #: layer prefix -> prefixes it must never import
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "promptpath.tracer": ("promptpath.probes", "promptpath.report", "promptpath.cli.commands"),
+    "promptpath.tracer": ("promptpath.probes", "promptpath.report", "promptpath.cli"),
     # Reporters read a TraceResult (promptpath.result) and what its timeline recorded,
     # including the request as sent: they never prepare, trace or touch a socket.
     "promptpath.report": (
         "promptpath.net",
         "promptpath.tracer",
         "promptpath.probes",
-        "promptpath.cli.commands",
+        "promptpath.cli",
+        "promptpath.modes",
     ),
-    "promptpath.probes": ("promptpath.report", "promptpath.cli.commands", "promptpath.cli.app"),
+    "promptpath.probes": ("promptpath.report", "promptpath.cli", "promptpath.modes"),
     "promptpath.server": ("promptpath.tracer", "promptpath.probes", "promptpath.report"),
-    # The top floor, bottom up: options -> plan -> modes -> the command. Each storey reads
-    # the ones below it only.
-    "promptpath.plan.plan": _ABOVE_PLAN,
-    "promptpath.plan.resolve": _ABOVE_PLAN,
-    "promptpath.modes": (
-        "promptpath.cli.commands",
-        "promptpath.cli.app",
-        "promptpath.plan.resolve",
-    ),
-    "promptpath.modes.runner": (
-        "promptpath.cli.commands",
-        "promptpath.cli.app",
-        "promptpath.modes",
-    ),
-    "promptpath.modes.outcome": (
-        "promptpath.cli.commands",
-        "promptpath.cli.app",
-        "promptpath.modes",
-    ),
+    # Each storey of the top floor reads the ones below it only.
+    "promptpath.plan": _ABOVE_PLAN,
+    "promptpath.modes": ("promptpath.cli", "promptpath.plan.resolve", "promptpath.plan.flags"),
+    # The plumbing every mode shares lies below the modes themselves.
+    "promptpath.modes.runner": ("promptpath.modes.single", "promptpath.modes.series"),
+    "promptpath.modes.outcome": ("promptpath.modes.single", "promptpath.modes.series"),
     # A service on top of the Plan, as the run command is: it never imports the reference
     # server (a probe of a real endpoint must not carry hypercorn in) nor the CLI.
-    "promptpath.exporter": (
-        "promptpath.server",
-        "promptpath.cli.commands",
-        "promptpath.cli.app",
-        "promptpath.net",
-    ),
-    # Sends what the report holds to a collector: neither traces nor parses the command line.
-    "promptpath.outputs.otlp": (
+    "promptpath.exporter": ("promptpath.server", "promptpath.cli", "promptpath.net"),
+    # Writes, pushes and sends what the report holds (the JSON object): it neither traces,
+    # runs a mode nor parses the command line. The plan reads its destinations' checks.
+    "promptpath.outputs": (
         "promptpath.net",
         "promptpath.tracer",
         "promptpath.probes",
-        "promptpath.cli.commands",
-        "promptpath.cli.app",
+        "promptpath.cli",
         "promptpath.modes",
-    ),
-    # Writes and pushes what the report holds: it neither traces nor parses the command line.
-    "promptpath.outputs.deliver": (
-        "promptpath.net",
-        "promptpath.tracer",
-        "promptpath.probes",
-        "promptpath.cli.commands",
-        "promptpath.cli.app",
+        "promptpath.plan",
     ),
 }
 
@@ -239,3 +209,12 @@ def test_the_shared_helpers_import_nothing_but_each_other() -> None:
         if not any(_within(dep, ok) for ok in SHARED)
     )
     assert not wrong, "\n".join(wrong)
+
+
+#: The nouns every storey reads stay at the package root; everything else lives in a storey.
+ROOT_MODULES = {"__init__", "__main__", "options", "result", "environment", "proxies"}
+
+
+def test_the_package_root_keeps_only_the_shared_nouns() -> None:
+    here = {path.stem for path in PACKAGE.glob("*.py")}
+    assert here == ROOT_MODULES, f"a loose module at the root: {sorted(here - ROOT_MODULES)}"
