@@ -36,7 +36,7 @@ def run(argv: list[str]) -> int:
     from promptpath.cli import dccache
 
     dccache.install()
-    from promptpath.cli.app import main as cli_main
+    from promptpath.cli.faces import main as cli_main
 
     return cli_main()
 

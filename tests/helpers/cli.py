@@ -6,7 +6,7 @@ import io
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from promptpath.cli.app import main
+from promptpath.cli.faces import main
 from promptpath.environment import Environment
 
 

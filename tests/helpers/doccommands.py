@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import typer
 
-from promptpath.cli import app
+from promptpath.cli.faces import app
 from tests.helpers.refserver import RefServer
 
 ROOT = Path(__file__).parents[2]

@@ -110,7 +110,7 @@ def _help_of_group(group: object, *argv: str) -> str:
     """``promptpath ARGV --help`` through ``group`` (a click group from the app), as text."""
     import typer
 
-    from promptpath.cli import app as cli
+    from promptpath.cli import faces as cli
 
     assert isinstance(group, typer.core.TyperGroup)
     out = io.StringIO()
@@ -126,7 +126,7 @@ def test_help_is_the_same_whether_the_commands_are_built_lazily_or_all_at_once(
 ) -> None:
     import typer
 
-    from promptpath.cli.app import _COMMANDS, app
+    from promptpath.cli.faces import _COMMANDS, app
 
     lazy = typer.main.get_command(app)
     eager = typer.main.get_command(app)

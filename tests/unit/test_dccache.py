@@ -71,7 +71,7 @@ def _run(code: str, *flags: str) -> list[str]:
 def _with_cache(path: Path, *flags: str) -> tuple[int, list[str]]:
     """BEHAVIOUR with the cache at ``path``: what it compiled, and what it printed."""
     code = (
-        f"from pathlib import Path\nfrom promptpath import dccache\n"
+        f"from pathlib import Path\nfrom promptpath.cli import dccache\n"
         f"dccache.install(Path({str(path)!r}))\n{BEHAVIOUR}\n"
         "print('compiled', dccache.compiled())\ndccache.save()\n"
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import promptpath
-from promptpath.cli import app
+from promptpath.cli.faces import app
 from promptpath.plan import flags
 from promptpath.plan.resolve import PROFILE_FILLS, probe_settings, values_for
 from promptpath.probes.settings import ProbeSettings

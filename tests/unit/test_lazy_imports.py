@@ -10,7 +10,7 @@ HEAVY = ("aioquic", "hypercorn", "cryptography", "h2", "httpcore", "httpx", "dns
 
 def test_cli_import_leaves_heavy_dependencies_unloaded() -> None:
     code = (
-        "import sys, promptpath.cli.app\n"
+        "import sys, promptpath.cli.faces\n"
         f"heavy = {HEAVY!r}\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
     )
