@@ -161,6 +161,24 @@ def test_a_200ms_timer_warns_at_every_rate(rate: float, canary: bool) -> None:
         assert m["first_event_held_ms"] == pytest.approx(200.0, abs=1000 / rate)
 
 
+def test_a_timer_stays_a_timer_when_a_few_deliveries_come_late() -> None:
+    # As a loaded CI client read haproxy's 250 ms cork: 2 of 20 deliveries late (a missed
+    # tick, ~500 ms, and one read 170 ms late), the rest on the beat.
+    beats = [250.0 * k for k in range(1, 21) if k != 7]
+    beats[11] += 170.0
+    f = judged(irregular(beats), 20.0, canary=False)
+    m = mechanism(f)
+    assert m["kind"] == "time_coalescing", f.summary
+    assert m["interval_ms"] == pytest.approx(250.0, abs=5.0)
+    assert f.verdict is Verdict.WARN
+
+
+def test_a_beat_lost_more_than_a_quarter_of_the_time_is_no_timer() -> None:
+    beats = [250.0, 500.0, 900.0, 1150.0, 1400.0, 1800.0, 2050.0, 2300.0, 2700.0, 2950.0]
+    m = mechanism(judged(irregular(beats), 20.0, canary=False))
+    assert m["kind"] == "irregular_bursts"
+
+
 @pytest.mark.parametrize("rate", RATES)
 def test_a_timer_of_a_second_fails_at_every_rate(rate: float) -> None:
     f = judged(timer(1000.0), rate, canary=False, n=int(rate * 6))  # 5 flushes or more
