@@ -137,6 +137,27 @@ def test_cacert_that_is_not_pem_is_a_usage_error(tmp_path: object) -> None:
         build_options(RunArgs(target="https://h/v1/messages", cacert="/etc/hostname"), environ={})
 
 
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/dev/zero", "/dev/zero: is a character device, not a file"),
+        ("/tmp", "/tmp: is a directory"),
+        ("/nonexistent/ca.pem", "file not found"),
+    ],
+)
+def test_a_cacert_that_is_no_file_says_what_it_is(path: str, says: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        build_options(RunArgs(target="https://h/v1/messages", cacert=path), environ={})
+    assert says in refused.value.message and refused.value.exit_code == 2
+
+
+def test_a_cacert_fifo_is_refused_without_opening_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "ca.fifo"
+    os.mkfifo(fifo)  # nobody writes: opening it would block for ever
+    with pytest.raises(UsageError, match="is a FIFO, not a file"):
+        build_options(RunArgs(target="https://h/v1/messages", cacert=str(fifo)), environ={})
+
+
 def test_connect_to_reads_curls_four_fields_with_bracketed_ipv6() -> None:
     rule = parse_connect_to("api.example.com:443:[::1]:8443")
     assert rule == ConnectTo(
