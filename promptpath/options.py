@@ -11,7 +11,7 @@ from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from promptpath.core.errors import UsageError
-from promptpath.core.headers import is_secret_header
+from promptpath.core.headers import is_credential
 from promptpath.core.urlsafe import is_secret_query as is_secret_query
 from promptpath.core.urlsafe import shown_url
 from promptpath.proxies import ProxyChoice
@@ -668,7 +668,7 @@ def secret_values(options: RunOptions) -> list[str]:
     if options.aws is not None:  # the access key id is an identifier, not a secret
         values.extend(v for v in (options.aws.secret_key, options.aws.token) if v)
     for name, value in options.headers:
-        if is_secret_header(name) and value:
+        if is_credential(name, value) and value:
             values.append(value)
             values.append(value.split(" ", 1)[-1])  # "Bearer sk-..." → also the bare token
     query = urlsplit(options.target.url).query

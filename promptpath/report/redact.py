@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from promptpath.core import redaction
-from promptpath.core.headers import is_secret_header
+from promptpath.core.headers import is_credential
 from promptpath.core.redaction import MARKER, MIN_SEARCHED, PIECE
 from promptpath.options import RunOptions, secret_values
 
@@ -66,7 +66,7 @@ def vocabulary() -> frozenset[str]:
 
 def headers_json(headers: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> dict[str, str]:
     """Headers as a JSON object, credential values replaced by the marker."""
-    return {k: MARKER if is_secret_header(k) else v for k, v in headers}
+    return {k: MARKER if is_credential(k, v) else v for k, v in headers}
 
 
 __all__ = [
