@@ -182,11 +182,16 @@ def check_writable(path: Path, flag: str) -> None:
 def _check_pushgateway(url: str) -> str:
     from promptpath.core.urlsafe import shown_url
 
-    parts = urlsplit(url)
+    wants = f"--pushgateway wants http(s)://HOST:PORT, got {shown_url(url)!r}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - urlsplit checks brackets and the port lazily
+    except ValueError as exc:
+        # An unclosed "[" or a port that is no number: found before the run, not by the
+        # push after it (an internal error, once the run's tokens were spent).
+        raise UsageError(f"{wants} ({exc})", kind="bad_option") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(
-            f"--pushgateway wants http(s)://HOST:PORT, got {shown_url(url)!r}", kind="bad_option"
-        )
+        raise UsageError(wants, kind="bad_option")
     if parts.query or parts.fragment:
         raise UsageError("--pushgateway takes no query or fragment", kind="bad_option")
     return url.rstrip("/")
