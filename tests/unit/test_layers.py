@@ -50,8 +50,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.otlp_sdk": ("promptpath.report.otel",),
     # The option table is read by every --help: typer and the probes' plain settings only.
     "promptpath.flags": ("promptpath.probes.settings",),
-    # (net.dnsmsg parses --authoritative, imported only when one is given)
-    "promptpath.probes.settings": ("promptpath.net.dnsmsg",),
+    # (net.dnsmsg parses --authoritative, core.urlsafe quotes a bad --canary-admin: each
+    # imported only when one is given)
+    "promptpath.probes.settings": ("promptpath.net.dnsmsg", "promptpath.core.urlsafe"),
 }
 _ABOVE_PLAN = (
     "promptpath.modes",
