@@ -11,7 +11,9 @@ from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from promptpath.core.errors import UsageError
-from promptpath.core.headers import is_secret_header
+from promptpath.core.headers import is_credential
+from promptpath.core.urlsafe import is_secret_query as is_secret_query
+from promptpath.core.urlsafe import shown_url
 from promptpath.proxies import ProxyChoice
 from promptpath.streams.dialects import Provider as Provider  # re-exported: a RunOptions field type
 
@@ -329,19 +331,24 @@ def check_timeout(value: float, flag: str = "--timeout") -> float:
 
 
 def parse_target(url: str) -> Target:
-    """Validate a target URL; the error says what is wrong with it."""
+    """Validate a target URL; the error says what is wrong with it (showing the URL with
+    its credentials taken out: core/urlsafe.py). A fragment is never sent, and is dropped
+    here so that no output can show it (``#token=…`` pasted from a browser)."""
+    shown = shown_url(url)
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - urlsplit checks the port and brackets lazily
     except ValueError as exc:
-        raise UsageError(f"target is not a valid URL: {url!r} ({exc})", kind="bad_target") from exc
+        raise UsageError(
+            f"target is not a valid URL: {shown!r} ({exc})", kind="bad_target"
+        ) from exc
     if parts.scheme not in ("http", "https", "ws", "wss"):
         raise UsageError(
-            f"target must be an http://, https://, ws:// or wss:// URL, got {url!r}",
+            f"target must be an http://, https://, ws:// or wss:// URL, got {shown!r}",
             kind="bad_target",
         )
     if not parts.hostname:
-        raise UsageError(f"target URL has no host: {url!r}", kind="bad_target")
+        raise UsageError(f"target URL has no host: {shown!r}", kind="bad_target")
     if parts.username is not None or parts.password is not None:
         # Credentials in a URL end up in shell history, logs and reports, and we would
         # not send them anyway: say where a key belongs instead.
@@ -352,11 +359,12 @@ def parse_target(url: str) -> Target:
     try:
         port = parts.port
     except ValueError as exc:
-        raise UsageError(f"target URL has a bad port: {url!r}", kind="bad_target") from exc
+        raise UsageError(f"target URL has a bad port: {shown!r}", kind="bad_target") from exc
     if port == 0:  # urlsplit allows it; it used to become the default port silently
         raise UsageError(
-            f"target URL has port 0, which no server listens on: {url!r}", kind="bad_target"
+            f"target URL has port 0, which no server listens on: {shown!r}", kind="bad_target"
         )
+    url = url.partition("#")[0]
     secure = parts.scheme in ("https", "wss")
     if port is None:  # none given, or "host:" (RFC 3986: the scheme's default)
         port = 443 if secure else 80
@@ -647,27 +655,10 @@ def check_argv_utf8(argv: list[str] | tuple[str, ...]) -> None:
         previous = arg
 
 
-#: Query parameters whose values are credentials (e.g. Google's ?key=).
-_SECRET_QUERY = ("key", "token", "secret", "sig", "signature", "auth", "password", "code")
-
-
-def is_secret_query(name: str) -> bool:
-    """A query parameter whose value is a credential (generous: only the URL shown loses it)."""
-    return any(w in name.lower() for w in _SECRET_QUERY)
-
-
 def display_url(url: str) -> str:
-    """The target URL safe to print: credential-like query values replaced."""
-    from urllib.parse import parse_qsl, urlencode, urlunsplit
-
-    parts = urlsplit(url)
-    if not parts.query:
-        return url
-    query = [
-        (k, "[redacted]" if is_secret_query(k) else v)
-        for k, v in parse_qsl(parts.query, keep_blank_values=True)
-    ]
-    return urlunsplit(parts._replace(query=urlencode(query, safe="[]")))
+    """The target URL safe to print: credential-like query values and userinfo replaced,
+    the fragment (never sent) dropped (core/urlsafe.py)."""
+    return shown_url(url)
 
 
 def secret_values(options: RunOptions) -> list[str]:
@@ -677,7 +668,7 @@ def secret_values(options: RunOptions) -> list[str]:
     if options.aws is not None:  # the access key id is an identifier, not a secret
         values.extend(v for v in (options.aws.secret_key, options.aws.token) if v)
     for name, value in options.headers:
-        if is_secret_header(name) and value:
+        if is_credential(name, value) and value:
             values.append(value)
             values.append(value.split(" ", 1)[-1])  # "Bearer sk-..." → also the bare token
     query = urlsplit(options.target.url).query

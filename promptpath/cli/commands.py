@@ -145,11 +145,21 @@ def _send_otlp(report: Report, otlp: OtlpPlan, env: Environment) -> None:
 
 
 def reproduce(plan: Plan, env: Environment) -> tuple[str, ...]:
-    """The command line as given, the run's credentials taken out as everywhere else."""
-    from promptpath.report.redact import Redactor
+    """The command line as given, the run's credentials taken out by their place (a
+    header, a URL's userinfo and key-like query values, --proxy-user) whatever their
+    length, and searched for in every argument as everywhere else."""
+    from promptpath.core.urlsafe import url_credentials
+    from promptpath.options import secret_values
+    from promptpath.report.redact import Redactor, command_line
 
-    redactor = Redactor.for_options(plan.trace)
-    return ("promptpath", *(redactor.text(arg) for arg in env.argv))
+    otlp = plan.outputs.otlp
+    urls = (
+        plan.outputs.exports.pushgateway,
+        None if otlp is None else otlp.traces_url or otlp.metrics_url,
+        plan.probe_settings.ghost_stream.admin,
+    )
+    values = [*secret_values(plan.trace), *(v for u in urls if u for v in url_credentials(u))]
+    return ("promptpath", *command_line(env.argv, Redactor.of(values)))
 
 
 # -- for library callers and tests written against the old entry points -------------------

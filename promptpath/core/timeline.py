@@ -401,7 +401,7 @@ class SentRequest:
     (the name stays: that a key was sent is part of the story)."""
 
     method: str
-    path: str  # path plus query, as sent (query secrets are the redactor's, as in the URL)
+    path: str  # path plus query, as sent, key-like query values redacted (as in the URL)
     headers: tuple[tuple[str, str], ...]  # in the order sent, credential values redacted
     body_bytes: int  # the encoded body's length
     key_sent: bool  # a key went with it (from the environment or from -H)

@@ -180,9 +180,18 @@ def check_writable(path: Path, flag: str) -> None:
 
 
 def _check_pushgateway(url: str) -> str:
-    parts = urlsplit(url)
+    from promptpath.core.urlsafe import shown_url
+
+    wants = f"--pushgateway wants http(s)://HOST:PORT, got {shown_url(url)!r}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - urlsplit checks brackets and the port lazily
+    except ValueError as exc:
+        # An unclosed "[" or a port that is no number: found before the run, not by the
+        # push after it (an internal error, once the run's tokens were spent).
+        raise UsageError(f"{wants} ({exc})", kind="bad_option") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--pushgateway wants http(s)://HOST:PORT, got {url!r}", kind="bad_option")
+        raise UsageError(wants, kind="bad_option")
     if parts.query or parts.fragment:
         raise UsageError("--pushgateway takes no query or fragment", kind="bad_option")
     return url.rstrip("/")
@@ -345,12 +354,19 @@ def push_url(base: str, labels: Mapping[str, str], target: str) -> str:
 
 def push(base: str, text: str, labels: Mapping[str, str], target: str) -> None:
     """PUT the exposition to a Pushgateway: PUT replaces this group's metrics, so a
-    series' quantiles do not outlive the push of a later single run."""
+    series' quantiles do not outlive the push of a later single run. A failure names the
+    Pushgateway without its userinfo, and what it answered without the credentials the
+    push sent (a gateway or a proxy before it may echo them)."""
     import ssl
 
     import httpx
 
+    from promptpath.core.redaction import Redactor
+    from promptpath.core.urlsafe import shown_url, url_credentials
+
     url = push_url(base, labels, target)
+    scrub = Redactor.of(url_credentials(base)).text
+    shown = shown_url(base)
     try:
         # trust_env=False: the Pushgateway is reached directly, not via HTTP(S)_PROXY.
         response = httpx.put(
@@ -363,13 +379,15 @@ def push(base: str, text: str, labels: Mapping[str, str], target: str) -> None:
             verify=ssl.create_default_context(),
         )
     except httpx.HTTPError as exc:
-        raise ExportFailed(f"--pushgateway {base}: {exc or type(exc).__name__}") from exc
+        raise ExportFailed(
+            f"--pushgateway {shown}: {scrub(str(exc) or type(exc).__name__)}"
+        ) from exc
     if not response.is_success:
-        reason = " ".join(response.text.split())
+        reason = " ".join(scrub(response.text).split())
         if len(reason) > 400:
             # The Pushgateway quotes the whole metric first and says what is wrong last.
             reason = f"{reason[:150]} … {reason[-200:]}"
-        raise ExportFailed(f"--pushgateway {base}: HTTP {response.status_code} {reason}".rstrip())
+        raise ExportFailed(f"--pushgateway {shown}: HTTP {response.status_code} {reason}".rstrip())
 
 
 def _html(report: Mapping[str, Any], command: Sequence[str]) -> str:

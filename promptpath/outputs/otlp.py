@@ -266,14 +266,17 @@ def send_report(
 
 
 def _scrub(message: str, plan: OtlpPlan) -> str:
-    """One line of at most 300 characters, the endpoints shown without userinfo."""
+    """One line of at most 300 characters, the endpoints shown without userinfo, and no
+    spelling of the credentials the userinfo holds (the SDK sends them as Basic)."""
+    from promptpath.core.redaction import Redactor
+    from promptpath.core.urlsafe import url_credentials
+
+    credentials: list[str] = []
     for url in (plan.traces_url, plan.metrics_url):
         if url:
             message = message.replace(url, shown_url(url))
-    parts = urlsplit(plan.traces_url or plan.metrics_url)
-    if "@" in parts.netloc:
-        message = message.replace(parts.netloc.rpartition("@")[0], "[redacted]")
-    line = " ".join(message.split())
+            credentials.extend(url_credentials(url))
+    line = " ".join(Redactor.of(credentials).text(message).split())
     return line if len(line) <= 300 else line[:299] + "…"
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from promptpath.core.errors import UsageError
 from promptpath.core.headers import KEY_HEADERS
-from promptpath.core.series_plan import SeriesPlan
+from promptpath.core.series_plan import MAX_INTERVAL_S, SeriesPlan
 from promptpath.options import (
     BEDROCK_PROVIDERS,
     DEFAULT_CLIENT,
@@ -162,12 +162,41 @@ def _profile_fills(values: Values, profile: Mapping[str, Any]) -> dict[str, obje
     return merged
 
 
+def _not_a_file(mode: int) -> str:
+    """What a path that is neither a file nor a directory names, with its article."""
+    import stat
+
+    for test, name in (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "a special file"
+
+
 def check_cacert(path: str, flag: str = "--cacert") -> None:
     """A CA option must name a readable PEM bundle: find out now, not as a TLS failure."""
     import ssl
+    import stat
 
-    if not os.path.isfile(path):
-        raise UsageError(f"{flag} file not found: {path}")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise UsageError(f"{flag} file not found: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from exc
+    if stat.S_ISDIR(mode):
+        raise UsageError(
+            f"{flag} {path}: is a directory; give the PEM bundle file of the CAs to trust"
+        )
+    if not stat.S_ISREG(mode):
+        raise UsageError(
+            f"{flag} {path}: is {_not_a_file(mode)}, not a file; give the PEM bundle file of"
+            " the CAs to trust"
+        )
     try:
         ssl.create_default_context(cafile=path)
     except (ssl.SSLError, OSError) as exc:
@@ -438,6 +467,11 @@ def parse_plan(
     if not math.isfinite(interval_s) or interval_s < 0:
         raise UsageError(
             f"--interval must be 0 or more seconds, got {interval_s:g}", kind="bad_option"
+        )
+    if interval_s > MAX_INTERVAL_S:
+        raise UsageError(
+            f"--interval must be at most {MAX_INTERVAL_S:g} s (a day), got {interval_s:g}",
+            kind="bad_option",
         )
     levels: tuple[int, ...] = ()
     if concurrency is not None:

@@ -28,7 +28,9 @@ import anyio
 import httpx
 
 from promptpath.core.findings import Finding, Verdict
+from promptpath.core.redaction import Redactor
 from promptpath.core.timeline import count_content
+from promptpath.core.urlsafe import shown_url, url_credentials
 from promptpath.net.http import TCPConnection, TCPTransport
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
@@ -164,6 +166,10 @@ async def ask_canary(
     """Poll the canary's record of ``probe_id`` until its generation ended (or the
     stream's planned time plus ``SETTLE_S`` passed: a ghost still running is an answer)."""
     url = admin_base(options, admin) + ADMIN_PATH + probe_id
+    # The admin URL's userinfo (httpx sends it as Basic) is never shown; nor what an
+    # error message may quote of it.
+    shown = shown_url(url)
+    scrub = Redactor.of(url_credentials(url)).text
     verify = ssl_context_for(options) if url.startswith("https:") else False
     proxy = options.proxy.url if options.proxy is not None and not admin else None
     deadline = time.monotonic() + PLANNED_TOKENS / RATE + SETTLE_S
@@ -175,17 +181,17 @@ async def ask_canary(
             try:
                 got = await client.get(url)
             except httpx.HTTPError as exc:
-                return None, f"cannot reach {url}: {exc or type(exc).__name__}"
+                return None, f"cannot reach {shown}: {scrub(str(exc) or type(exc).__name__)}"
             if got.status_code == 404:
                 # The canary tags a request when it arrives, before its first token: a
                 # request we read tokens from and that is not there never had the tag.
                 return None, (
-                    f"the canary has no request tagged {probe_id} ({url} answered 404): a hop"
+                    f"the canary has no request tagged {probe_id} ({shown} answered 404): a hop"
                     " strips the x-promptpath-* headers and the body's promptpath field, or that"
                     " address is not the canary"
                 )
             if got.status_code != 200:
-                return None, f"{url} answered {got.status_code}"
+                return None, f"{shown} answered {got.status_code}"
             record = got.json()
             if record is not None and record.get("ended_unix_ns") is not None:
                 return record, None

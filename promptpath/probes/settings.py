@@ -85,6 +85,29 @@ class GhostStreamSettings:
 
     admin: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.admin is not None:
+            check_admin_url(self.admin)
+
+
+def check_admin_url(url: str) -> None:
+    """--canary-admin: http(s)://HOST[:PORT][/PATH], found wrong before the run rather than
+    by the probe after it; quoted without its userinfo (sent as Basic)."""
+    from urllib.parse import urlsplit
+
+    from promptpath.core.urlsafe import shown_url
+
+    wants = f"--canary-admin wants http(s)://HOST[:PORT], got {shown_url(url)!r}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - urlsplit checks brackets and the port lazily
+    except ValueError as exc:
+        raise UsageError(f"{wants} ({exc})", kind="bad_option") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(wants, kind="bad_option")
+    if parts.query or parts.fragment:
+        raise UsageError("--canary-admin takes no query or fragment", kind="bad_option")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TLSSettings:

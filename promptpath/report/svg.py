@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from promptpath.core.textsafe import visible
+from promptpath.core.textsafe import visible_xml
 from promptpath.report.labels import STAGE_LABELS
 
 #: Colours per stage, the terminal's hues in print-safe shades.
@@ -88,7 +88,7 @@ def label(x: float, y: float, text: str, extra: str = "", size: int = 12) -> str
     """A line of text; ``extra`` holds more attributes (never a second font-size)."""
     return (
         f"<text x='{num(x)}' y='{num(y)}' {FONT} font-size='{size}'{extra}>"
-        f"{escape(visible(text))}</text>"
+        f"{escape(visible_xml(text))}</text>"
     )
 
 
@@ -208,7 +208,7 @@ def document(figures: Sequence[str], height: float, title: str) -> str:
     return (
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{num(height)}'"
         f" viewBox='0 0 {WIDTH} {num(height)}' role='img'>\n"
-        f"<title>{escape(visible(title))}</title>\n"
+        f"<title>{escape(visible_xml(title))}</title>\n"
         f"<rect width='100%' height='100%' fill='#ffffff'/>\n" + "\n".join(figures) + "\n</svg>\n"
     )
 

@@ -15,6 +15,7 @@ from promptpath.core.headers import (
 )
 from promptpath.core.media import EVENTSTREAM
 from promptpath.core.timeline import SentRequest
+from promptpath.core.urlsafe import shown_path
 from promptpath.options import (
     BEARER_KEY_ENVS,
     BEDROCK_PROVIDERS,
@@ -424,7 +425,8 @@ def sent_request(options: RunOptions, prepared: PreparedRequest) -> SentRequest:
     shape = SHAPES[options.client]
     return SentRequest(
         method=prepared.method,
-        path=options.target.path,
+        # Key-like query values out by their place, whatever their length.
+        path=shown_path(options.target.path),
         headers=tuple(redact_headers(prepared.headers)),
         body_bytes=len(prepared.body) + sum(len(m.encode()) for m in prepared.messages),
         key_sent=carries_key(prepared.headers),

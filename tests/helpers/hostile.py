@@ -80,6 +80,39 @@ def forbidden(secret: str) -> list[str]:
     return sorted(out)
 
 
+def said_as_credentials(request: Request) -> str:
+    """The request as a hop that explains a refusal quotes it: its request line, then
+    every header as ``name: value`` on one line, so that each credential sits where the
+    text itself says a credential follows (``Bearer …``, ``x-api-key: …``, ``api_key=…``)."""
+    return f"{request.line}; " + "; ".join(f"{k}: {v}" for k, v in request.headers)
+
+
+@dataclass
+class Recorded:
+    """What a recording peer was sent: each request, in order."""
+
+    requests: list[Request] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def bodies(self) -> str:
+        with self.lock:
+            return "\n".join(r.body.decode("utf-8", "replace") for r in self.requests)
+
+
+@contextlib.contextmanager
+def recording_origin(respond: Respond) -> Iterator[tuple[int, Recorded]]:
+    """``hostile_origin`` that also keeps every request it read (a Pushgateway's PUT)."""
+    recorded = Recorded()
+
+    def keep(request: Request) -> bytes:
+        with recorded.lock:
+            recorded.requests.append(request)
+        return respond(request)
+
+    with hostile_origin(keep) as port:
+        yield port, recorded
+
+
 def response(
     status: str, headers: list[tuple[str, str]], body: bytes, *, close: bool = True
 ) -> bytes:
@@ -189,4 +222,15 @@ def hostile_proxy(answer: Respond) -> Iterator[int]:
         yield port
 
 
-__all__ = ["Request", "chunk", "hostile_origin", "hostile_proxy", "response", "sse"]
+__all__ = [
+    "Recorded",
+    "Request",
+    "chunk",
+    "forbidden",
+    "hostile_origin",
+    "hostile_proxy",
+    "recording_origin",
+    "response",
+    "said_as_credentials",
+    "sse",
+]

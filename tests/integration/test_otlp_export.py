@@ -281,6 +281,24 @@ def test_a_dead_collector_costs_the_timeout_and_one_warning(
     assert elapsed < 10, elapsed
 
 
+def test_a_redirect_is_not_a_delivery(refserver_tls: RefServer) -> None:
+    """A collector (or a load balancer before it) that answers 307 took nothing: the
+    OpenTelemetry SDK 1.45 counts any status below 400 as exported and does not follow
+    the redirect (checked by hand: OTLPSpanExporter.export returned SUCCESS for a 307
+    and nothing reached the Location), so the report said ``exported: true``."""
+    with otlp_receiver() as moved:
+        moved.status = 307
+        moved.location = f"{moved.url}/elsewhere/v1/traces"
+        result = _run(refserver_tls, moved, "--otlp-endpoint", moved.url, *FAST)
+    assert result.exit_code == 0, result.stderr  # the run's own code
+    otlp = json.loads(result.stdout)["otlp"]
+    assert otlp["exported"] is False
+    assert "307" in otlp["error"] and "nothing delivered" in otlp["error"]
+    # Not followed: the redirect's target never saw a request.
+    assert not [p for p in moved.posted if p.startswith("/elsewhere")], moved.posted
+    assert "OTLP export" in result.stderr
+
+
 def test_compare_http_takes_no_otlp_endpoint(refserver_tls: RefServer) -> None:
     result = run_cli(
         "run", refserver_tls.path("/v1/chat/completions"), "--compare-http",

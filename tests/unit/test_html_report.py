@@ -146,6 +146,19 @@ def test_hostile_text_is_inert_in_the_page_and_the_image() -> None:
     assert json.loads(data)["response_headers"]["server"] == HOSTILE
 
 
+@pytest.mark.parametrize("char", ["\uffff", "\ufffe", "\x0b", "\x1f"])
+def test_the_svg_stays_xml_when_a_string_holds_what_xml_forbids(char: str) -> None:
+    # XML 1.0's Char production leaves out C0 (tab, LF, CR aside), surrogates and the
+    # noncharacters U+FFFE and U+FFFF: an XML parser (Chromium's included) refuses the
+    # whole image when one appears even once.
+    body = _body()
+    body["headline"] = f"FAILED: HTTP 500 — bad{char}byte"
+    body["target"]["url"] = f"https://h/v1/x?m={char}"
+    image = render_svg(body)
+    ET.fromstring(image)
+    assert f"bad\\u{ord(char):04x}byte" in image or f"bad\\x{ord(char):02x}byte" in image
+
+
 def test_visible_escapes_controls_and_keeps_text() -> None:
     assert visible("tok\x00en\x1b[31m ü 💡\ud800") == "tok\\x00en\\x1b[31m ü 💡\\ud800"
 

@@ -50,8 +50,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.outputs.otlp_sdk": ("promptpath.report.otel",),
     # The option table is read by every --help: typer and the probes' plain settings only.
     "promptpath.plan.flags": ("promptpath.probes.settings",),
-    # (net.dnsmsg parses --authoritative, imported only when one is given)
-    "promptpath.probes.settings": ("promptpath.net.dnsmsg",),
+    # (net.dnsmsg parses --authoritative, core.urlsafe quotes a bad --canary-admin: each
+    # imported only when one is given)
+    "promptpath.probes.settings": ("promptpath.net.dnsmsg", "promptpath.core.urlsafe"),
 }
 #: The top floor, bottom up: options -> plan -> outputs' destinations -> modes -> cli.
 _ABOVE_PLAN = ("promptpath.modes", "promptpath.report", "promptpath.cli")

@@ -126,6 +126,28 @@ def test_display_url_hides_credential_query_values() -> None:
     assert display_url("https://h/v1/x") == "https://h/v1/x"
 
 
+def test_the_fragment_is_never_kept_in_the_target() -> None:
+    target = parse_target("https://h/v1/chat/completions?m=1#token=FRAG")
+    assert target.url == "https://h/v1/chat/completions?m=1"
+    assert target.path == "/v1/chat/completions?m=1"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://u:Pw7@[::1/v1/x?api_key=Zq7#t=F1",  # not a valid URL
+        "ftp://u:Pw7@h/v1/x?api_key=Zq7#t=F1",  # not http(s)
+        "https://u:Pw7@h:99999/v1/x?api_key=Zq7#t=F1",  # a bad port
+        "https://u:Pw7@h:0/v1/x?api_key=Zq7#t=F1",
+    ],
+)
+def test_a_refused_target_is_quoted_without_its_credentials(url: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        parse_target(url)
+    message = refused.value.message
+    assert not any(s in message for s in ("Pw7", "Zq7", "F1")), message
+
+
 @pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0.0, -1.0, 1e300, 86_400.5])
 def test_timeout_must_be_a_finite_positive_number(timeout: float) -> None:
     with pytest.raises(UsageError, match="--timeout"):
@@ -135,6 +157,27 @@ def test_timeout_must_be_a_finite_positive_number(timeout: float) -> None:
 def test_cacert_that_is_not_pem_is_a_usage_error(tmp_path: object) -> None:
     with pytest.raises(UsageError, match="not a PEM"):
         build_options(RunArgs(target="https://h/v1/messages", cacert="/etc/hostname"), environ={})
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/dev/zero", "/dev/zero: is a character device, not a file"),
+        ("/tmp", "/tmp: is a directory"),
+        ("/nonexistent/ca.pem", "file not found"),
+    ],
+)
+def test_a_cacert_that_is_no_file_says_what_it_is(path: str, says: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        build_options(RunArgs(target="https://h/v1/messages", cacert=path), environ={})
+    assert says in refused.value.message and refused.value.exit_code == 2
+
+
+def test_a_cacert_fifo_is_refused_without_opening_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "ca.fifo"
+    os.mkfifo(fifo)  # nobody writes: opening it would block for ever
+    with pytest.raises(UsageError, match="is a FIFO, not a file"):
+        build_options(RunArgs(target="https://h/v1/messages", cacert=str(fifo)), environ={})
 
 
 def test_connect_to_reads_curls_four_fields_with_bracketed_ipv6() -> None:
