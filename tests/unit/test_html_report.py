@@ -334,18 +334,20 @@ def test_the_waterfall_axis_says_its_unit() -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "fill"),
+    ("line", "tone"),
     [
-        ("OK: first token after 363 ms", svg.FIRST_TOKEN_FILL["ok"]),
-        ("WARN tls: expires soon — first token", svg.FIRST_TOKEN_FILL["warn"]),
-        ("FAIL buffering: a hop — first token", svg.FIRST_TOKEN_FILL["fail"]),
+        ("OK: first token after 363 ms", "ok"),
+        ("WARN tls: expires soon — first token", "warn"),
+        ("FAIL buffering: a hop — first token", "fail"),
     ],
 )
-def test_the_first_token_bar_takes_the_verdicts_colour(line: str, fill: str) -> None:
+def test_the_first_token_bar_takes_the_verdicts_colour(line: str, tone: str) -> None:
     body = _body()
     body["headline"] = line
     [bar] = [r for r in _stage_rects(render_svg(body)) if r.get("data-stage") == "first_token"]
-    assert bar.get("fill") == fill
+    # Red only when the verdict is a failure: the wait a user felt, judged.
+    assert (bar.get("fill") == "#cc3333") is (tone == "fail")
+    assert bar.get("fill") == svg.FIRST_TOKEN_FILL[tone]  # type: ignore[index]
     assert len(set(svg.FIRST_TOKEN_FILL.values())) == 3
 
 

@@ -47,12 +47,3 @@ def test_the_suite_says_the_verdict_line_and_the_finding_fails_with_its_lead() -
     # The whole summary and the advice stay in the failure's text.
     assert (failure.text or "").startswith("a size-triggered buffer: 3 deliveries")
     assert "nginx: proxy_buffering off" in (failure.text or "")
-
-
-def test_a_finding_from_before_leads_existed_keeps_its_summary_as_the_message() -> None:
-    report = _report()
-    del report["findings"][0]["lead"]
-    suite = ET.fromstring(junit.render(report)).find("testsuite")
-    assert suite is not None
-    failure = suite.find("testcase[@classname='probe']/failure")
-    assert failure is not None and failure.get("message", "").startswith("a size-triggered")
