@@ -13,12 +13,14 @@ banner, the SVG, JUnit), and ``tone_of`` reads back from it the colour to show i
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from promptpath.core.analysis import Metrics, failure_line, where_time_went
 from promptpath.core.findings import Finding, Verdict
-from promptpath.core.slo import SLOResult
 from promptpath.core.timeline import Timeline
+
+if TYPE_CHECKING:
+    from promptpath.core.slo import SLOResult  # a plain run never loads the SLO grammar
 
 Tone = Literal["ok", "warn", "fail"]
 

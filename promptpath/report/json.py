@@ -6,7 +6,7 @@ import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from promptpath.core.addr import fmt_addr
 from promptpath.core.analysis import (
@@ -21,7 +21,6 @@ from promptpath.core.analysis import (
 from promptpath.core.coalescing import coalescing
 from promptpath.core.headers import SECRET_HEADERS
 from promptpath.core.servertime import server_account, stream_time
-from promptpath.core.slo import SLOResult
 from promptpath.core.stats import Summary
 from promptpath.core.textsafe import valid_unicode_tree
 from promptpath.core.timeline import (
@@ -37,6 +36,9 @@ from promptpath.core.wsclose import close_meaning
 from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
 from promptpath.report.redact import Redactor, headers_json
 from promptpath.result import TraceResult
+
+if TYPE_CHECKING:
+    from promptpath.core.slo import SLOResult  # a plain run never loads the SLO grammar
 
 SCHEMA_VERSION = "promptpath.run/1"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.segment import Segment
@@ -21,7 +22,6 @@ from promptpath.core.findings import Verdict
 from promptpath.core.h3 import describe_h3
 from promptpath.core.headers import redact_headers
 from promptpath.core.servertime import server_account, split_words, stream_time, stream_words
-from promptpath.core.slo import SLOResult
 from promptpath.core.stats import sparkline
 from promptpath.core.stopped import said
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
@@ -31,6 +31,9 @@ from promptpath.options import display_url
 from promptpath.report.labels import STAGE_LABELS
 from promptpath.report.pathtable import path_table
 from promptpath.result import TraceResult
+
+if TYPE_CHECKING:
+    from promptpath.core.slo import SLOResult  # a plain run never loads the SLO grammar
 
 STAGE_STYLE = {
     "proxy_dns": "cyan",
