@@ -350,17 +350,31 @@ def _timeout_verdict(timeline: Timeline) -> str | None:
 
 
 def headline(timeline: Timeline, metrics: Metrics) -> str:
-    """One line a person can paste into a ticket: where the time went, or what broke."""
+    """One line a person can paste into a ticket: where the time went, or what broke.
+
+    The measurement alone; ``core/verdict.py`` puts the findings and SLOs in front."""
+    failed = failure_line(timeline, metrics)
+    return failed if failed is not None else "OK: " + where_time_went(timeline, metrics)
+
+
+def failure_line(timeline: Timeline, metrics: Metrics) -> str | None:
+    """``FAILED in STAGE: what broke, last milestone …``; None when the run did not fail."""
     err = timeline.error
+    if err is None:
+        return None
+    ms = metrics.milestones_ms
+    reached = [name for name in MILESTONES if name in ms]
+    last = f", last milestone {reached[-1]} at {ms[reached[-1]]:.0f} ms" if reached else ""
+    timed_out = _timeout_verdict(timeline)
+    if timed_out is not None:
+        return f"FAILED in {err.stage}: {timed_out}{last}"
+    return f"FAILED in {err.stage}: {err.message}{last}"
+
+
+def where_time_went(timeline: Timeline, metrics: Metrics) -> str:
+    """A run that completed, in figures: first token, setup, rate, gaps, what was odd."""
     ms = metrics.milestones_ms
     st = metrics.stages_ms
-    if err is not None:
-        reached = [name for name in MILESTONES if name in ms]
-        last = f", last milestone {reached[-1]} at {ms[reached[-1]]:.0f} ms" if reached else ""
-        timed_out = _timeout_verdict(timeline)
-        if timed_out is not None:
-            return f"FAILED in {err.stage}: {timed_out}{last}"
-        return f"FAILED in {err.stage}: {err.message}{last}"
     setup = sum(st.get(k, 0.0) for k in ("dns", "connect", "tls", "quic_handshake"))
     ttft = ms.get("ttft")
     tok = metrics.tokens
@@ -395,4 +409,4 @@ def headline(timeline: Timeline, metrics: Metrics) -> str:
             f"{bad.replacements} invalid UTF-8 sequence(s) in {bad.events} event(s),"
             " shown as U+FFFD (a hop that splits or recodes bytes?)"
         )
-    return "OK: " + ", ".join(parts)
+    return ", ".join(parts)

@@ -95,7 +95,7 @@ async def run_probe(plan: Plan, deadline_s: float) -> Outcome:
     scrub_result(result)
     from promptpath.report.json import result_json
 
-    report = result_json(result, exit_code=code)
+    report = result_json(result, exit_code=code, fail_on=plan.outputs.fail_on)
     return Outcome(
         report=report,
         success=code == 0,

@@ -112,6 +112,7 @@ class Mechanism:
     grade: str  # why this verdict, for the evidence
     facts: dict[str, object] = field(default_factory=dict)
     flushes: tuple[Burst, ...] = ()  # the deliveries that showed it
+    lead: str = ""  # the few words that lead the verdict line
 
 
 def _burst(u: Unit) -> Burst:
@@ -201,6 +202,7 @@ def size_buffer(d: Delivery, events: Sequence[StreamEvent]) -> Mechanism | None:
     return Mechanism(
         kind="size_buffer",
         verdict=Verdict.FAIL,
+        lead=f"a hop delivers the stream in {_kib(size)} blocks",
         said=(
             f"a size-triggered buffer: {same} deliveries of exactly {size} bytes"
             f" ({_kib(size)}, ~{per_block:g} events each{every}), each event held until"
@@ -248,6 +250,7 @@ def time_coalescing(
     return Mechanism(
         kind="time_coalescing",
         verdict=Verdict.FAIL if fail else Verdict.WARN,
+        lead=f"a hop holds the stream and flushes it every ~{interval:.0f} ms",
         said=(
             f"time-triggered coalescing: a delivery every ~{interval:.0f} ms (±{cv:.0%}),"
             f" {_span(sizes)} events each, whatever their size{held_for}"
@@ -267,6 +270,7 @@ def whole_response(d: Delivery) -> Mechanism:
     return Mechanism(
         kind="whole_response",
         verdict=Verdict.FAIL,
+        lead="a hop holds the whole answer back until it ends",
         said=(
             f"whole-response delivery: {b.nevents} of {d.content_events} events in one"
             f" burst of {_kib(b.nbytes)} after {b.silence_ns / 1e9:.1f} s of silence"
@@ -321,6 +325,7 @@ def content_filter(
     return Mechanism(
         kind="content_filter",
         verdict=verdict,
+        lead="the provider's content filter releases the answer in checked batches",
         said=(
             f"the provider's content filter, not a proxy: Azure OpenAI's default streaming"
             f" mode released the output in {len(aligned)} checked batches of {_span(sizes)}"
@@ -339,6 +344,7 @@ def irregular_bursts(d: Delivery, hold_verdict: Verdict | None) -> Mechanism:
     return Mechanism(
         kind="irregular_bursts",
         verdict=verdict,
+        lead=f"a hop holds the stream back in bursts{apart}",
         said=f"held back in bursts{apart} of neither steady size nor steady interval",
         grade=f"{verdict.value}: {rule}",
         facts={"silence_p50_ms": None if gap is None else round(gap, 1)},
@@ -366,6 +372,7 @@ def classify(
     return Mechanism(
         kind="provider_guardrail",
         verdict=found.verdict,
+        lead=f"{provider_hold.name} holds the answer until each batch is scanned",
         said=(
             f"{provider_hold.name}, holding the answer until each batch was scanned: {found.said}"
         ),
@@ -414,6 +421,7 @@ def _shape(
     return Mechanism(
         kind="compression",
         verdict=Verdict.FAIL,
+        lead=f"a hop's compression ({encoding}) holds the stream back",
         said=f"compression ({encoding}) holding events back, as {found.said}",
         grade=(
             "fail at any token rate: a compressor emits when its block fills or the answer ends"

@@ -199,6 +199,22 @@ def blamed_hop(headers: Sequence[tuple[str, str]]) -> tuple[str, dict[str, objec
     return f"{where} (named by {by})", {"hop": hops, "named_by": named}
 
 
+#: The verdict line quotes the header that names the hop up to this many characters.
+LEAD_HEADER_CHARS = 60
+
+
+def named_in(blame_facts: dict[str, object]) -> str:
+    """`` (Via: 1.1 nginx)``: the first header that names the blamed hop, for the verdict
+    line (the summary lists them all); empty when none names it."""
+    named = blame_facts.get("named_by")
+    if not isinstance(named, list) or not named or not isinstance(named[0], dict):
+        return ""
+    said = f"{named[0].get('header')}: {named[0].get('value')}"
+    if len(said) > LEAD_HEADER_CHARS:
+        said = said[: LEAD_HEADER_CHARS - 1] + "…"
+    return f" ({said})"
+
+
 # -- a stream too short to judge -------------------------------------------------------
 def tokens_sent(timeline: Timeline) -> tuple[int, str]:
     """(tokens the server sent, counted from "usage" or "events"): its own count if it
@@ -490,4 +506,10 @@ def judge(
         else:
             summary += f", but {headers_say}: a buffering risk"
         verdict = Verdict.WARN
-    return Finding(probe=PROBE, verdict=verdict, summary=summary, evidence=evidence, advice=advice)
+    lead = ""
+    if mechanism is not None and verdict in (Verdict.WARN, Verdict.FAIL):
+        # The provider's own hold names no hop, whatever a Via header says.
+        lead = mechanism.lead + ("" if by_provider else named_in(blame_facts))
+    return Finding(
+        probe=PROBE, verdict=verdict, summary=summary, evidence=evidence, advice=advice, lead=lead
+    )
