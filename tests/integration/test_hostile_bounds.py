@@ -27,7 +27,7 @@ import jsonschema
 import pytest
 
 from promptpath.core.exitcodes import ExitCode
-from tests.helpers import bombs
+from tests.helpers import bombs, hostilews
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
 #: Kill a child that outlives every bound by far: the test fails rather than hangs.
@@ -164,6 +164,33 @@ def check_huge_timeout(report: dict[str, Any], stderr: str) -> None:
     assert "--timeout must be at most 86400 s" in report["error"]["message"]
 
 
+def check_ws_too_big(report: dict[str, Any], stderr: str) -> None:
+    # Refused as it grew (1009), and the frames still arriving while we closed (the rest
+    # of the message) were read past, not parsed into a second refusal. Before: exit 70.
+    assert report["error"]["stage"] == "stream" and report["error"]["kind"] == "truncated"
+    assert "1009 message too big" in report["error"]["message"]
+    close = report["websocket"]["close"]
+    assert (close["by"], close["code"]) == ("protocol", 1009)
+    assert report["tokens"]["count"] == 1
+
+
+def check_ws_refused_early(report: dict[str, Any], stderr: str) -> None:
+    assert report["error"]["stage"] == "stream"
+    assert "1002 protocol error" in report["error"]["message"]
+    ws = report["websocket"]
+    assert (ws["close"]["by"], ws["close"]["code"]) == ("protocol", 1002)
+    assert ws["messages_sent"] == 0  # closed before our request: nothing sent after our Close
+
+
+def check_ws_ping_at_close(report: dict[str, Any], stderr: str) -> None:
+    # Our Close went at the deadline; the server's ping crossed it (never answered: wsproto
+    # refused to send the pong, exit 70, before).
+    _timed_out_in_stream(report)
+    close = report["websocket"]["close"]
+    assert (close["by"], close["code"]) == ("client", 1000)
+    assert report["tokens"]["count"] == 3
+
+
 @dataclass(frozen=True, slots=True)
 class Case:
     name: str
@@ -173,6 +200,8 @@ class Case:
     max_wall_s: float
     max_rss_mb: float
     check: Callable[[dict[str, Any], str], None]
+    #: A WebSocket server instead of a body (tests/helpers/hostilews.py): its port.
+    ws: Callable[[], contextlib.AbstractContextManager[int]] | None = None
 
 
 CASES = [
@@ -203,17 +232,42 @@ CASES = [
     # Before: OverflowError, exit 70. Measured: 0.8-2.8 s, 40 MB.
     Case("timeout_1e300", None, ("--timeout", "1e300"), ExitCode.USAGE, 15, 100,
          check_huge_timeout),
+    # A 20 MiB message; the rest of it still arriving while we close. Before: exit 70
+    # (MessageTooLarge from the close's drain). Measured at load 5-6: 0.6-1.5 s, 52 MB.
+    Case("ws_message_too_big", None, ("--timeout", "10"), ExitCode.STREAM, 15, 100,
+         check_ws_too_big, ws=lambda: hostilews.hostile_ws_server(hostilews.oversized_message)),
+    # A ping that crossed our Close (sent at the deadline). Before: exit 70
+    # (LocalProtocolError). Measured at load 5-6: 2.5-3.0 s, 38 MB.
+    Case("ws_ping_across_close", None, ("--timeout", "2"), ExitCode.TIMEOUT, 15, 100,
+         check_ws_ping_at_close,
+         ws=lambda: hostilews.hostile_ws_server(hostilews.ping_across_close)),
+    # permessage-deflate of 1 GiB of "a" (~1 MB on the wire) with --as browser, which
+    # offers the extension. Before: exit 70, 276-332 MB. Measured at load 5-6: 0.5-1.0 s,
+    # 68-85 MB.
+    Case("ws_deflate_bomb", None, ("--timeout", "10", "--as", "browser"), ExitCode.STREAM,
+         15, 130, check_ws_too_big,
+         ws=lambda: hostilews.hostile_ws_server(hostilews.deflate_bomb, accept_deflate=True)),
+    # A frame we refuse (RSV1, no extension) in the 101's own read, before our
+    # response.create went. Before: exit 70 (LocalProtocolError: the message could not
+    # be sent after our Close 1002). Measured at load 5-6: 0.4-1.0 s, 38 MB.
+    Case("ws_refused_frame_with_the_101", None, ("--timeout", "10"), ExitCode.STREAM, 15,
+         100, check_ws_refused_early,
+         ws=lambda: hostilews.hostile_ws_server(hostilews.refused_frame, with_101=True)),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bounded_under_every_input(case: Case, tmp_path: Path) -> None:
     with contextlib.ExitStack() as stack:
-        if case.body is None:
+        if case.ws is not None:
+            port, connected = stack.enter_context(case.ws()), None
+            url = f"ws://127.0.0.1:{port}/v1/responses"
+        elif case.body is None:
             port, connected = stack.enter_context(silent_listener())
+            url = f"http://127.0.0.1:{port}{PATH}"
         else:
             port, connected = stack.enter_context(bombs.hostile_server(case.body())), None
-        url = f"http://127.0.0.1:{port}{PATH}"
+            url = f"http://127.0.0.1:{port}{PATH}"
         child = run_child(["run", url, "--json", *case.args], tmp_path)
         if connected is not None:
             assert not connected(), "nothing may be dialled after the deadline"
