@@ -145,6 +145,14 @@ class Usage:
     input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
+    #: The counts it sent that no request can have (negative, fractional, past
+    #: MAX_TOKEN_COUNT): named here, their values kept out of every figure.
+    untrusted: tuple[str, ...] = ()
+
+
+#: More tokens than any one request reads or writes (the largest context windows hold
+#: ~10 million): a count past it is the server's error, or an attack on our arithmetic.
+MAX_TOKEN_COUNT = 10**9
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -41,6 +41,7 @@ from promptpath.streams.dialect_base import (
     _Maker,
     _obj,
     _str,
+    _token_count,
     _usage,
 )
 
@@ -106,9 +107,12 @@ class GeminiDecoder(_Dialect):
         return events
 
 
-def _output_tokens(u: JSONObject) -> int | None:
-    candidates = _int(u.get("candidatesTokenCount"))
-    thoughts = _int(u.get("thoughtsTokenCount"))
+def _output_tokens(u: JSONObject) -> object:
+    """Candidates and thoughts together; an impossible one as sent (``_usage`` flags it)."""
+    raw_candidates, raw_thoughts = u.get("candidatesTokenCount"), u.get("thoughtsTokenCount")
+    candidates, thoughts = _token_count(raw_candidates), _token_count(raw_thoughts)
+    if candidates is False or thoughts is False:
+        return raw_candidates if candidates is False else raw_thoughts
     if candidates is None and thoughts is None:
         return None
     return (candidates or 0) + (thoughts or 0)
