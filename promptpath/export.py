@@ -180,7 +180,11 @@ def check_writable(path: Path, flag: str) -> None:
 
 
 def _check_pushgateway(url: str) -> str:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - urlsplit checks the port lazily
+    except ValueError as exc:  # an unclosed IPv6 bracket, a port that is no number
+        raise UsageError(f"--pushgateway is not a valid URL ({exc})", kind="bad_option") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"--pushgateway wants http(s)://HOST:PORT, got {url!r}", kind="bad_option")
     if parts.query or parts.fragment:

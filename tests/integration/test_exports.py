@@ -217,6 +217,9 @@ def test_an_unwritable_export_path_is_refused_before_any_request(flag: str, tmp_
         (["--label", "stage=x"], "sets that label itself"),
         (["--label", "a=1", "--label", "a=2"], "given twice"),
         (["--pushgateway", "ftp://127.0.0.1:9091"], "http(s)://HOST:PORT"),
+        # An unclosed IPv6 bracket, a port past 65535: ValueError from urlsplit, exit 70.
+        (["--pushgateway", "http://[::1"], "--pushgateway is not a valid URL"),
+        (["--pushgateway", "http://127.0.0.1:99999"], "--pushgateway is not a valid URL"),
         (["--junit", "same.out", "--har", "same.out"], "--junit and --har name the same file"),
     ],
 )
