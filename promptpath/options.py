@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from promptpath.core.addr import wire_host
 from promptpath.core.errors import UsageError
 from promptpath.core.headers import is_secret_header
 from promptpath.proxies import ProxyChoice
@@ -342,6 +343,10 @@ def parse_target(url: str) -> Target:
         )
     if not parts.hostname:
         raise UsageError(f"target URL has no host: {url!r}", kind="bad_target")
+    try:
+        host = wire_host(parts.hostname)
+    except ValueError as exc:
+        raise UsageError(f"target host name {exc}", kind="bad_target") from None
     if parts.username is not None or parts.password is not None:
         # Credentials in a URL end up in shell history, logs and reports, and we would
         # not send them anyway: say where a key belongs instead.
@@ -367,7 +372,7 @@ def parse_target(url: str) -> Target:
     return Target(
         url=url,
         scheme=scheme,
-        host=parts.hostname,
+        host=host,
         port=port,
         path=path,
         websocket=parts.scheme in ("ws", "wss"),
@@ -444,7 +449,15 @@ def parse_resolve(spec: str) -> tuple[str, int, str]:
         raise UsageError(
             f"--resolve address is not an IP literal: {addr!r}", kind="bad_option"
         ) from exc
-    return host, int(port_s), addr
+    return _option_host(host, "--resolve"), int(port_s), addr
+
+
+def _option_host(host: str, flag: str) -> str:
+    """A host name an option gives, as the target's is written on the wire (wire_host)."""
+    try:
+        return wire_host(host.lower())
+    except ValueError as exc:
+        raise UsageError(f"{flag}: the host name {exc}", kind="bad_option") from None
 
 
 def _connect_to_fields(spec: str) -> list[str]:
@@ -484,7 +497,10 @@ def parse_connect_to(spec: str) -> ConnectTo:
             raise UsageError(
                 f"--connect-to: unbalanced brackets in {raw!r} in {spec!r}", kind="bad_option"
             )
-    host, to_host = (f.removeprefix("[").removesuffix("]") or None for f in (fields[0], fields[2]))
+    host, to_host = (
+        _option_host(bare, "--connect-to") if bare else None
+        for bare in (f.removeprefix("[").removesuffix("]") for f in (fields[0], fields[2]))
+    )
     return ConnectTo(host=host, port=ports[0], to_host=to_host, to_port=ports[1], spec=spec)
 
 
