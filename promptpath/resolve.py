@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 from promptpath import flags
 from promptpath.core.errors import UsageError
+from promptpath.core.files import MAX_PEM_BYTES
 from promptpath.core.headers import KEY_HEADERS
 from promptpath.core.series_plan import SeriesPlan
 from promptpath.options import (
@@ -34,6 +35,7 @@ from promptpath.options import (
     ClientName,
     Guardrail,
     HTTPChoice,
+    InputFileError,
     Provider,
     RunOptions,
     Target,
@@ -47,6 +49,7 @@ from promptpath.options import (
     parse_headers,
     parse_resolve,
     parse_target,
+    read_input,
 )
 from promptpath.plan import ExporterPlan, FailOn, Outputs, Plan
 from promptpath.probes.settings import ProbeSettings
@@ -166,8 +169,10 @@ def check_cacert(path: str, flag: str = "--cacert") -> None:
     """A CA option must name a readable PEM bundle: find out now, not as a TLS failure."""
     import ssl
 
-    if not os.path.isfile(path):
-        raise UsageError(f"{flag} file not found: {path}")
+    try:  # a device, a FIFO, a directory or a huge file: refused before the ssl module
+        read_input(path, MAX_PEM_BYTES)
+    except InputFileError as exc:
+        raise UsageError(f"{flag} {path}: cannot read the file ({exc})") from exc
     try:
         ssl.create_default_context(cafile=path)
     except (ssl.SSLError, OSError) as exc:

@@ -57,10 +57,17 @@ sys.exit(code if code >= 0 else 128 - code)
 """
 
 
-def run_child(args: list[str], tmp_path: Path) -> Child:
+def run_child(
+    args: list[str],
+    tmp_path: Path,
+    *,
+    limit_s: float = HARD_LIMIT_S,
+    environ: dict[str, str] | None = None,
+) -> Child:
     """``python -m promptpath ARGS``, with its wall time and its own peak RSS."""
     out, err, rss = tmp_path / "stdout", tmp_path / "stderr", tmp_path / "maxrss"
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env.update(environ or {})
     command = [sys.executable, "-c", LAUNCHER, str(rss), sys.executable, "-m", "promptpath"]
     with out.open("w") as stdout, err.open("w") as stderr:
         started = time.monotonic()
@@ -73,11 +80,11 @@ def run_child(args: list[str], tmp_path: Path) -> Child:
             start_new_session=True,
         )
         try:
-            code = proc.wait(HARD_LIMIT_S)
+            code = proc.wait(limit_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-            pytest.fail(f"the child outlived {HARD_LIMIT_S:g} s")
+            pytest.fail(f"the child outlived {limit_s:g} s")
         wall = time.monotonic() - started
     return Child(
         code=code,
@@ -281,3 +288,68 @@ def test_bounded_under_every_input(case: Case, tmp_path: Path) -> None:
     print(f"{case.name}: {child.wall_s:.2f} s, {child.max_rss_mb:.0f} MB, {reads} reads")
     assert child.wall_s < case.max_wall_s, f"{child.wall_s:.2f} s"
     assert child.max_rss_mb < case.max_rss_mb, f"{child.max_rss_mb:.0f} MB"
+
+
+def _fifo(tmp_path: Path) -> str:
+    path = tmp_path / "named.fifo"
+    os.mkfifo(path)  # nobody ever opens it for writing
+    return str(path)
+
+
+def _garbage(tmp_path: Path) -> str:
+    path = tmp_path / "cert.pem"
+    path.write_text("not a certificate\n")
+    return str(path)
+
+
+def _sparse(tmp_path: Path) -> str:
+    path = tmp_path / "config.toml"
+    with path.open("wb") as fh:
+        fh.truncate(200_000_000)  # 200 MB that take no disk
+    return str(path)
+
+
+@dataclass(frozen=True, slots=True)
+class FileCase:
+    name: str
+    args: Callable[[Path], list[str]]
+    said: str
+    environ: Callable[[Path], dict[str, str]] | None = None
+
+
+FILE_CASES = [
+    # Before: blocked in open() before t0 for good, SIGTERM and SIGINT unanswered.
+    FileCase("cert_fifo", lambda p: ["--cert", _fifo(p)],
+             "--cert: cannot read the file (is a FIFO"),
+    FileCase("key_fifo", lambda p: ["--cert", _garbage(p), "--key", _fifo(p)],
+             "--key: cannot read the file (is a FIFO"),
+    # Before: read until 2.6 GB, then exit 70.
+    FileCase("cert_dev_zero", lambda p: ["--cert", "/dev/zero"],
+             "--cert: cannot read the file (is a character device"),
+    # Before: "file not found".
+    FileCase("cacert_dev_zero", lambda p: ["--cacert", "/dev/zero"],
+             "--cacert /dev/zero: cannot read the file (is a character device"),
+    # Before: read whole (~420 MB at its peak), then a TOML error.
+    FileCase("config_200mb", lambda p: [], "is larger than 4 MiB",
+             environ=lambda p: {"PROMPTPATH_CONFIG": _sparse(p)}),
+    FileCase("config_fifo", lambda p: [], "is a FIFO, not a regular file",
+             environ=lambda p: {"PROMPTPATH_CONFIG": _fifo(p)}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", FILE_CASES, ids=[c.name for c in FILE_CASES])
+def test_a_named_file_that_is_no_small_regular_file_is_refused_unread(
+    case: FileCase, tmp_path: Path
+) -> None:
+    # A profile name as the target when the config is under test, a URL otherwise (port 9:
+    # nothing is dialled, the options are refused first).
+    target = "prod" if case.environ else "http://127.0.0.1:9/v1/chat/completions"
+    environ = case.environ(tmp_path) if case.environ else None
+    args = ["run", target, "--json", *case.args(tmp_path)]
+    # Measured: 0.8-2.5 s (start-up under load), 40 MB.
+    child = run_child(args, tmp_path, limit_s=30, environ=environ)
+    assert child.code == ExitCode.USAGE, child.stderr[-2000:]
+    error = json.loads(child.stdout)["error"]
+    assert error["stage"] == "config" and case.said in error["message"]
+    assert child.wall_s < 15, f"{child.wall_s:.2f} s"
+    assert child.max_rss_mb < 100, f"{child.max_rss_mb:.0f} MB"

@@ -382,3 +382,36 @@ def test_a_label_over_63_characters_is_a_usage_error_naming_the_option(
     with pytest.raises(UsageError, match=said) as caught:
         parse(text)  # type: ignore[operator]
     assert caught.value.exit_code == 2
+
+
+def test_an_input_file_is_read_whole_up_to_its_limit_and_never_past_it(tmp_path: Path) -> None:
+    from promptpath.options import InputFileError, read_input
+
+    path = tmp_path / "ca.pem"
+    path.write_bytes(b"x" * 1000)
+    assert read_input(path, 1000) == b"x" * 1000
+    with pytest.raises(InputFileError, match="is larger than"):
+        read_input(path, 999)
+    with pytest.raises(InputFileError, match="No such file"):
+        read_input(tmp_path / "absent.pem", 1000)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "socket"])
+def test_an_input_file_that_is_no_regular_file_is_refused_without_blocking(
+    tmp_path: Path, kind: str
+) -> None:
+    from promptpath.options import InputFileError, read_input
+
+    path = tmp_path / "cert.pem"
+    if kind == "fifo":
+        os.mkfifo(path)  # no writer: a plain open() for reading blocks until one comes
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    else:
+        path = Path("/dev/zero")
+    with pytest.raises(InputFileError, match=r"not a regular file|No such device"):
+        read_input(path, 1 << 20)
