@@ -67,6 +67,11 @@ class DialectDecoder(Protocol):
     @property
     def framing(self) -> Framing: ...
 
+    @property
+    def raw_json(self) -> bool:
+        """SSE only: a JSON object outside data: lines is a message too (streams/sse.py)."""
+        ...
+
     def decode(self, frame: Frame, *, read_index: int = -1) -> list[StreamEvent]: ...
 
 
@@ -251,6 +256,7 @@ def _comment(frame: SSEMessage, read_index: int) -> StreamEvent:
 
 class _Dialect:
     framing: Framing = "sse"
+    raw_json: bool = False
 
     def decode(self, frame: Frame, *, read_index: int = -1) -> list[StreamEvent]:
         """Events for one framed message (an SSE comment becomes a ``comment`` event)."""

@@ -22,7 +22,10 @@ What surprises people:
 - An error mid-stream is an event whose object has an ``error`` member
   (``{"error": {"code": 500, "message": ..., "status": "INTERNAL"}}``), the same shape
   as the plain-JSON error bodies of a refused request; google-genai raises ``APIError``
-  on it.
+  on it. It may come as a ``data:`` event or as that plain JSON, pretty-printed over
+  several lines outside any ``data:`` line: google-genai 3.6 collects such lines until
+  their braces balance (``_RawJsonLineBuffer``) and raises the same ``APIError`` (its
+  code the error's ``code``), so the framer is asked to do the same (``raw_json``).
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ class GeminiDecoder(_Dialect):
     """``models/M:streamGenerateContent?alt=sse`` (AI Studio and Vertex alike)."""
 
     framing: Framing = "sse"
+    raw_json = True
 
     def _decode(self, sse_event: str, data: str, mk: _Maker) -> list[StreamEvent]:
         obj = _load(data)
