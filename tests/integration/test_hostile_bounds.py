@@ -309,6 +309,12 @@ def _sparse(tmp_path: Path) -> str:
     return str(path)
 
 
+def _nested(tmp_path: Path) -> str:
+    path = tmp_path / "config.toml"
+    path.write_text("[profiles.prod]\nheaders = " + "[" * 50_000 + "]" * 50_000 + "\n")
+    return str(path)
+
+
 @dataclass(frozen=True, slots=True)
 class FileCase:
     name: str
@@ -334,11 +340,17 @@ FILE_CASES = [
              environ=lambda p: {"PROMPTPATH_CONFIG": _sparse(p)}),
     FileCase("config_fifo", lambda p: [], "is a FIFO, not a regular file",
              environ=lambda p: {"PROMPTPATH_CONFIG": _fifo(p)}),
+    # Before: RecursionError from tomllib, exit 70.
+    FileCase("config_nested", lambda p: [], "arrays or tables nested too deeply",
+             environ=lambda p: {"PROMPTPATH_CONFIG": _nested(p)}),
+    # Not a file, the same class of input: before, ValueError from urlsplit, exit 70.
+    FileCase("otlp_unclosed_bracket", lambda p: ["--otlp-endpoint", "http://u:pw@[::1"],
+             "--otlp-endpoint is not a valid URL"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("case", FILE_CASES, ids=[c.name for c in FILE_CASES])
-def test_a_named_file_that_is_no_small_regular_file_is_refused_unread(
+def test_a_hostile_file_or_endpoint_an_option_names_is_exit_2_unread_and_bounded(
     case: FileCase, tmp_path: Path
 ) -> None:
     # A profile name as the target when the config is under test, a URL otherwise (port 9:
