@@ -104,7 +104,8 @@ def final_silence_ns(timeline: Timeline) -> int | None:
     err = timeline.error
     if err is None or err.t_ns is None or err.stage not in ("wait", "first_token", "stream"):
         return None
-    last_read = timeline.last_read_ns
+    closing = timeline.closing_ns  # the reads after our own close are not the stream's
+    last_read = timeline.last_read_ns if closing is None else timeline.last_read_until(closing)
     last = [] if last_read is None else [last_read]
     last += [timeline.milestones[k] for k in ("request_sent", "ttfb") if k in timeline.milestones]
     # A read stamped after the deadline (the loop was late to cancel) is no silence.
@@ -354,7 +355,7 @@ def _timeout_verdict(timeline: Timeline) -> str | None:
     start = derived_bounds(timeline)[cut][0] if cut is not None else err.t_ns - silence
     # A silence shorter than half the stage: data was still coming, just too slowly.
     if 2 * silence < err.t_ns - start:
-        nbytes, exact = timeline.read_bytes_after(start)
+        nbytes, exact = timeline.read_bytes_after(start, timeline.closing_ns)
         span_s = (err.t_ns - start) / 1e9
         return (
             f"still trickling ({'' if exact else 'up to '}{nbytes} bytes in {span_s:.2f} s of stage"

@@ -196,6 +196,8 @@ def check_ws_ping_at_close(report: dict[str, Any], stderr: str) -> None:
     close = report["websocket"]["close"]
     assert (close["by"], close["code"]) == ("client", 1000)
     assert report["tokens"]["count"] == 3
+    # The ping and the Close reply came after our Close: the close handshake's, no trickle.
+    assert "no byte for" in stderr and "still trickling" not in stderr
 
 
 @dataclass(frozen=True, slots=True)
