@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
 import socket
 from collections.abc import Mapping
@@ -10,7 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from promptpath.core.addr import wire_host
 from promptpath.core.errors import UsageError
+from promptpath.core.files import MAX_PEM_BYTES, special_kind
 from promptpath.core.headers import is_credential
 from promptpath.core.urlsafe import is_secret_query as is_secret_query
 from promptpath.core.urlsafe import shown_url
@@ -349,6 +353,10 @@ def parse_target(url: str) -> Target:
         )
     if not parts.hostname:
         raise UsageError(f"target URL has no host: {shown!r}", kind="bad_target")
+    try:
+        host = wire_host(parts.hostname)
+    except ValueError as exc:
+        raise UsageError(f"target host name {exc}", kind="bad_target") from None
     if parts.username is not None or parts.password is not None:
         # Credentials in a URL end up in shell history, logs and reports, and we would
         # not send them anyway: say where a key belongs instead.
@@ -375,7 +383,7 @@ def parse_target(url: str) -> Target:
     return Target(
         url=url,
         scheme=scheme,
-        host=parts.hostname,
+        host=host,
         port=port,
         path=path,
         websocket=parts.scheme in ("ws", "wss"),
@@ -452,7 +460,15 @@ def parse_resolve(spec: str) -> tuple[str, int, str]:
         raise UsageError(
             f"--resolve address is not an IP literal: {addr!r}", kind="bad_option"
         ) from exc
-    return host, int(port_s), addr
+    return _option_host(host, "--resolve"), int(port_s), addr
+
+
+def _option_host(host: str, flag: str) -> str:
+    """A host name an option gives, as the target's is written on the wire (wire_host)."""
+    try:
+        return wire_host(host.lower())
+    except ValueError as exc:
+        raise UsageError(f"{flag}: the host name {exc}", kind="bad_option") from None
 
 
 def _connect_to_fields(spec: str) -> list[str]:
@@ -492,8 +508,47 @@ def parse_connect_to(spec: str) -> ConnectTo:
             raise UsageError(
                 f"--connect-to: unbalanced brackets in {raw!r} in {spec!r}", kind="bad_option"
             )
-    host, to_host = (f.removeprefix("[").removesuffix("]") or None for f in (fields[0], fields[2]))
+    host, to_host = (
+        _option_host(bare, "--connect-to") if bare else None
+        for bare in (f.removeprefix("[").removesuffix("]") for f in (fields[0], fields[2]))
+    )
     return ConnectTo(host=host, port=ports[0], to_host=to_host, to_port=ports[1], spec=spec)
+
+
+class InputFileError(Exception):
+    """A file a user named cannot be read as one: why, in words ("is a FIFO")."""
+
+
+def read_input(path: str | os.PathLike[str], limit: int) -> bytes:
+    """A file a user names, whole, if it is a regular file of at most ``limit`` bytes.
+
+    Opened without blocking, as SSLKEYLOGFILE's check opens it: a FIFO with no writer
+    held a plain open() (and, before it, nothing answered SIGTERM or SIGINT) for good.
+    The kind is the open descriptor's, so what is read is what was checked. A device
+    (/dev/zero grew a run to 2.6 GB), a FIFO or a directory is refused unread; a file
+    past ``limit`` is refused after ``limit`` + 1 bytes. InputFileError says why."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise InputFileError(exc.strerror or errno.errorcode.get(exc.errno or 0, "error")) from exc
+    try:
+        kind = special_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise InputFileError(f"is a {kind}, not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            piece = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not piece:
+                return b"".join(chunks)
+            chunks.append(piece)
+            size += len(piece)
+        raise InputFileError(f"is larger than {limit >> 20} MiB")
+    except OSError as exc:
+        raise InputFileError(exc.strerror or "cannot be read") from exc
+    finally:
+        os.close(fd)
 
 
 class _NoPassword(Exception):
@@ -517,11 +572,9 @@ def check_client_cert(cert: str | None, key: str | None) -> None:
         if path is None:
             continue
         try:
-            with open(path, "rb") as fh:
-                texts[flag] = fh.read()
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise UsageError(f"{flag}: cannot read the file ({reason})", kind="bad_option") from exc
+            texts[flag] = read_input(path, MAX_PEM_BYTES)
+        except InputFileError as exc:
+            raise UsageError(f"{flag}: cannot read the file ({exc})", kind="bad_option") from exc
     if b"-----BEGIN CERTIFICATE-----" not in texts["--cert"]:
         raise UsageError("--cert: no PEM certificate in the file", kind="bad_option")
     key_flag = "--key" if key is not None else "--cert"

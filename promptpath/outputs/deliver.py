@@ -19,7 +19,6 @@ import os
 import re
 import select
 import socket
-import stat
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +29,7 @@ from urllib.parse import quote, urlsplit
 
 from promptpath.core.errors import UsageError
 from promptpath.core.exitcodes import ExitCode
+from promptpath.core.files import special_kind
 from promptpath.environment import Environment
 
 #: A push is one small upload: a Pushgateway that takes longer than this is as good as down.
@@ -116,21 +116,6 @@ def parse_labels(specs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(labels.items())
 
 
-def _special_kind(mode: int) -> str | None:
-    """What a file that is not a regular one is, or None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    for test, name in (
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISBLK, "block device"),
-        (stat.S_ISSOCK, "socket"),
-    ):
-        if test(mode):
-            return name
-    return "special file"
-
-
 #: Special files an export writes through (open and write, never rename over them):
 #: /dev/null, /dev/stdout (a symlink to the terminal or a pipe), a named pipe.
 WRITABLE_SPECIALS = ("character device", "FIFO")
@@ -151,7 +136,7 @@ def check_writable(path: Path, flag: str) -> None:
         raise UsageError(
             f"{flag} {path}: cannot write there ({exc.strerror or exc})", kind="bad_option"
         ) from exc
-    special = None if mode is None else _special_kind(mode)
+    special = None if mode is None else special_kind(mode)
     if special is not None and special not in WRITABLE_SPECIALS:
         raise UsageError(
             f"{flag} {path}: is a {special}; an export goes to a regular file, a"
@@ -204,7 +189,7 @@ def _file_key(path: Path) -> str:
     if _names_a_descriptor(path):
         return str(path)
     with contextlib.suppress(OSError):
-        if _special_kind(os.stat(path).st_mode) is not None:
+        if special_kind(os.stat(path).st_mode) is not None:
             return str(path)
     return os.path.realpath(path)
 
@@ -263,7 +248,7 @@ def write_export(path: Path, text: str) -> None:
         mode: int | None = os.stat(path).st_mode
     except FileNotFoundError:
         mode = None  # none yet, or a dangling symlink: created at the target
-    special = None if mode is None else _special_kind(mode)
+    special = None if mode is None else special_kind(mode)
     if special is None and _names_a_descriptor(path):
         # /dev/stdout redirected to a file: a rename would put the export in the file's
         # place and leave the report on our stdout in an unlinked inode; append instead,

@@ -96,7 +96,11 @@ def shown_url(url: str) -> str:
 
 def check_endpoint(url: str, source: str) -> str:
     """An OTLP/HTTP endpoint: http(s)://HOST[:PORT][/PATH], no query or fragment."""
-    parts = urlsplit(url.strip())
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed bracket. The URL is not
+        # quoted: it may hold a password.
+        raise UsageError(f"{source} is not a valid URL ({exc})", kind="bad_option") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(
             f"{source} wants http(s)://HOST:PORT (OTLP/HTTP), got {shown_url(url)!r}",

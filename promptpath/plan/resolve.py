@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
 from promptpath.core.errors import UsageError
+from promptpath.core.files import MAX_PEM_BYTES, special_kind
 from promptpath.core.headers import KEY_HEADERS
 from promptpath.core.series_plan import MAX_INTERVAL_S, SeriesPlan
 from promptpath.options import (
@@ -33,6 +34,7 @@ from promptpath.options import (
     ClientName,
     Guardrail,
     HTTPChoice,
+    InputFileError,
     Provider,
     RunOptions,
     Target,
@@ -46,6 +48,7 @@ from promptpath.options import (
     parse_headers,
     parse_resolve,
     parse_target,
+    read_input,
 )
 from promptpath.plan import flags
 from promptpath.plan.plan import ExporterPlan, FailOn, Outputs, Plan
@@ -162,25 +165,9 @@ def _profile_fills(values: Values, profile: Mapping[str, Any]) -> dict[str, obje
     return merged
 
 
-def _not_a_file(mode: int) -> str:
-    """What a path that is neither a file nor a directory names, with its article."""
-    import stat
-
-    for test, name in (
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "a special file"
-
-
 def check_cacert(path: str, flag: str = "--cacert") -> None:
     """A CA option must name a readable PEM bundle: find out now, not as a TLS failure."""
     import ssl
-    import stat
 
     try:
         mode = os.stat(path).st_mode
@@ -188,15 +175,19 @@ def check_cacert(path: str, flag: str = "--cacert") -> None:
         raise UsageError(f"{flag} file not found: {path}") from None
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from exc
-    if stat.S_ISDIR(mode):
+    kind = special_kind(mode)
+    if kind == "directory":
         raise UsageError(
             f"{flag} {path}: is a directory; give the PEM bundle file of the CAs to trust"
         )
-    if not stat.S_ISREG(mode):
+    if kind is not None:
         raise UsageError(
-            f"{flag} {path}: is {_not_a_file(mode)}, not a file; give the PEM bundle file of"
-            " the CAs to trust"
+            f"{flag} {path}: is a {kind}, not a file; give the PEM bundle file of the CAs to trust"
         )
+    try:  # a huge file, or one swapped for a FIFO since: refused before the ssl module
+        read_input(path, MAX_PEM_BYTES)
+    except InputFileError as exc:
+        raise UsageError(f"{flag} {path}: cannot read the file ({exc})") from exc
     try:
         ssl.create_default_context(cafile=path)
     except (ssl.SSLError, OSError) as exc:

@@ -299,6 +299,11 @@ def token_lines(metrics: Metrics, width: int) -> list[str]:
         )
         + (f", {tok.filter_events} content-filter events" if tok.filter_events else "")
     ]
+    if tok.usage_untrusted:
+        lines.append(
+            f"the server's usage sent impossible counts ({', '.join(tok.usage_untrusted)}):"
+            " untrusted, ignored"
+        )
     g = tok.gap_summary
     if g is not None:
         lines.append(

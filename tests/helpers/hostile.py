@@ -21,6 +21,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -43,7 +44,8 @@ class Request:
         return "\n".join(f"{k}: {v}" for k, v in self.headers)
 
 
-Respond = Callable[[Request], bytes]
+#: The answer to a request: its bytes, or pieces written ``gap_s`` apart.
+Respond = Callable[[Request], bytes | list[bytes]]
 
 
 def _read_request(conn: socket.socket) -> Request | None:
@@ -175,14 +177,29 @@ def _listening(handle: Callable[[socket.socket], None]) -> Iterator[int]:
         listener.sock.close()
 
 
+def paced(status: str, headers: list[tuple[str, str]], events: list[bytes]) -> list[bytes]:
+    """One HTTP/1.1 response in pieces: the head with the first event, then one event
+    each (for ``hostile_origin(..., gap_s=)``: events that arrive apart in time)."""
+    whole = response(status, headers, b"".join(events))
+    head = len(whole) - sum(map(len, events))
+    cuts = [head + sum(map(len, events[: n + 1])) for n in range(len(events))]
+    return [whole[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
+
+
 @contextlib.contextmanager
-def hostile_origin(respond: Respond) -> Iterator[int]:
-    """An HTTP/1.1 origin on 127.0.0.1 answering each request with ``respond(request)``."""
+def hostile_origin(respond: Respond, *, gap_s: float = 0.0) -> Iterator[int]:
+    """An HTTP/1.1 origin on 127.0.0.1 answering each request with ``respond(request)``
+    (a list of pieces: each written ``gap_s`` after the one before)."""
 
     def handle(conn: socket.socket) -> None:
         request = _read_request(conn)
-        if request is not None:
-            conn.sendall(respond(request))
+        if request is None:
+            return
+        answer = respond(request)
+        for n, piece in enumerate([answer] if isinstance(answer, bytes) else answer):
+            if n and gap_s:
+                time.sleep(gap_s)
+            conn.sendall(piece)
 
     with _listening(handle) as port:
         yield port
@@ -229,6 +246,7 @@ __all__ = [
     "forbidden",
     "hostile_origin",
     "hostile_proxy",
+    "paced",
     "recording_origin",
     "response",
     "said_as_credentials",

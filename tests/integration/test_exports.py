@@ -222,6 +222,7 @@ def test_an_unwritable_export_path_is_refused_before_any_request(flag: str, tmp_
         (["--pushgateway", "http://u:Pw9@[::1"], "--pushgateway wants http(s)://HOST:PORT"),
         (["--pushgateway", "http://u:Pw9@h:abc"], "--pushgateway wants http(s)://HOST:PORT"),
         (["--pushgateway", "http://u:Pw9@h:99999"], "--pushgateway wants http(s)://HOST:PORT"),
+        (["--pushgateway", "http://[::1"], "--pushgateway wants http(s)://HOST:PORT"),
         (["--junit", "same.out", "--har", "same.out"], "--junit and --har name the same file"),
     ],
 )

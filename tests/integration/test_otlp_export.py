@@ -307,6 +307,25 @@ def test_compare_http_takes_no_otlp_endpoint(refserver_tls: RefServer) -> None:
     assert result.exit_code == 2 and "--otlp-endpoint" in result.stderr
 
 
+@pytest.mark.parametrize("environ", [False, True])
+def test_an_unclosed_ipv6_bracket_is_exit_2_naming_the_option_in_json_too(
+    environ: bool, refserver_tls: RefServer
+) -> None:
+    # urlsplit's ValueError ("Invalid IPv6 URL") ended the run with exit 70 before.
+    url = "http://collector:pw0tlp@[::1"
+    if environ:
+        args, env = (), {"OTEL_EXPORTER_OTLP_ENDPOINT": url}
+    else:
+        args, env = ("--otlp-endpoint", url), {}
+    target = refserver_tls.path("/v1/chat/completions")
+    result = run_cli("run", target, "--json", *args, environ=env)
+    assert result.exit_code == 2, result.stderr
+    error = json.loads(result.stdout)["error"]
+    said = "OTEL_EXPORTER_OTLP_ENDPOINT" if environ else "--otlp-endpoint"
+    assert error["stage"] == "config" and f"{said} is not a valid URL" in error["message"]
+    assert "pw0tlp" not in result.stdout + result.stderr
+
+
 def test_send_report_exports_a_finished_report_for_other_callers(
     healthy: dict[str, Any], receiver: OtlpReceiver
 ) -> None:
