@@ -249,7 +249,8 @@ GET /probe?target=NAME&module=MODULE traces one prompt to a target the config na
 runs the module's probes), within the scrape's timeout, and answers the textfile export's
 metrics plus probe_success and probe_duration_seconds. A target the config does not name,
 or a URL, is refused (400) without any connection. GET /metrics is the exporter's own
-health; POST /-/reload or SIGHUP reloads the config; SIGTERM drains. See docs/exporter.md.
+health; SIGHUP (or POST /-/reload, with --web.enable-lifecycle) reloads the config;
+SIGTERM drains. See docs/exporter.md.
 """
 
 

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from promptpath.exporter.http import CLOSE_REASONS, ConnectionStats
 from promptpath.exporter.probe import Outcome
 from promptpath.report.prometheus import Exposition, render
 
@@ -31,6 +32,9 @@ REFUSALS = (
     "over_budget",
     "draining",
     "bad_request",
+    "too_many_scrapes",
+    "cross_origin",
+    "wrong_host",
 )
 RESULTS = ("success", "failure", "timeout")
 
@@ -142,6 +146,7 @@ def health_text(
     *,
     version: str,
     pairs: Sequence[tuple[str, str]],
+    connections: ConnectionStats | None = None,
 ) -> str:
     """The body of GET /metrics; every configured (target, module) pair has its counters
     from the start (0), so a rate() over them never begins with a missing series."""
@@ -214,6 +219,19 @@ def health_text(
     out.family(name, "counter", "Fresh probes sent to otlp_endpoint, by result.")
     for result in ("exported", "failed", "dropped"):
         out.sample(name, health.otlp[result], result=result)
+    if connections is not None:
+        out.family("promptpath_exporter_http_connections", "gauge", "HTTP connections open now.")
+        out.sample("promptpath_exporter_http_connections", connections.open)
+        name = "promptpath_exporter_http_connections_closed_total"
+        out.family(
+            name,
+            "counter",
+            "HTTP connections the exporter closed itself, by reason (a request too slow,"
+            " an idle keep-alive, an answer not taken, the longest waiting one closed to"
+            " make room, one past a peer's limit).",
+        )
+        for reason in CLOSE_REASONS:
+            out.sample(name, connections.closed[reason], reason=reason)
     out.family("promptpath_exporter_asyncio_tasks", "gauge", "asyncio tasks alive.")
     out.sample("promptpath_exporter_asyncio_tasks", process.tasks)
     # The process_* names every Prometheus client library uses.

@@ -678,6 +678,16 @@ FLAGS: tuple[Flag, ...] = (
         commands=EXPORTER_ONLY,
     ),
     Flag(
+        dest="enable_lifecycle",
+        decls=("--web.enable-lifecycle",),
+        type=bool,
+        default=False,
+        help="Answer POST /-/reload (off by default, as in Prometheus: a web page must not"
+        " reload the config; SIGHUP reloads either way).",
+        panel=EXPORTER,
+        commands=EXPORTER_ONLY,
+    ),
+    Flag(
         dest="check_config",
         decls=("--check-config",),
         type=bool,

@@ -790,6 +790,7 @@ def exporter_plan(values: Values, environ: Mapping[str, str]) -> ExporterPlan:
         port=port,
         drain_timeout_s=drain,
         check_only=values.flag("check_config"),
+        enable_lifecycle=values.flag("enable_lifecycle"),
     )
 
 
