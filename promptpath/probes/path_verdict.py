@@ -15,16 +15,14 @@ treats traffic through it. So:
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from promptpath.core.findings import Finding, Verdict
+from promptpath.probes.path_hops import Hop, Sample, hops_of, name_of
+from promptpath.probes.path_udp import read_udp
 
 PROBE = "path"
-Kind = Literal["time_exceeded", "unreachable", "synack", "rst", "quic_vn", "none"]
-DESTINATION_KINDS = ("synack", "rst", "quic_vn")
 
 #: A hop's own median this far above the floor after it is its ICMP's slowness, not the
 #: path's: both a fixed margin (timer and scheduling noise) and a share of the floor.
@@ -37,16 +35,6 @@ HANDSHAKE_SLACK_SHARE = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Sample:
-    """One probe: its TTL and what answered (``rtt_ms`` None: nothing did)."""
-
-    ttl: int
-    kind: Kind
-    responder: str | None
-    rtt_ms: float | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Listening:
     """What the raw ICMP listener and the kernel's counter say about replies the probe
     sockets' error queues did not get (net/rawicmp.py)."""
@@ -54,74 +42,6 @@ class Listening:
     reason: str | None = None  # why no raw socket listened (None: one did)
     heard: int = 0  # replies heard only on the raw socket
     out_of_window: int | None = None  # ICMP errors TCP dropped as out of window meanwhile
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Hop:
-    ttl: int
-    responders: tuple[str, ...]  # every address that answered at this TTL (ECMP shows >1)
-    sent: int
-    rtts_ms: tuple[float, ...]
-    destination: bool
-    #: Each responder's reverse name (None: it has none), when --path-names asked for them.
-    names: tuple[str | None, ...] | None = None
-
-    @property
-    def median_ms(self) -> float | None:
-        return statistics.median(self.rtts_ms) if self.rtts_ms else None
-
-    @property
-    def loss(self) -> float:
-        return 1.0 - len(self.rtts_ms) / self.sent if self.sent else 0.0
-
-    def as_dict(self) -> dict[str, object]:
-        rtts = self.rtts_ms
-        named = {} if self.names is None else {"names": list(self.names)}
-        return {
-            "ttl": self.ttl,
-            "responders": list(self.responders),
-            **named,
-            "sent": self.sent,
-            "answered": len(rtts),
-            "loss": round(self.loss, 3),
-            "rtt_ms": None
-            if not rtts
-            else {
-                "min": round(min(rtts), 3),
-                "median": round(statistics.median(rtts), 3),
-                "max": round(max(rtts), 3),
-            },
-            "destination": self.destination,
-        }
-
-
-def hops_of(
-    samples: Sequence[Sample], destination: str, names: Mapping[str, str | None] | None = None
-) -> list[Hop]:
-    """Samples grouped per TTL, up to the first TTL the destination answered at; with
-    ``names`` (address -> reverse name), each responder's name beside it."""
-    by_ttl: dict[int, list[Sample]] = {}
-    for s in samples:
-        by_ttl.setdefault(s.ttl, []).append(s)
-    hops: list[Hop] = []
-    for ttl in sorted(by_ttl):
-        group = by_ttl[ttl]
-        answered = [s for s in group if s.rtt_ms is not None]
-        at_dest = any(s.kind in DESTINATION_KINDS or s.responder == destination for s in answered)
-        responders = tuple(dict.fromkeys(s.responder for s in answered if s.responder))
-        hops.append(
-            Hop(
-                ttl=ttl,
-                responders=responders,
-                sent=len(group),
-                rtts_ms=tuple(s.rtt_ms for s in answered if s.rtt_ms is not None),
-                destination=at_dest,
-                names=None if names is None else tuple(names.get(r) for r in responders),
-            )
-        )
-        if at_dest:
-            break
-    return hops
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,13 +110,6 @@ def read(hops: Sequence[Hop]) -> Reading:
     )
 
 
-def _name(hop: Hop) -> str:
-    """The hop's responders, each as mtr shows a named one: ``name (address)``."""
-    names = hop.names or (None,) * len(hop.responders)
-    shown = [f"{n} ({a})" if n else a for a, n in zip(hop.responders, names, strict=True)]
-    return " / ".join(shown) or "?"
-
-
 def judge(
     *,
     destination: str,
@@ -223,11 +136,11 @@ def judge(
         if step is not None and len(hops) > 1:
             # The hop before the step whose own figures count (a deprioritised one does not).
             earlier = [ttl for ttl in reading.added_ms if ttl < step]
-            where = f"hop {step} ({_name(by_ttl[step])})"
+            where = f"hop {step} ({name_of(by_ttl[step])})"
             side = f"at {where}"
             if earlier:
                 before = by_ttl[max(earlier)]
-                side = f"between hop {before.ttl} ({_name(before)}) and {where}"
+                side = f"between hop {before.ttl} ({name_of(before)}) and {where}"
             summary += f"; most of it ({reading.added_ms[step]:.1f} ms) is added {side}"
         if reading.destination_loss > 0:
             verdict = Verdict.WARN
@@ -238,7 +151,7 @@ def judge(
     else:
         verdict = Verdict.WARN
         answered = [h for h in hops if h.rtts_ms]
-        last = f"hop {answered[-1].ttl} ({_name(answered[-1])})" if answered else "no hop"
+        last = f"hop {answered[-1].ttl} ({name_of(answered[-1])})" if answered else "no hop"
         summary = (
             f"the destination {destination} port {port} never answered a TTL-limited SYN;"
             f" the last answer came from {last}"
@@ -253,7 +166,7 @@ def judge(
     for ttl in reading.deprioritised:
         hop = by_ttl[ttl]
         notes.append(
-            f"hop {ttl} ({_name(hop)}) is slower or lossier than the hops after it: this router"
+            f"hop {ttl} ({name_of(hop)}) is slower or lossier than the hops after it: this router"
             " deprioritises its own ICMP replies, it is not where the path loses time"
         )
     if reading.deprioritised:
@@ -285,13 +198,17 @@ def judge(
             )
     quic = None
     if udp is not None:
-        quic, quic_note, quic_bad = _udp(udp, destination, port, reading, names)
+        quic, quic_note, quic_bad, narrowing = read_udp(
+            udp, destination, port, reading.reached, names
+        )
         notes.append(quic_note)
         if quic_bad:
             verdict = Verdict.WARN if verdict is Verdict.PASS else verdict
             advice.append(
-                "HTTP/3 needs UDP to this port end to end: allow it on the firewall, or expect"
-                " clients to fall back to HTTP/2"
+                narrowing.advice()
+                if narrowing is not None
+                else "HTTP/3 needs UDP to this port end to end: allow it on the firewall, or"
+                " expect clients to fall back to HTTP/2"
             )
     if notes:
         summary += "; " + "; ".join(notes)
@@ -347,47 +264,6 @@ def _rewritten(listening: Listening, reading: Reading) -> tuple[list[str], list[
             f" middlebox; without it: {listening.reason}"
         )
     return notes, advice
-
-
-def _udp(
-    udp: Sequence[Sample],
-    destination: str,
-    port: int,
-    tcp: Reading,
-    names: Mapping[str, str | None] | None,
-) -> tuple[dict[str, object], str, bool]:
-    hops = hops_of(udp, destination, names)
-    last = hops[-1] if hops else None
-    vn = any(s.kind == "quic_vn" for s in udp)
-    closed = last is not None and last.destination and not vn
-    answered = [h for h in hops if h.rtts_ms and not h.destination]
-    facts: dict[str, object] = {
-        "hops": [h.as_dict() for h in hops],
-        "quic_answered": vn,
-        "port_closed": closed,
-        "datagram_bytes": 1200,
-    }
-    if vn:
-        return (
-            facts,
-            (
-                f"1200-byte UDP datagrams reach {destination} port {port} and it answers QUIC:"
-                " HTTP/3's Initials get through"
-            ),
-            False,
-        )
-    if closed:
-        return facts, f"UDP port {port} is closed at {destination} (ICMP port unreachable)", True
-    beyond = f" after hop {answered[-1].ttl} ({_name(answered[-1])})" if answered else ""
-    return (
-        facts,
-        (
-            f"1200-byte UDP datagrams to port {port} get no answer from {destination}{beyond}:"
-            " UDP is filtered on the path, so HTTP/3 cannot work from here"
-            + (" (TCP reaches it)" if tcp.reached else "")
-        ),
-        True,
-    )
 
 
 def skipped(reason: str) -> Finding:

@@ -249,6 +249,7 @@ def test_http3_checks_that_1200_byte_datagrams_reach_quic(lab: PathLab, tmp_path
     assert body["http_version"] == "HTTP/3"
     udp = f["evidence"]["udp"]
     assert udp["quic_answered"] is True and udp["datagram_bytes"] == 1200
+    assert udp["dont_fragment"] is True and udp["path_mtu"] is None
     assert [h["responders"] for h in udp["hops"]] == [[hop] for hop in HOPS]
     assert f["verdict"] == "pass"
 
