@@ -219,6 +219,34 @@ def test_the_quic_probe_parses_as_a_whole_long_header_every_time() -> None:
         assert header.version == 0x1A2A3A4A and header.token == b""
 
 
+def test_a_sub_millisecond_path_places_nothing_below_the_measurement_floor() -> None:
+    # Figures from the lab chain with no delay at all (tests/lab/test_path_probe.py): the
+    # destination's median 0.5 ms above the routers' is the probe's own timing (the
+    # destination's SYN/ACK and our thread's wake-up), not a link.
+    samples = _path(
+        _hop(1, "10.0.0.1", 0.065, 0.076, 0.209),
+        _hop(2, "10.0.0.2", 0.103, 0.134, 0.155),
+        _hop(3, "10.0.0.3", 0.113, 0.126, 0.145),
+        _hop(4, DEST, 0.092, 0.645, 0.765, dest=True),
+    )
+    finding = judge(
+        destination=DEST, port=443, tcp=samples, udp=None, connect_ms=None, elapsed_s=1.0
+    )
+    assert "most of it" not in finding.summary
+    assert "nothing measurable is added at any hop" in finding.summary
+    assert "below the 1.0 ms measurement floor" in finding.summary
+    assert finding.evidence["measurement_floor_ms"] == 1.0
+    # The same path 1.2 ms longer after hop 3: a step above the floor is placed.
+    longer = [
+        Sample(ttl=s.ttl, kind=s.kind, responder=s.responder, rtt_ms=(s.rtt_ms or 0) + 1.2)
+        if s.ttl == 4
+        else s
+        for s in samples
+    ]
+    placed = judge(destination=DEST, port=443, tcp=longer, udp=None, connect_ms=None, elapsed_s=1)
+    assert "is added between hop 3 (10.0.0.3) and hop 4 (192.0.2.9)" in placed.summary
+
+
 def _reached(hops: int = 4) -> list[Sample]:
     return _path(
         *(_hop(t, f"10.0.0.{t}", 1.0, 1.0, 1.0) for t in range(1, hops)),
