@@ -47,20 +47,24 @@ _LINUX = sys.platform.startswith("linux")
 
 
 def forbid_fragmentation(sock: socket.socket, mode: Mode = "do") -> bool:
-    """Set DF on ``sock`` (``mode`` as above). False where this system has no way to."""
+    """Set DF on ``sock`` (``mode`` as above). False where this system has no way to (or
+    refused: the datagrams then go as the kernel's default sends them)."""
+    options: list[tuple[int, int, int]] = []
     if sock.family == socket.AF_INET6:
-        done = False
         if _LINUX:
-            sock.setsockopt(socket.IPPROTO_IPV6, IPV6_MTU_DISCOVER, _PMTUDISC[mode])
-            done = True
+            options.append((socket.IPPROTO_IPV6, IPV6_MTU_DISCOVER, _PMTUDISC[mode]))
         if IPV6_DONTFRAG is not None:
-            sock.setsockopt(socket.IPPROTO_IPV6, IPV6_DONTFRAG, 1)
+            options.append((socket.IPPROTO_IPV6, IPV6_DONTFRAG, 1))
+    elif _LINUX and sock.family == socket.AF_INET:
+        options.append((socket.IPPROTO_IP, IP_MTU_DISCOVER, _PMTUDISC[mode]))
+    done = False
+    for level, option, value in options:
+        try:
+            sock.setsockopt(level, option, value)
             done = True
-        return done
-    if _LINUX and sock.family == socket.AF_INET:
-        sock.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, _PMTUDISC[mode])
-        return True
-    return False
+        except OSError:
+            pass
+    return done
 
 
 def fragmentation_forbidden(sock: socket.socket) -> bool:
