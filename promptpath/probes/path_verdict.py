@@ -39,7 +39,9 @@ HANDSHAKE_SLACK_SHARE = 0.5
 #: process whose event loop shares the interpreter: on the lab chain with no delay at all
 #: (tests/helpers/pathlab.py, 12 runs of --probe path on the shared 2-core machine, load
 #: 3.7) the steps measured were up to 0.52 ms, the destination's often 0.4-0.5 ms: the
-#: probe's own timing, not the path's. The floor is twice that.
+#: probe's own timing, not the path's. The floor is twice that, and a step must clear it on
+#: each hop's fastest probe as well: two late wake-ups at one hop lift its median, never
+#: its fastest probe.
 MEASUREMENT_FLOOR_MS = 1.0
 
 
@@ -60,10 +62,16 @@ class Reading:
     reached: bool
     floors: dict[int, float]  # ttl -> lowest median from this hop to the destination
     added_ms: dict[int, float]  # ttl -> RTT this hop's side adds (persisting to the end)
+    added_fastest_ms: dict[int, float]  # the same on each hop's fastest probe
     deprioritised: list[int]  # hops slow or lossy alone: their ICMP, not the path
     silent: list[int]  # hops that never answered, with an answer after them (the trace went on)
     destination_loss: float
     destination_rtt_ms: float | None
+
+    def measurable(self, ttl: int) -> bool:
+        """The step at ``ttl`` is above the measurement floor, on the medians and on the
+        fastest probes alike."""
+        return min(self.added_ms[ttl], self.added_fastest_ms[ttl]) >= MEASUREMENT_FLOOR_MS
 
     @property
     def biggest_step(self) -> int | None:
@@ -101,17 +109,23 @@ def read(hops: Sequence[Hop]) -> Reading:
     # A step is placed between hops whose own figures can be trusted: a deprioritised hop's
     # RTT says nothing of the links on either side of it.
     trusted = _floors({t: m for t, m in medians.items() if t not in deprioritised})
+    # The same on each hop's fastest probe: timing noise only ever adds, so a step of the
+    # path shows there too, where two late wake-ups at one hop do not.
+    fastest = _floors({h.ttl: min(h.rtts_ms) for h in hops if h.rtts_ms and h.ttl in trusted})
     added: dict[int, float] = {}
-    previous = 0.0
+    added_fastest: dict[int, float] = {}
+    previous = previous_fastest = 0.0
     for ttl in sorted(trusted):
         added[ttl] = round(max(0.0, trusted[ttl] - previous), 3)
-        previous = trusted[ttl]
+        added_fastest[ttl] = round(max(0.0, fastest[ttl] - previous_fastest), 3)
+        previous, previous_fastest = trusted[ttl], fastest[ttl]
     last = hops[-1] if hops else None
     reached = last is not None and last.destination
     return Reading(
         reached=reached,
         floors=trusted,
         added_ms=added,
+        added_fastest_ms=added_fastest,
         deprioritised=deprioritised,
         silent=_silent(hops),
         destination_loss=last.loss if reached and last is not None else 1.0,
@@ -142,7 +156,7 @@ def judge(
         rtt = reading.destination_rtt_ms
         summary = f"{len(hops)} hop(s) to {destination} port {port}, RTT {rtt:.1f} ms"
         step = reading.biggest_step
-        if step is not None and len(hops) > 1 and reading.added_ms[step] < MEASUREMENT_FLOOR_MS:
+        if step is not None and len(hops) > 1 and not reading.measurable(step):
             summary += (
                 "; nothing measurable is added at any hop (every step is below the"
                 f" {MEASUREMENT_FLOOR_MS:.1f} ms measurement floor)"

@@ -245,6 +245,14 @@ def test_a_sub_millisecond_path_places_nothing_below_the_measurement_floor() -> 
     ]
     placed = judge(destination=DEST, port=443, tcp=longer, udp=None, connect_ms=None, elapsed_s=1)
     assert "is added between hop 3 (10.0.0.3) and hop 4 (192.0.2.9)" in placed.summary
+    # Two of the destination's three probes 1.5 ms late (a busy machine's wake-ups): the
+    # median steps past the floor, the fastest probe does not; noise only ever adds.
+    late = [Sample(ttl=4, kind="synack", responder=DEST, rtt_ms=rtt) for rtt in (0.09, 1.6, 1.7)]
+    noisy = [*(s for s in samples if s.ttl < 4), *late]
+    reading = read(hops_of(noisy, DEST))
+    assert reading.added_ms[4] >= 1.0 and reading.added_fastest_ms[4] < 1.0
+    quiet = judge(destination=DEST, port=443, tcp=noisy, udp=None, connect_ms=None, elapsed_s=1)
+    assert "nothing measurable is added at any hop" in quiet.summary
 
 
 def _reached(hops: int = 4) -> list[Sample]:
