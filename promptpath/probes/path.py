@@ -21,7 +21,8 @@ from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.mtu import MTUProbe, mtu_finding
-from promptpath.probes.path_verdict import PROBE, Listening, Sample, judge, skipped
+from promptpath.probes.path_hops import Sample, samples_of
+from promptpath.probes.path_verdict import PROBE, Listening, judge, skipped
 
 ROUNDS = 3  # probes per hop, as mtr's and tcptraceroute's defaults
 MAX_TTL = 15
@@ -29,21 +30,6 @@ PROBE_TIMEOUT_S = 1.0
 #: --path-names: every reverse lookup within this, for at most this many addresses.
 NAMES_BUDGET_S = 2.0
 MAX_NAMES = 32
-
-
-def _samples(replies: list[object]) -> list[Sample]:
-    from promptpath.net.pathtrace import ProbeReply
-
-    return [
-        Sample(
-            ttl=r.ttl,
-            kind=r.kind,
-            responder=r.responder,
-            rtt_ms=None if r.rtt_ns is None else round(r.rtt_ns / 1e6, 3),
-        )
-        for r in replies
-        if isinstance(r, ProbeReply)
-    ]
 
 
 @register
@@ -111,8 +97,8 @@ class PathProbe(Probe):
             if connect is None or connect.end_ns is None
             else round((connect.end_ns - connect.start_ns) / 1e6, 3)
         )
-        tcp_samples = _samples(list(tcp.replies))
-        udp_samples = None if udp is None else _samples(list(udp.replies))
+        tcp_samples = samples_of(tcp.replies)
+        udp_samples = None if udp is None else samples_of(udp.replies)
         looked_up = None
         if ctx.settings.path.names:
             looked_up = await _names(ctx, [*tcp_samples, *(udp_samples or [])])

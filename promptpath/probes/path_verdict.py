@@ -10,21 +10,21 @@ treats traffic through it. So:
 * a hop slower or lossier than the hops after it deprioritises its own ICMP replies (it is
   reported, and explicitly not as the problem);
 * loss counts against the path only when it reaches the destination;
-* a hop that never answers is silent, and the trace goes on past it.
+* a hop that never answers is silent, and the trace goes on past it;
+* a step below the measurement floor is placed nowhere: on a sub-millisecond path the
+  probe's own timing is most of what it measures.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from promptpath.core.findings import Finding, Verdict
+from promptpath.probes.path_hops import Hop, Sample, hops_of, name_of
+from promptpath.probes.path_udp import read_udp
 
 PROBE = "path"
-Kind = Literal["time_exceeded", "unreachable", "synack", "rst", "quic_vn", "none"]
-DESTINATION_KINDS = ("synack", "rst", "quic_vn")
 
 #: A hop's own median this far above the floor after it is its ICMP's slowness, not the
 #: path's: both a fixed margin (timer and scheduling noise) and a share of the floor.
@@ -34,16 +34,15 @@ SLOW_ALONE_SHARE = 0.5
 #: is the server's (accept queue, SYN cookies) rather than the path's.
 HANDSHAKE_SLACK_MS = 5.0
 HANDSHAKE_SLACK_SHARE = 0.5
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Sample:
-    """One probe: its TTL and what answered (``rtt_ms`` None: nothing did)."""
-
-    ttl: int
-    kind: Kind
-    responder: str | None
-    rtt_ms: float | None
+#: A step smaller than this is not placed at any hop. A probe's RTT runs from just before
+#: connect()/send() to the wake-up of a Python thread after the answer arrived, in a
+#: process whose event loop shares the interpreter: on the lab chain with no delay at all
+#: (tests/helpers/pathlab.py, 12 runs of --probe path on the shared 2-core machine, load
+#: 3.7) the steps measured were up to 0.52 ms, the destination's often 0.4-0.5 ms: the
+#: probe's own timing, not the path's. The floor is twice that, and a step must clear it on
+#: each hop's fastest probe as well: two late wake-ups at one hop lift its median, never
+#: its fastest probe.
+MEASUREMENT_FLOOR_MS = 1.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,84 +56,22 @@ class Listening:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Hop:
-    ttl: int
-    responders: tuple[str, ...]  # every address that answered at this TTL (ECMP shows >1)
-    sent: int
-    rtts_ms: tuple[float, ...]
-    destination: bool
-    #: Each responder's reverse name (None: it has none), when --path-names asked for them.
-    names: tuple[str | None, ...] | None = None
-
-    @property
-    def median_ms(self) -> float | None:
-        return statistics.median(self.rtts_ms) if self.rtts_ms else None
-
-    @property
-    def loss(self) -> float:
-        return 1.0 - len(self.rtts_ms) / self.sent if self.sent else 0.0
-
-    def as_dict(self) -> dict[str, object]:
-        rtts = self.rtts_ms
-        named = {} if self.names is None else {"names": list(self.names)}
-        return {
-            "ttl": self.ttl,
-            "responders": list(self.responders),
-            **named,
-            "sent": self.sent,
-            "answered": len(rtts),
-            "loss": round(self.loss, 3),
-            "rtt_ms": None
-            if not rtts
-            else {
-                "min": round(min(rtts), 3),
-                "median": round(statistics.median(rtts), 3),
-                "max": round(max(rtts), 3),
-            },
-            "destination": self.destination,
-        }
-
-
-def hops_of(
-    samples: Sequence[Sample], destination: str, names: Mapping[str, str | None] | None = None
-) -> list[Hop]:
-    """Samples grouped per TTL, up to the first TTL the destination answered at; with
-    ``names`` (address -> reverse name), each responder's name beside it."""
-    by_ttl: dict[int, list[Sample]] = {}
-    for s in samples:
-        by_ttl.setdefault(s.ttl, []).append(s)
-    hops: list[Hop] = []
-    for ttl in sorted(by_ttl):
-        group = by_ttl[ttl]
-        answered = [s for s in group if s.rtt_ms is not None]
-        at_dest = any(s.kind in DESTINATION_KINDS or s.responder == destination for s in answered)
-        responders = tuple(dict.fromkeys(s.responder for s in answered if s.responder))
-        hops.append(
-            Hop(
-                ttl=ttl,
-                responders=responders,
-                sent=len(group),
-                rtts_ms=tuple(s.rtt_ms for s in answered if s.rtt_ms is not None),
-                destination=at_dest,
-                names=None if names is None else tuple(names.get(r) for r in responders),
-            )
-        )
-        if at_dest:
-            break
-    return hops
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Reading:
     """What the hops say, the expert's way."""
 
     reached: bool
     floors: dict[int, float]  # ttl -> lowest median from this hop to the destination
     added_ms: dict[int, float]  # ttl -> RTT this hop's side adds (persisting to the end)
+    added_fastest_ms: dict[int, float]  # the same on each hop's fastest probe
     deprioritised: list[int]  # hops slow or lossy alone: their ICMP, not the path
     silent: list[int]  # hops that never answered, with an answer after them (the trace went on)
     destination_loss: float
     destination_rtt_ms: float | None
+
+    def measurable(self, ttl: int) -> bool:
+        """The step at ``ttl`` is above the measurement floor, on the medians and on the
+        fastest probes alike."""
+        return min(self.added_ms[ttl], self.added_fastest_ms[ttl]) >= MEASUREMENT_FLOOR_MS
 
     @property
     def biggest_step(self) -> int | None:
@@ -172,29 +109,28 @@ def read(hops: Sequence[Hop]) -> Reading:
     # A step is placed between hops whose own figures can be trusted: a deprioritised hop's
     # RTT says nothing of the links on either side of it.
     trusted = _floors({t: m for t, m in medians.items() if t not in deprioritised})
+    # The same on each hop's fastest probe: timing noise only ever adds, so a step of the
+    # path shows there too, where two late wake-ups at one hop do not.
+    fastest = _floors({h.ttl: min(h.rtts_ms) for h in hops if h.rtts_ms and h.ttl in trusted})
     added: dict[int, float] = {}
-    previous = 0.0
+    added_fastest: dict[int, float] = {}
+    previous = previous_fastest = 0.0
     for ttl in sorted(trusted):
         added[ttl] = round(max(0.0, trusted[ttl] - previous), 3)
-        previous = trusted[ttl]
+        added_fastest[ttl] = round(max(0.0, fastest[ttl] - previous_fastest), 3)
+        previous, previous_fastest = trusted[ttl], fastest[ttl]
     last = hops[-1] if hops else None
     reached = last is not None and last.destination
     return Reading(
         reached=reached,
         floors=trusted,
         added_ms=added,
+        added_fastest_ms=added_fastest,
         deprioritised=deprioritised,
         silent=_silent(hops),
         destination_loss=last.loss if reached and last is not None else 1.0,
         destination_rtt_ms=last.median_ms if reached and last is not None else None,
     )
-
-
-def _name(hop: Hop) -> str:
-    """The hop's responders, each as mtr shows a named one: ``name (address)``."""
-    names = hop.names or (None,) * len(hop.responders)
-    shown = [f"{n} ({a})" if n else a for a, n in zip(hop.responders, names, strict=True)]
-    return " / ".join(shown) or "?"
 
 
 def judge(
@@ -220,14 +156,19 @@ def judge(
         rtt = reading.destination_rtt_ms
         summary = f"{len(hops)} hop(s) to {destination} port {port}, RTT {rtt:.1f} ms"
         step = reading.biggest_step
-        if step is not None and len(hops) > 1:
+        if step is not None and len(hops) > 1 and not reading.measurable(step):
+            summary += (
+                "; nothing measurable is added at any hop (every step is below the"
+                f" {MEASUREMENT_FLOOR_MS:.1f} ms measurement floor)"
+            )
+        elif step is not None and len(hops) > 1:
             # The hop before the step whose own figures count (a deprioritised one does not).
             earlier = [ttl for ttl in reading.added_ms if ttl < step]
-            where = f"hop {step} ({_name(by_ttl[step])})"
+            where = f"hop {step} ({name_of(by_ttl[step])})"
             side = f"at {where}"
             if earlier:
                 before = by_ttl[max(earlier)]
-                side = f"between hop {before.ttl} ({_name(before)}) and {where}"
+                side = f"between hop {before.ttl} ({name_of(before)}) and {where}"
             summary += f"; most of it ({reading.added_ms[step]:.1f} ms) is added {side}"
         if reading.destination_loss > 0:
             verdict = Verdict.WARN
@@ -238,7 +179,7 @@ def judge(
     else:
         verdict = Verdict.WARN
         answered = [h for h in hops if h.rtts_ms]
-        last = f"hop {answered[-1].ttl} ({_name(answered[-1])})" if answered else "no hop"
+        last = f"hop {answered[-1].ttl} ({name_of(answered[-1])})" if answered else "no hop"
         summary = (
             f"the destination {destination} port {port} never answered a TTL-limited SYN;"
             f" the last answer came from {last}"
@@ -253,7 +194,7 @@ def judge(
     for ttl in reading.deprioritised:
         hop = by_ttl[ttl]
         notes.append(
-            f"hop {ttl} ({_name(hop)}) is slower or lossier than the hops after it: this router"
+            f"hop {ttl} ({name_of(hop)}) is slower or lossier than the hops after it: this router"
             " deprioritises its own ICMP replies, it is not where the path loses time"
         )
     if reading.deprioritised:
@@ -285,13 +226,17 @@ def judge(
             )
     quic = None
     if udp is not None:
-        quic, quic_note, quic_bad = _udp(udp, destination, port, reading, names)
+        quic, quic_note, quic_bad, narrowing = read_udp(
+            udp, destination, port, reading.reached, names
+        )
         notes.append(quic_note)
         if quic_bad:
             verdict = Verdict.WARN if verdict is Verdict.PASS else verdict
             advice.append(
-                "HTTP/3 needs UDP to this port end to end: allow it on the firewall, or expect"
-                " clients to fall back to HTTP/2"
+                narrowing.advice()
+                if narrowing is not None
+                else "HTTP/3 needs UDP to this port end to end: allow it on the firewall, or"
+                " expect clients to fall back to HTTP/2"
             )
     if notes:
         summary += "; " + "; ".join(notes)
@@ -305,6 +250,7 @@ def judge(
             "protocol": "tcp",
             "hops": [h.as_dict() for h in hops],
             "added_ms": {str(k): v for k, v in reading.added_ms.items()},
+            "measurement_floor_ms": MEASUREMENT_FLOOR_MS,
             "deprioritised": reading.deprioritised,
             "silent": reading.silent,
             "reached": reading.reached,
@@ -347,47 +293,6 @@ def _rewritten(listening: Listening, reading: Reading) -> tuple[list[str], list[
             f" middlebox; without it: {listening.reason}"
         )
     return notes, advice
-
-
-def _udp(
-    udp: Sequence[Sample],
-    destination: str,
-    port: int,
-    tcp: Reading,
-    names: Mapping[str, str | None] | None,
-) -> tuple[dict[str, object], str, bool]:
-    hops = hops_of(udp, destination, names)
-    last = hops[-1] if hops else None
-    vn = any(s.kind == "quic_vn" for s in udp)
-    closed = last is not None and last.destination and not vn
-    answered = [h for h in hops if h.rtts_ms and not h.destination]
-    facts: dict[str, object] = {
-        "hops": [h.as_dict() for h in hops],
-        "quic_answered": vn,
-        "port_closed": closed,
-        "datagram_bytes": 1200,
-    }
-    if vn:
-        return (
-            facts,
-            (
-                f"1200-byte UDP datagrams reach {destination} port {port} and it answers QUIC:"
-                " HTTP/3's Initials get through"
-            ),
-            False,
-        )
-    if closed:
-        return facts, f"UDP port {port} is closed at {destination} (ICMP port unreachable)", True
-    beyond = f" after hop {answered[-1].ttl} ({_name(answered[-1])})" if answered else ""
-    return (
-        facts,
-        (
-            f"1200-byte UDP datagrams to port {port} get no answer from {destination}{beyond}:"
-            " UDP is filtered on the path, so HTTP/3 cannot work from here"
-            + (" (TCP reaches it)" if tcp.reached else "")
-        ),
-        True,
-    )
 
 
 def skipped(reason: str) -> Finding:
