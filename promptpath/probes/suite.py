@@ -17,16 +17,16 @@ from promptpath.tracer.orchestrator import TraceResult
 
 #: Built-in probe modules; each registers its class on import.
 BUILTIN = (
-    "promptpath.probes.buffering",
-    "promptpath.probes.idle_timeout",
-    "promptpath.probes.dns_cache",
-    "promptpath.probes.ghost_stream",
-    "promptpath.probes.ratelimit",
-    "promptpath.probes.tls",
-    "promptpath.probes.cors",
-    "promptpath.probes.path",
-    "promptpath.probes.mtu",
-    "promptpath.probes.upgrade",
+    "promptpath.probes.buffering.probe",
+    "promptpath.probes.idle_timeout.probe",
+    "promptpath.probes.dns_cache.probe",
+    "promptpath.probes.ghost_stream.probe",
+    "promptpath.probes.ratelimit.probe",
+    "promptpath.probes.tls.probe",
+    "promptpath.probes.cors.probe",
+    "promptpath.probes.path.probe",
+    "promptpath.probes.mtu.probe",
+    "promptpath.probes.upgrade.probe",
 )
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).

@@ -20,7 +20,7 @@ from promptpath.core.timeline import Timeline
 from promptpath.net.transport import TransportError, WireRequest
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.upgrade_verdict import (
+from promptpath.probes.upgrade.verdict import (
     NAME,
     PlainAnswer,
     UpgradeTry,

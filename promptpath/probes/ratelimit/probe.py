@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.ratelimit_verdict import NAME, judge
+from promptpath.probes.ratelimit.verdict import NAME, judge
 
 
 @register

@@ -24,7 +24,7 @@ from promptpath.net.tlsinfo import cert_info
 from promptpath.net.tlspeek import Peek, peek_tls
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.settings import ProbeSettings
-from promptpath.probes.tls_verdict import (
+from promptpath.probes.tls.verdict import (
     NAME,
     Facts,
     judge,

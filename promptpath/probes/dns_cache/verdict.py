@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.net.dnsmsg import EDE_NAMES, Lookup, ede_text
-from promptpath.probes.dns_signals import (
+from promptpath.probes.dns_cache.signals import (
     DEFINITIVE,
     MIN_COUNTDOWN_S,
     Observations,

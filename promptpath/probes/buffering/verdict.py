@@ -23,20 +23,20 @@ from promptpath.core.findings import Finding, Verdict
 from promptpath.core.media import stream_format
 from promptpath.core.stats import percentile
 from promptpath.core.timeline import StreamEvent, Timeline, count_content
-from promptpath.probes.buffering_compression import compression_facts, for_this_client
-from promptpath.probes.buffering_mechanism import (
-    FAIL_SILENCE_MS,
-    Mechanism,
-    ProviderHold,
-    classify,
-)
-from promptpath.probes.delivery import (
+from promptpath.probes.buffering.compression import compression_facts, for_this_client
+from promptpath.probes.buffering.delivery import (
     MIN_EVENTS,
     MIN_JUDGE_NS,
     Burst,
     Delivery,
     anchor_ns,
     delivery,
+)
+from promptpath.probes.buffering.mechanism import (
+    FAIL_SILENCE_MS,
+    Mechanism,
+    ProviderHold,
+    classify,
 )
 from promptpath.probes.hophints import header_hints, hops_between, hops_named
 

@@ -30,8 +30,8 @@ from promptpath.probes.canary import (
     without_canary_part,
 )
 from promptpath.probes.hophints import hops_named
-from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
-from promptpath.probes.idle_verdict import judge
+from promptpath.probes.idle_timeout.measure import IdleWatch, Outcome, PauseRun, measure_pause
+from promptpath.probes.idle_timeout.verdict import judge
 from promptpath.probes.settings import ControlsVia, ProbeSettings
 
 #: Tokens before the pause, and after it (so a survivor ends with its terminal marker).
@@ -165,7 +165,7 @@ class IdleTimeoutProbe(Probe):
         )
 
     async def run(self, ctx: ProbeContext) -> Finding:
-        from promptpath.probes.idle_watch import watch_idle
+        from promptpath.probes.idle_timeout.watch import watch_idle
 
         if ctx.options.target.websocket:
             return await self._websocket(ctx)
@@ -243,8 +243,8 @@ class IdleTimeoutProbe(Probe):
     async def _websocket(ctx: ProbeContext) -> Finding:
         """Over WebSocket: a quiet socket after a response; when cut, the same with pings
         (a pause inside a response is the same silence to a hop that tunnels frames)."""
-        from promptpath.probes import ws_idle_verdict
-        from promptpath.probes.ws_idle_watch import watch_quiet
+        from promptpath.probes.idle_timeout import ws_verdict as ws_idle_verdict
+        from promptpath.probes.idle_timeout.ws_watch import watch_quiet
 
         options = ctx.options
         cap = idle_max(ctx.settings)

@@ -19,7 +19,7 @@ from promptpath.core.timeline import Timeline
 from promptpath.net.http import TCPConnection, TCPTransport
 from promptpath.net.idle import IdleEnd, watch_closed
 from promptpath.options import RunOptions
-from promptpath.probes.idle_measure import CloseKind, IdleWatch, ReuseOutcome
+from promptpath.probes.idle_timeout.measure import CloseKind, IdleWatch, ReuseOutcome
 from promptpath.tracer.orchestrator import Tracer, new_timeline
 
 #: How often the watch reports that the connection is still open.

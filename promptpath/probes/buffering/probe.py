@@ -14,9 +14,9 @@ from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import count_content
 from promptpath.options import BEDROCK_PROVIDERS, RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.buffering_compression import wants_identity_check, with_identity_check
-from promptpath.probes.buffering_mechanism import BEDROCK_GUARDRAIL_SYNC, ProviderHold
-from promptpath.probes.buffering_verdict import PROBE, judge
+from promptpath.probes.buffering.compression import wants_identity_check, with_identity_check
+from promptpath.probes.buffering.mechanism import BEDROCK_GUARDRAIL_SYNC, ProviderHold
+from promptpath.probes.buffering.verdict import PROBE, judge
 from promptpath.probes.canary import canary_controls, check_controls, skipped, with_controls
 from promptpath.probes.settings import CanarySettings
 from promptpath.tracer.request import offered_encodings, sent_header

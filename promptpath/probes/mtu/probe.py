@@ -13,7 +13,7 @@ import anyio
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.mtu_verdict import PROBE, Attempt, judge
+from promptpath.probes.mtu.verdict import PROBE, Attempt, judge
 
 HANDSHAKE_TIMEOUT_S = 2.0
 SEARCH_STEPS = 5

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from promptpath.core.findings import Finding, Verdict
-from promptpath.probes.idle_measure import SOCKET_RESOLUTION_S, IdleWatch, PauseRun
+from promptpath.probes.idle_timeout.measure import SOCKET_RESOLUTION_S, IdleWatch, PauseRun
 
 PROBE = "idle-timeout"
 SAME_CUT_S = 1.0  # two cuts this close (or within 10 %) are the same limit

@@ -13,7 +13,7 @@ import anyio
 
 from promptpath.net.transport import TransportError
 from promptpath.options import RunOptions
-from promptpath.probes.ws_idle_verdict import QuietWatch
+from promptpath.probes.idle_timeout.ws_verdict import QuietWatch
 from promptpath.tracer.body import redact_for
 from promptpath.tracer.ingest import snippet
 from promptpath.tracer.orchestrator import Tracer, new_timeline, transport_for

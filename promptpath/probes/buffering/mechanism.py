@@ -47,7 +47,7 @@ from typing import Literal
 from promptpath.core.coalescing import COALESCE_SLACK_NS, Coalescing
 from promptpath.core.findings import Verdict
 from promptpath.core.timeline import StreamEvent, Timeline, content_events
-from promptpath.probes.delivery import (
+from promptpath.probes.buffering.delivery import (
     BURST_SHARE,
     MIN_EVENTS,
     MIN_FLUSH_EVENTS,

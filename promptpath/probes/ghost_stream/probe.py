@@ -35,7 +35,7 @@ from promptpath.net.http import TCPConnection, TCPTransport
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.canary import canary_controls, is_canary, with_controls
-from promptpath.probes.ghost_verdict import PROBE, GhostRun, Style, judge
+from promptpath.probes.ghost_stream.verdict import PROBE, GhostRun, Style, judge
 from promptpath.probes.settings import ProbeSettings
 from promptpath.tracer.orchestrator import Tracer, new_timeline, ssl_context_for
 

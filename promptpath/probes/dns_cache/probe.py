@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from promptpath.core.findings import Finding
 from promptpath.net.dns import is_ip_literal
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.dns_verdict import Observations, ResolverCheck, judge, skipped
+from promptpath.probes.dns_cache.verdict import Observations, ResolverCheck, judge, skipped
 from promptpath.probes.settings import DNSCacheSettings, ProbeSettings
 
 if TYPE_CHECKING:

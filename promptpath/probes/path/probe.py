@@ -20,8 +20,8 @@ import anyio
 from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.mtu import MTUProbe, mtu_finding
-from promptpath.probes.path_verdict import PROBE, Listening, Sample, judge, skipped
+from promptpath.probes.mtu.probe import MTUProbe, mtu_finding
+from promptpath.probes.path.verdict import PROBE, Listening, Sample, judge, skipped
 
 ROUNDS = 3  # probes per hop, as mtr's and tcptraceroute's defaults
 MAX_TTL = 15
