@@ -4,6 +4,7 @@ once spelt by hand and both went stale), and reading it costs `--help` no probe'
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -33,6 +34,14 @@ def test_each_name_loads_the_probe_registered_under_it_and_no_other_is_registere
         assert cls.name == name, f"{module_of(name)} registers {cls.name!r}, not {name!r}"
         assert cls.__module__ == module_of(name)
     assert set(REGISTRY) == set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_verdict_names_its_probe_by_one_constant_probe(name: str) -> None:
+    # One spelling across the folders (it was PROBE in seven verdicts and NAME in four).
+    verdict = importlib.import_module(f"promptpath.probes.{folder_of(name)}.verdict")
+    assert name == verdict.PROBE
+    assert not hasattr(verdict, "NAME")
 
 
 def _help_of(command: str) -> str:

@@ -68,7 +68,7 @@ def requests_for(options: RunOptions) -> int:
 
 @register
 class BufferingProbe(Probe):
-    name = "buffering"
+    name = PROBE
     description = "does a hop buffer the stream and deliver it in blocks?"
 
     def cost(self, ctx: ProbeContext) -> Cost:

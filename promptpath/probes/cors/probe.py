@@ -17,7 +17,7 @@ from promptpath.core.findings import Finding
 from promptpath.net.transport import TransportError, WireRequest
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.cors.verdict import NAME, PROBE_ORIGIN, Preflight, judge, websocket_skip
+from promptpath.probes.cors.verdict import PROBE, PROBE_ORIGIN, Preflight, judge, websocket_skip
 from promptpath.tracer.orchestrator import Tracer, new_timeline, transport_for
 from promptpath.tracer.request import SECRET_HEADERS, key_sent, sent_header
 
@@ -77,7 +77,7 @@ async def send_preflight(options: RunOptions) -> Preflight:
 
 @register
 class CORSProbe(Probe):
-    name = NAME
+    name = PROBE
     description = "may any web page call this endpoint with a key? (one preflight, no key)"
 
     def cost(self, ctx: ProbeContext) -> Cost:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from promptpath.core.findings import Finding, Verdict
 
-NAME = "cors"
+PROBE = "cors"
 #: An origin no real deployment allows: only an endpoint that allows any origin says yes.
 PROBE_ORIGIN = "https://promptpath-cors-check.invalid"
 CORS_HEADERS = (
@@ -59,7 +59,7 @@ def websocket_skip(url: str) -> Finding:
     the server to check), so there is no preflight to judge."""
     scheme = url.split(":", 1)[0]
     return Finding(
-        probe=NAME,
+        probe=PROBE,
         verdict=Verdict.SKIP,
         summary=(
             f"a {scheme}:// target: browsers send no CORS preflight before a WebSocket"
@@ -97,7 +97,7 @@ def judge(preflight: Preflight, response: Sequence[tuple[str, str]], *, takes_ke
     quoted = f"preflight answered {_quote(pre)}" if pre else f"the response carried {_quote(real)}"
     if reflected and credentials:
         return Finding(
-            probe=NAME,
+            probe=PROBE,
             verdict=Verdict.FAIL,
             summary=f"reflects any origin with credentials allowed: Origin {PROBE_ORIGIN} got"
             f" back {_quote(pre)}",
@@ -112,7 +112,7 @@ def judge(preflight: Preflight, response: Sequence[tuple[str, str]], *, takes_ke
         what = "Access-Control-Allow-Origin: *" if not reflected else "any origin (echoed back)"
         why = "Authorization" if auth_allowed else "credentials"
         return Finding(
-            probe=NAME,
+            probe=PROBE,
             verdict=Verdict.FAIL,
             summary=f"allows {what} with {why}: any web page can call it with a key; {quoted}",
             evidence=evidence,
@@ -123,7 +123,7 @@ def judge(preflight: Preflight, response: Sequence[tuple[str, str]], *, takes_ke
         )
     if (any_origin or real_origin == "*") and takes_key:
         return Finding(
-            probe=NAME,
+            probe=PROBE,
             verdict=Verdict.WARN,
             summary="allows any origin on an endpoint that takes a key, though its preflight"
             f" does not let browsers send Authorization; {quoted}",
@@ -141,4 +141,4 @@ def judge(preflight: Preflight, response: Sequence[tuple[str, str]], *, takes_ke
         summary = f"does not allow an unrelated origin ({PROBE_ORIGIN}); {quoted}"
     if preflight.error is not None:
         summary += f" (preflight: {preflight.error})"
-    return Finding(probe=NAME, verdict=Verdict.PASS, summary=summary, evidence=evidence)
+    return Finding(probe=PROBE, verdict=Verdict.PASS, summary=summary, evidence=evidence)

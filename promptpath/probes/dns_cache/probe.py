@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, ClassVar
 from promptpath.core.findings import Finding
 from promptpath.net.dns import is_ip_literal
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.dns_cache.verdict import Observations, ResolverCheck, judge, skipped
+from promptpath.probes.dns_cache.verdict import (
+    PROBE,
+    Observations,
+    ResolverCheck,
+    judge,
+    skipped,
+)
 from promptpath.probes.settings import DNSCacheSettings, ProbeSettings
 
 if TYPE_CHECKING:
@@ -83,7 +89,7 @@ def not_resolved_through_dns(host: str) -> str | None:
 
 @register
 class DNSCacheProbe(Probe):
-    name: ClassVar[str] = "dns-cache"
+    name: ClassVar[str] = PROBE
     description: ClassVar[str] = (
         "compare cached DNS answers with the zone's authoritative servers"
         " (stale, serve-stale, inflated TTL)"

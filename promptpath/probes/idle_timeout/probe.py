@@ -31,7 +31,7 @@ from promptpath.probes.canary import (
 )
 from promptpath.probes.hophints import hops_named
 from promptpath.probes.idle_timeout.measure import IdleWatch, Outcome, PauseRun, measure_pause
-from promptpath.probes.idle_timeout.verdict import judge
+from promptpath.probes.idle_timeout.verdict import PROBE, judge
 from promptpath.probes.settings import ControlsVia, ProbeSettings
 
 #: Tokens before the pause, and after it (so a survivor ends with its terminal marker).
@@ -144,7 +144,7 @@ def outcome_of(
 
 @register
 class IdleTimeoutProbe(Probe):
-    name = "idle-timeout"
+    name = PROBE
     description = "does a hop cut idle connections or silent streams, and after how long?"
 
     def cost(self, ctx: ProbeContext) -> Cost:

@@ -18,8 +18,8 @@ from typing import Literal
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.wsclose import close_words
+from promptpath.probes.idle_timeout.verdict import PROBE
 
-PROBE = "idle-timeout"
 #: A pinged socket cut this close to the quiet one's threshold was cut by the same timer.
 SAME_TIMER_SLACK_S = 0.5
 #: Stamps at the socket, timers in the hops.

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.ratelimit.verdict import NAME, judge
+from promptpath.probes.ratelimit.verdict import PROBE, judge
 
 
 @register
 class RateLimitProbe(Probe):
-    name = NAME
+    name = PROBE
     description = "how much of each rate limit is left; on a 429, the edge or the application?"
 
     def cost(self, ctx: ProbeContext) -> Cost:
@@ -23,7 +23,7 @@ class RateLimitProbe(Probe):
         result = ctx.result
         if result is None or result.timeline.status is None:
             return Finding(
-                probe=NAME,
+                probe=PROBE,
                 verdict=Verdict.SKIP,
                 summary="no response came back: no headers to read rate limits from",
             )

@@ -26,7 +26,7 @@ from email.utils import parsedate_to_datetime
 from promptpath.core.findings import Finding, Verdict
 from promptpath.probes.hophints import hops_named
 
-NAME = "ratelimit"
+PROBE = "ratelimit"
 #: Below this share of the limit left, say so before the limit bites.
 LOW_SHARE = 0.10
 
@@ -291,7 +291,7 @@ def judge(headers: Sequence[tuple[str, str]], status: int | None, now_unix_s: fl
         return _on_429(dims, headers, retry_s, evidence)
     if not dims:
         return Finding(
-            probe=NAME,
+            probe=PROBE,
             verdict=Verdict.PASS,
             summary=f"not rate-limited (status {status}); the answer carried no rate-limit headers",
             evidence=evidence,
@@ -299,7 +299,7 @@ def judge(headers: Sequence[tuple[str, str]], status: int | None, now_unix_s: fl
     low = [d for d in dims if d.share_left is not None and d.share_left < LOW_SHARE]
     if low:
         return Finding(
-            probe=NAME,
+            probe=PROBE,
             verdict=Verdict.WARN,
             summary="close to the limit: " + "; ".join(_left(d) for d in low),
             evidence=evidence,
@@ -309,7 +309,7 @@ def judge(headers: Sequence[tuple[str, str]], status: int | None, now_unix_s: fl
             ],
         )
     return Finding(
-        probe=NAME,
+        probe=PROBE,
         verdict=Verdict.PASS,
         summary="within limits: " + "; ".join(_left(d) for d in dims),
         evidence=evidence,
@@ -356,7 +356,7 @@ def _on_429(
         )
         advice = ["compare with a request that bypasses any gateway to find the limiting hop"]
     return Finding(
-        probe=NAME,
+        probe=PROBE,
         verdict=Verdict.FAIL,
         summary=summary,
         evidence={**evidence, "layer": layer, "edge": edge},

@@ -25,7 +25,7 @@ from promptpath.net.tlspeek import Peek, peek_tls
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.settings import ProbeSettings
 from promptpath.probes.tls.verdict import (
-    NAME,
+    PROBE,
     Facts,
     judge,
 )
@@ -86,7 +86,7 @@ async def _address(ctx: ProbeContext) -> tuple[str, int] | None:
 
 @register
 class TLSProbe(Probe):
-    name = NAME
+    name = PROBE
     description = "certificate expiry, TLS version, chain and name (one handshake, no request)"
 
     def cost(self, ctx: ProbeContext) -> Cost:
@@ -96,7 +96,7 @@ class TLSProbe(Probe):
         opts = ctx.options
         if opts.target.scheme != "https":
             return Finding(
-                probe=NAME, verdict=Verdict.SKIP, summary="plain http:// target: no TLS to judge"
+                probe=PROBE, verdict=Verdict.SKIP, summary="plain http:// target: no TLS to judge"
             )
         warn_days, fail_days = thresholds(ctx.settings)
         tls = ctx.result.timeline.tls if ctx.result is not None else None

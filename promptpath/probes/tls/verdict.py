@@ -14,7 +14,7 @@ from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import CertInfo
 from promptpath.probes.settings import TLSSettings
 
-NAME = "tls"
+PROBE = "tls"
 DEFAULT_WARN_DAYS = TLSSettings().warn_days
 DEFAULT_FAIL_DAYS = TLSSettings().fail_days
 #: Versions below TLS 1.2: deprecated by RFC 8996, refused by current clients.
@@ -228,7 +228,7 @@ def judge(facts: Facts, *, warn_days: int, fail_days: int) -> Finding:
     }
     if cert is None and facts.version is None:
         return Finding(
-            probe=NAME,
+            probe=PROBE,
             verdict=Verdict.SKIP,
             summary="no TLS handshake completed: nothing to judge"
             + (f" ({facts.chain_note})" if facts.chain_note else ""),
@@ -245,11 +245,11 @@ def judge(facts: Facts, *, warn_days: int, fail_days: int) -> Finding:
             else "chain not checked"
         )
         return Finding(
-            probe=NAME, verdict=Verdict.PASS, summary=", ".join(parts), evidence=evidence
+            probe=PROBE, verdict=Verdict.PASS, summary=", ".join(parts), evidence=evidence
         )
     worst = max(issues, key=lambda i: i.verdict.severity).verdict
     return Finding(
-        probe=NAME,
+        probe=PROBE,
         verdict=worst,
         summary="; ".join(i.words for i in issues),
         evidence=evidence,

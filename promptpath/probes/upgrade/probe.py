@@ -21,7 +21,7 @@ from promptpath.net.transport import TransportError, WireRequest
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.upgrade.verdict import (
-    NAME,
+    PROBE,
     PlainAnswer,
     UpgradeTry,
     judge,
@@ -185,7 +185,7 @@ def wants_plain(up: UpgradeTry) -> bool:
 
 @register
 class UpgradeProbe(Probe):
-    name = NAME
+    name = PROBE
     description = "does the WebSocket upgrade get through, and stay open? (no message sent)"
 
     def cost(self, ctx: ProbeContext) -> Cost:

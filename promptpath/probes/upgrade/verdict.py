@@ -27,7 +27,7 @@ from typing import Literal
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.wsclose import close_words
 
-NAME = "upgrade"
+PROBE = "upgrade"
 
 #: Statuses that refuse the upgrade on purpose, whatever a plain GET gets.
 DELIBERATE = frozenset({401, 403, 407, 429})
@@ -262,7 +262,7 @@ def judge(up: UpgradeTry, plain: PlainAnswer | None = None) -> Finding:
         else {"status": plain.status, "server": plain.server, "error": plain.error},
     }
     return Finding(
-        probe=NAME,
+        probe=PROBE,
         verdict=judged.verdict,
         summary=judged.summary,
         evidence=evidence,
@@ -274,7 +274,7 @@ def not_websocket(url: str) -> Finding:
     """The skip for a target that is not ws:// or wss://."""
     scheme = url.split(":", 1)[0]
     return Finding(
-        probe=NAME,
+        probe=PROBE,
         verdict=Verdict.SKIP,
         summary=f"a {scheme}:// target: no WebSocket upgrade to check (give a ws:// or wss:// URL)",
     )
