@@ -41,7 +41,7 @@ class CanarySettings:
 class DNSCacheSettings:
     """--dns-recheck, --authoritative (the dns-cache probe)."""
 
-    #: Two whole-second TTLs closer together than this may be equal (dns_signals'
+    #: Two whole-second TTLs closer together than this may be equal (dns_cache.signals'
     #: MIN_COUNTDOWN_S, held equal by a unit test).
     MIN_RECHECK_S = 2.0
     #: Longest pause between the two TTL queries the probe will wait.

@@ -2,10 +2,10 @@
 
 It sends its own traced request for a stream long enough to show a buffer (a counting
 prompt within --max-tokens; with --canary, a paced stream from ``promptpath serve``) and
-hands the timeline to the pure verdict in ``buffering_verdict``. The request is shaped
+hands the timeline to the pure verdict in ``buffering.verdict``. The request is shaped
 like the user's client (--as): when it comes back compressed in a coding that client
 accepts and held back, a second, identical request with ``Accept-Encoding: identity``
-tells whether the compression is what holds it (``buffering_compression``).
+tells whether the compression is what holds it (``compression``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Blind mode (any endpoint) reads only arrival stamps: the delivery shape from
 ``delivery`` (streamed, bursts, whole), plus header signs and hops named in headers.
-What held the stream back (``buffering_mechanism``) decides the grade, so a hop gets the
+What held the stream back (``mechanism``) decides the grade, so a hop gets the
 same verdict whatever the model's speed.
 
 Canary mode (the target is ``promptpath serve``) also has each event's server send time:

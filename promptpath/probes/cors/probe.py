@@ -1,6 +1,6 @@
 """The ``cors`` probe: one preflight ``OPTIONS`` with an unrelated Origin, the way a
 browser asks before a cross-origin POST with ``Authorization`` (no key is sent), then the
-traced response's own headers; the verdict lives in ``cors_verdict``.
+traced response's own headers; the verdict lives in ``cors.verdict``.
 
 The preflight goes the trace's way (``--resolve``, ``--connect-to``, a forward proxy, the
 HTTP version) over a connection of its own.

@@ -2,7 +2,7 @@
 
 Asks the system path (getaddrinfo) and the recursive resolver(s) twice, ``dns_recheck_s``
 apart, while it finds the zone's authoritative servers and asks them without recursion.
-The I/O lives in ``promptpath.net.dnsquery`` / ``dnswalk``; the verdict in ``dns_verdict``.
+The I/O lives in ``promptpath.net.dnsquery`` / ``dnswalk``; the verdict in ``verdict``.
 It runs whether or not the traced request succeeded: a refused connection to a stale
 address is exactly when it matters.
 """

@@ -6,7 +6,7 @@
 * ``PauseRun`` — a stream from ``promptpath serve`` asked to fall silent after token K
   (canary mode), with its cut timed by ``measure_pause`` from the stream's timeline.
 
-The verdict on them is in ``idle_verdict``.
+The verdict on them is in ``verdict``.
 """
 
 from __future__ import annotations

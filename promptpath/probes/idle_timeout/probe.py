@@ -2,7 +2,7 @@
 
 Two measurements run side by side, each on its own connection:
 
-* keep-alive idle (any endpoint): ``idle_watch.watch_idle`` holds a connection idle
+* keep-alive idle (any endpoint): ``watch.watch_idle`` holds a connection idle
   after a complete response and stamps the peer's FIN/RST at the socket, up to --idle-max;
 * mid-stream pause (--canary): ``promptpath serve`` pauses after token K for --idle-max
   seconds. A cut gives the threshold directly (one long request, no search); the same

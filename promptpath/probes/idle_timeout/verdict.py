@@ -1,6 +1,6 @@
 """Idle-timeout verdict: from the probe's observations to a Finding. Pure: no clock, no I/O.
 
-The observations (``idle_measure``): the keep-alive watch (``IdleWatch``) and, in canary
+The observations (``measure``): the keep-alive watch (``IdleWatch``) and, in canary
 mode, one or two paused streams (``PauseRun``). A cut of the first pause gives the hop's
 idle threshold; the same pause with SSE keepalive comments tells an idle timeout (the
 stream survives) from an absolute limit (it dies at the same elapsed time).

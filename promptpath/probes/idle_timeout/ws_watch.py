@@ -1,6 +1,6 @@
 """The idle-timeout probe over WebSocket: one traced response, then the same socket held
 quiet (``WebSocketConnection.after``), optionally with our pings in the silence, until
-the close or the cap. The verdict is ``ws_idle_verdict``.
+the close or the cap. The verdict is ``ws_verdict``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ``ratelimit`` probe: how much of each rate limit is left, and who answered a 429.
 
 It sends nothing: the traced request's own response headers (OpenAI's, Anthropic's, the
-IETF fields, Retry-After) are read by the pure verdict in ``ratelimit_verdict``.
+IETF fields, Retry-After) are read by the pure verdict in ``ratelimit.verdict``.
 """
 
 from __future__ import annotations

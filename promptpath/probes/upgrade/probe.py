@@ -1,4 +1,4 @@
-"""The ``upgrade`` probe: a WebSocket upgrade of its own, judged by ``upgrade_verdict``.
+"""The ``upgrade`` probe: a WebSocket upgrade of its own, judged by ``upgrade.verdict``.
 
 It goes the trace's way (``--resolve``, ``--connect-to``, a forward proxy's CONNECT),
 sends the upgrade GET with the trace's headers and **no message** (nothing is billed),
