@@ -21,6 +21,7 @@ from promptpath.core.errors import PromptpathError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
 from promptpath.plan import flags
+from promptpath.probes.catalog import listed_names
 
 
 def _show_help(ctx: typer.Context, _param: Any, value: bool) -> None:
@@ -176,8 +177,7 @@ _NAMES = inspect.Parameter(
         list[str] | None,
         typer.Argument(
             metavar="[NAME]...",
-            help="Probes to run: buffering, idle-timeout, dns-cache, ghost-stream, ratelimit,"
-            " tls, cors (default: all).",
+            help=f"Probes to run: {listed_names()} (default: all).",
         ),
     ],
 )

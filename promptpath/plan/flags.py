@@ -10,7 +10,8 @@ This module must stay cheap to import (`--help` and `--version` load it): typer 
 standard library only. The choices of --provider, --http and --as are spelled out rather
 than imported; tests/unit/test_cli_help.py holds them equal to the Literal types the
 values are checked against. Defaults a probe owns come from ``probes/settings.py``, a
-module of plain dataclasses kept cheap for this reason.
+module of plain dataclasses kept cheap for this reason, and the probes' names from
+``probes/catalog.py``, which imports nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Annotated, Any, Final, TypeVar
 
 import typer
 
+from promptpath.probes.catalog import listed_names
 from promptpath.probes.settings import (
     CanarySettings,
     DNSCacheSettings,
@@ -368,8 +370,7 @@ FLAGS: tuple[Flag, ...] = (
         type=list[str] | None,
         default=None,
         metavar="NAME",
-        help="Run a probe after the trace: buffering, idle-timeout, dns-cache,"
-        " ghost-stream, ratelimit, tls, cors, path, mtu or all (repeatable).",
+        help=f"Run a probe after the trace: {listed_names()} or all (repeatable).",
         panel=PROBES,
         commands=RUN,
     ),

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 
 from promptpath.core.findings import Finding, Verdict
-from promptpath.probes.buffering_mechanism import TIMER_FAIL_MS
-from promptpath.probes.buffering_verdict import judge
+from promptpath.probes.buffering.mechanism import TIMER_FAIL_MS
+from promptpath.probes.buffering.verdict import judge
 from tests.unit.test_buffering_verdict import timeline
 
 RATES = (10.0, 20.0, 50.0, 100.0)

@@ -4,8 +4,8 @@ traces (the shapes the lab chain gave, tests/lab/test_path_probe.py)."""
 from __future__ import annotations
 
 from promptpath.core.findings import Verdict
-from promptpath.probes.mtu_verdict import Attempt, judge, place
-from promptpath.probes.path_hops import Kind, Sample
+from promptpath.probes.mtu.verdict import Attempt, judge, place
+from promptpath.probes.path.hops import Kind, Sample
 
 DEST = "192.0.2.9"
 ROUTERS = ("10.0.1.2", "10.0.2.2", "10.0.3.2")

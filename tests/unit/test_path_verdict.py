@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from promptpath.core.findings import Verdict
-from promptpath.probes.mtu_verdict import Attempt
-from promptpath.probes.path_hops import Sample, hops_of
-from promptpath.probes.path_verdict import judge, read
+from promptpath.probes.mtu.verdict import Attempt
+from promptpath.probes.path.hops import Sample, hops_of
+from promptpath.probes.path.verdict import judge, read
 
 DEST = "192.0.2.9"
 
@@ -117,7 +117,7 @@ def test_the_probe_skips_with_its_reason_where_there_is_no_path_to_trace() -> No
     from promptpath.core.timeline import Timeline
     from promptpath.options import RunOptions, parse_target
     from promptpath.probes.base import ProbeContext
-    from promptpath.probes.path import PathProbe
+    from promptpath.probes.path.probe import PathProbe
     from promptpath.proxies import ProxyChoice
     from promptpath.tracer.orchestrator import TraceResult
 
@@ -174,7 +174,7 @@ def _attempt(mss: int | None, ok: bool, received: int = 5000) -> Attempt:
 
 
 def test_mtu_black_hole_bracketed_by_the_search() -> None:
-    from promptpath.probes.mtu_verdict import judge as judge_mtu
+    from promptpath.probes.mtu.verdict import judge as judge_mtu
 
     attempts = [
         _attempt(None, False),
@@ -193,7 +193,7 @@ def test_mtu_black_hole_bracketed_by_the_search() -> None:
 
 
 def test_mtu_full_size_passes_and_a_dead_server_is_not_called_a_black_hole() -> None:
-    from promptpath.probes.mtu_verdict import judge as judge_mtu
+    from promptpath.probes.mtu.verdict import judge as judge_mtu
 
     ok = judge_mtu([_attempt(None, True)], largest_working_mss=None, headers=40)
     assert ok.verdict is Verdict.PASS

@@ -8,8 +8,8 @@ import struct
 
 from promptpath.core.findings import Verdict
 from promptpath.net.rawicmp import PROTO_TCP, PROTO_UDP, parse, read_counter
-from promptpath.probes.path_hops import Sample
-from promptpath.probes.path_verdict import Listening, judge
+from promptpath.probes.path.hops import Sample
+from promptpath.probes.path.verdict import Listening, judge
 
 
 def _ipv4(src: str, dst: str, protocol: int, payload: bytes, ttl: int = 64) -> bytes:
