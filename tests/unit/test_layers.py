@@ -48,8 +48,11 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.otel": ("promptpath.report.runs",),
     # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
     "promptpath.outputs.otlp_sdk": ("promptpath.report.otel",),
-    # The option table is read by every --help: typer and the probes' plain settings only.
-    "promptpath.plan.flags": ("promptpath.probes.settings",),
+    # The option table is read by every --help: typer, the probes' plain settings and the
+    # output formats' table only.
+    "promptpath.plan.flags": ("promptpath.probes.settings", "promptpath.outputs.formats"),
+    # The formats' table is read by every --help: it names its writers, never imports them.
+    "promptpath.outputs.formats": (),
     # (net.dnsmsg parses --authoritative, core.urlsafe quotes a bad --canary-admin: each
     # imported only when one is given)
     "promptpath.probes.settings": ("promptpath.net.dnsmsg", "promptpath.core.urlsafe"),
