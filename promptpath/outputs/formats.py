@@ -23,26 +23,28 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 #: Where a format goes: printed on stdout, sent to an OTLP collector, pushed to a
 #: Pushgateway, or written to a file checked before the run.
 Goes = Literal["stdout", "collector", "push", "file"]
 
 
-class WriteContext(Protocol):
-    """What a writer may read besides the report (outputs.deliver.ExportPlan has it)."""
+if TYPE_CHECKING:  # for the type checker alone: a Protocol class costs every --help
 
-    @property
-    def fail_on(self) -> str: ...
-    @property
-    def labels(self) -> tuple[tuple[str, str], ...]: ...
-    @property
-    def command(self) -> tuple[str, ...]: ...
+    class WriteContext(Protocol):
+        """What a writer may read besides the report (outputs.deliver.ExportPlan has it)."""
 
+        @property
+        def fail_on(self) -> str: ...
+        @property
+        def labels(self) -> tuple[tuple[str, str], ...]: ...
+        @property
+        def command(self) -> tuple[str, ...]: ...
 
-#: A writer: the JSON report (a run or a series) and the context, to the format's text.
-Writer = Callable[[Mapping[str, Any], WriteContext], str]
+    #: A writer: the JSON report (a run or a series) and the context, to the format's text.
+    Writer = Callable[[Mapping[str, Any], WriteContext], str]
+
 
 _RUN: Final = frozenset({"run"})
 _EVERY: Final = frozenset({"run", "probe", "demo"})
@@ -176,8 +178,6 @@ __all__ = [
     "MACHINE_EXPORTS",
     "Format",
     "Goes",
-    "WriteContext",
-    "Writer",
     "formats_of",
     "going",
     "writer",

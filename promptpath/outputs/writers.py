@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from promptpath.outputs.formats import WriteContext
+if TYPE_CHECKING:
+    from promptpath.outputs.formats import WriteContext
 
 
 def json_text(report: Mapping[str, Any], _context: WriteContext) -> str:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,6 +20,9 @@ from promptpath.core.errors import UsageError
 from promptpath.outputs import formats
 from promptpath.outputs.deliver import ExportPlan, plan_exports, write_exports
 from promptpath.plan import flags
+
+if TYPE_CHECKING:
+    from promptpath.outputs.formats import WriteContext
 
 PACKAGE = Path(promptpath.__file__).parent
 SAMPLE: dict[str, Any] = json.loads((PACKAGE.parent / "examples/sample-run.json").read_text())
@@ -85,7 +88,7 @@ def test_demos_output_help_is_runs() -> None:
         assert line("demo", option) == line("run", option), option
 
 
-def _csv(report: Mapping[str, Any], _context: formats.WriteContext) -> str:
+def _csv(report: Mapping[str, Any], _context: WriteContext) -> str:
     return f"target,exit_code\n{report['target']['url']},{report['exit_code']}\n"
 
 
