@@ -274,7 +274,7 @@ def build_command(name: str) -> Any:
     the group would build it (typer.main.get_command on a one-command app)."""
     load, help_text = _COMMANDS[name]
     one = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
-    one.command(name, cls=_Command, help=help_text)(load())
+    one.command(name, cls=_Command, help=help_text)(flags.signed(load()))
     return typer.main.get_command(one)
 
 

@@ -674,15 +674,28 @@ def signature(leading: Iterable[inspect.Parameter], command: str) -> inspect.Sig
 
 def declare(command: str, *leading: inspect.Parameter) -> Callable[[F], F]:
     """Decorator: give a ``(ctx, ..., **values)`` function the table's options as its
-    signature, so typer declares them and passes them back as keyword arguments."""
+    signature, so typer declares them and passes them back as keyword arguments.
+
+    The signature is made when the command is built (``signed``), not when the module is
+    imported: `promptpath --help` and `promptpath run` build no other command's options."""
 
     def apply(func: F) -> F:
-        sig = signature(leading, command)
-        func.__signature__ = sig  # type: ignore[attr-defined]
-        func.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
+        func.__promptpath_declared__ = (command, leading)  # type: ignore[attr-defined]
         return func
 
     return apply
+
+
+def signed(func: F) -> F:
+    """``func`` with the signature ``declare`` gave it, made on first use; a function
+    that was not declared is returned as it is."""
+    declared = getattr(func, "__promptpath_declared__", None)
+    if declared is not None and "__signature__" not in vars(func):
+        command, leading = declared
+        sig = signature(leading, command)
+        func.__signature__ = sig  # type: ignore[attr-defined]
+        func.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
+    return func
 
 
 __all__ = [
@@ -695,4 +708,5 @@ __all__ = [
     "flags_of",
     "output_flag",
     "signature",
+    "signed",
 ]
