@@ -14,7 +14,7 @@ import pytest
 from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
 from promptpath.options import ClientName, HTTPChoice, Provider
-from tests.helpers.cli import run_cli
+from tests.helpers.cli import fresh_import_shows, run_cli
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
 
@@ -148,13 +148,9 @@ def test_a_misspelt_command_is_named_with_the_nearest_real_one() -> None:
 def test_importing_the_faces_makes_no_commands_options() -> None:
     # Each command's options (run and probe: ~100 typer.Options each) are made when that
     # command is built, not when the CLI module loads: `promptpath --help` makes none.
-    import subprocess
-    import sys
-
-    code = (
+    made = fresh_import_shows(
         "import promptpath.cli.faces as f\n"
         "print([n for n in ('run', 'probe', 'demo', 'exporter')"
         " if '__signature__' in vars(getattr(f, n))])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]", out.stdout
+    assert made == "[]", made

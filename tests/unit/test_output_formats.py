@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import ast
 import json
-import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +18,7 @@ from promptpath.core.errors import UsageError
 from promptpath.outputs import formats
 from promptpath.outputs.deliver import ExportPlan, plan_exports, write_exports
 from promptpath.plan import flags
+from tests.helpers.cli import fresh_import_shows
 
 if TYPE_CHECKING:
     from promptpath.outputs.formats import WriteContext
@@ -47,13 +46,12 @@ def test_each_writer_named_by_the_table_writes_the_sample_report(fmt: formats.Fo
 
 def test_the_table_names_its_writers_without_importing_a_renderer() -> None:
     # flags.py reads the table on every --help: neither the writers nor report/ may load.
-    code = (
+    loaded = fresh_import_shows(
         "import sys, promptpath.plan.flags\n"
         "print(sorted(m for m in sys.modules if m.startswith(('promptpath.report',"
         " 'promptpath.outputs.writers', 'promptpath.outputs.deliver'))))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]", out.stdout
+    assert loaded == "[]", loaded
 
 
 def test_demo_takes_exactly_its_table_rows_and_declares_no_option_inline() -> None:
