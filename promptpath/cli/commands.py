@@ -16,6 +16,10 @@ from promptpath.core.errors import PromptpathError
 from promptpath.environment import Environment
 from promptpath.modes.interrupts import quiet_on_closed_pipe
 from promptpath.modes.outcome import exit_code_for, judge_single, report_console, scrub_result
+from promptpath.outputs.formats import BY_DEST
+
+#: --json's row of the formats table: its writer prints the report on stdout.
+JSON = BY_DEST["json_out"]
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -114,15 +118,13 @@ def deliver(report: Report, plan: Plan, env: Environment, console: Console) -> i
     report.render(console)
     if plan.outputs.otlp is not None:
         _send_otlp(report, plan.outputs.otlp, env)
-    if plan.outputs.json_out:
-        from promptpath.report.json import dumps
-
-        env.stdout.write(dumps(report.json()) + "\n")
-        env.stdout.flush()
     exports = plan.outputs.exports
+    if plan.outputs.json_out:
+        env.stdout.write(JSON.render(report.json(), exports) + "\n")
+        env.stdout.flush()
     if not exports.any:
         return report.code
-    if exports.html is not None:
+    if exports.files:  # the writers that show the command line (--html) read it there
         exports = dataclasses.replace(exports, command=reproduce(plan, env))
     return exports.finish(report.json(), report.code, env)
 

@@ -1,9 +1,10 @@
 """What the exporter answers, as Prometheus text: a probe's metrics, and its own health.
 
-A probe's answer is the textfile export of its JSON report (report/prometheus.py, the same
-metric names) followed by blackbox_exporter's ``probe_success`` and
-``probe_duration_seconds`` and the exporter's own account of that answer (cached or not,
-its age, the deadline, where a deadline cut it). ``Health`` counts what the exporter did;
+A probe's answer is the textfile export of its JSON report (--prom-textfile's writer in
+the formats table, outputs/formats.py: the same metric names) followed by
+blackbox_exporter's ``probe_success`` and ``probe_duration_seconds`` and the exporter's
+own account of that answer (cached or not, its age, the deadline, where a deadline cut
+it). ``Health`` counts what the exporter did;
 ``health_text`` renders it with the guard's state and the process' own figures for
 ``GET /metrics``. Pure: the numbers come in, text goes out.
 """
@@ -16,7 +17,9 @@ from dataclasses import dataclass, field
 
 from promptpath.exporter.http import CLOSE_REASONS, ConnectionStats
 from promptpath.exporter.probe import Outcome
-from promptpath.report.prometheus import Exposition, render
+from promptpath.outputs.deliver import ExportPlan
+from promptpath.outputs.formats import BY_DEST
+from promptpath.report.prometheus import Exposition
 
 #: probe_duration buckets in seconds: a fast stream to a scrape timeout's worth.
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -85,7 +88,8 @@ def probe_text(served: Served) -> str:
         0 if outcome.timed_out_in is None else 1,
         stage=outcome.timed_out_in or "",
     )
-    return render(outcome.report) + out.text()
+    # No --label here: the scrape's own target labels are Prometheus' to add.
+    return BY_DEST["prom_textfile"].render(outcome.report, ExportPlan()) + out.text()
 
 
 @dataclass(slots=True)

@@ -3,7 +3,7 @@
 The one place where options are checked against each other: every conflict between two
 options is a UsageError raised here (tests/unit/test_usage_sites.py holds that), and nothing
 below re-checks. A value that is wrong on its own (a bad URL, a malformed --resolve entry)
-is found by its parser (options.py, proxies.py, core/slo.py, export.py), called from here.
+is found by its parser (options.py, proxies.py, core/slo.py, outputs/deliver.py), called from here.
 
 Values arrive as typer parsed them, keyed by each option's ``dest`` (promptpath/plan/flags.py);
 ``values_for(**given)`` builds them for library callers and tests, the defaults filled in.
@@ -50,6 +50,7 @@ from promptpath.options import (
     parse_target,
     read_input,
 )
+from promptpath.outputs.formats import MACHINE_EXPORTS, going
 from promptpath.plan import flags
 from promptpath.plan.plan import ExporterPlan, FailOn, Outputs, Plan
 from promptpath.probes.settings import ProbeSettings
@@ -652,14 +653,9 @@ def resolve(
     from promptpath.outputs.deliver import plan_exports
 
     exports = plan_exports(
-        junit=values.text("junit"),
-        har=values.text("har"),
-        prom_textfile=values.text("prom_textfile"),
-        pushgateway=values.text("pushgateway"),
+        {fmt.dest: values.text(fmt.dest) for fmt in going("file", "push")},
         labels=values.texts("label"),
         fail_on=fail_on,
-        html=values.text("html"),
-        svg=values.text("svg"),
     )
     otlp_given = values.text("otlp_endpoint") is not None
     probes: tuple[Any, ...] = ()
@@ -721,7 +717,7 @@ def _compare_runs(
             ("--probe", probes),
             ("--warm", options.warm),
             ("--http", http not in (None, "auto")),
-            ("--junit/--har/--prom-textfile/--pushgateway", exports),
+            (MACHINE_EXPORTS, exports),
             ("--otlp-endpoint", otlp),
         )
         if given

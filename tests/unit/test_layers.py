@@ -49,10 +49,16 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
     "promptpath.outputs.otlp_sdk": ("promptpath.report.otel",),
     # The option table is read by every --help: typer, the probes' plain settings and
-    # their names only.
-    "promptpath.plan.flags": ("promptpath.probes.settings", "promptpath.probes.catalog"),
+    # names, and the output formats' table only.
+    "promptpath.plan.flags": (
+        "promptpath.probes.settings",
+        "promptpath.probes.catalog",
+        "promptpath.outputs.formats",
+    ),
     # The probes' names, read by --help: nothing else.
     "promptpath.probes.catalog": (),
+    # The formats' table is read by every --help: it names its writers, never imports them.
+    "promptpath.outputs.formats": (),
     # (net.dnsmsg parses --authoritative, core.urlsafe quotes a bad --canary-admin: each
     # imported only when one is given)
     "promptpath.probes.settings": ("promptpath.net.dnsmsg", "promptpath.core.urlsafe"),
