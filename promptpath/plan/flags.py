@@ -692,9 +692,10 @@ FLAGS: tuple[Flag, ...] = (
 BY_DEST: Final[Mapping[str, Flag]] = {flag.dest: flag for flag in FLAGS}
 
 
-def flags_of(command: str) -> tuple[Flag, ...]:
-    """The options ``command`` takes, in declaration (and --help) order."""
-    return tuple(flag for flag in FLAGS if command in flag.commands)
+def flags_of(command: str, table: Iterable[Flag] = FLAGS) -> tuple[Flag, ...]:
+    """The options ``command`` takes, in declaration (and --help) order (``table``: serve's
+    own, server/command.py, which only `serve` imports)."""
+    return tuple(flag for flag in table if command in flag.commands)
 
 
 def defaults() -> dict[str, object]:
@@ -702,19 +703,23 @@ def defaults() -> dict[str, object]:
     return {flag.dest: flag.default for flag in FLAGS}
 
 
-def signature(leading: Iterable[inspect.Parameter], command: str) -> inspect.Signature:
+def signature(
+    leading: Iterable[inspect.Parameter], command: str, table: Iterable[Flag] = FLAGS
+) -> inspect.Signature:
     """The signature typer reads for ``command``: ``leading`` (context, arguments), then
     every option the table gives it."""
-    params = [*leading, *(flag.parameter() for flag in flags_of(command))]
+    params = [*leading, *(flag.parameter() for flag in flags_of(command, table))]
     return inspect.Signature(params, return_annotation=None)
 
 
-def declare(command: str, *leading: inspect.Parameter) -> Callable[[F], F]:
+def declare(
+    command: str, *leading: inspect.Parameter, table: Iterable[Flag] = FLAGS
+) -> Callable[[F], F]:
     """Decorator: give a ``(ctx, ..., **values)`` function the table's options as its
     signature, so typer declares them and passes them back as keyword arguments."""
 
     def apply(func: F) -> F:
-        sig = signature(leading, command)
+        sig = signature(leading, command, table)
         func.__signature__ = sig  # type: ignore[attr-defined]
         func.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
         return func
