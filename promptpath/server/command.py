@@ -25,6 +25,7 @@ from promptpath.server.behaviour import (
     parse_response_header,
 )
 from promptpath.server.controls import RESPONSE_HEADER, TABLE, Control
+from promptpath.server.dialects import DIALECTS, WEBSOCKET_ONLY
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
 from promptpath.server.sigv4_check import parse_test_credentials
 
@@ -201,8 +202,6 @@ _CTX = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotat
 
 @declare("serve", _CTX, table=SERVE_FLAGS)
 def serve(ctx: typer.Context, **values: Any) -> None:
-    """Run the reference endpoint: a streaming AI API (OpenAI, Responses, Anthropic,
-    Ollama, Gemini, Vertex AI, Azure OpenAI, Cohere) whose timing and failures you control."""
     from promptpath.server.hosting import ServerConfig, ServerSetupError, serve_forever
 
     env = Environment.of(ctx.obj)
@@ -255,3 +254,26 @@ def serve(ctx: typer.Context, **values: Any) -> None:
         raise typer.Exit(int(ExitCode.USAGE)) from None
     except KeyboardInterrupt:
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+
+
+#: The dialects serve speaks, from the server's registry (one line: the registry moves).
+_DIALECTS = ", ".join([*DIALECTS, *(f"{name} (WebSocket)" for name in sorted(WEBSOCKET_ONLY))])
+_FLAGGED = [c.flag for c in TABLE if c.flag is not None]
+
+serve.__doc__ = f"""Run the reference endpoint (a streaming API you control).
+
+It speaks {_DIALECTS}, each at its provider's paths.
+
+Every behaviour option below ({_FLAGGED[0]} to {_FLAGGED[-1]}) is also a request header,
+x-promptpath-<option>, that overrides it for that request alone, e.g.
+'x-promptpath-pause-after: 3' and 'x-promptpath-pause-s: 30'; an unknown x-promptpath-*
+header is refused rather than ignored. The same controls may ride in the request body's
+"promptpath" object ({{"promptpath": {{"pause-after": 3, "pause-s": "30"}}}}) for gateways
+that strip x- headers; a header wins over the body. The first event of each stream reports
+the controls applied and where each came from.
+
+GET /stats answers JSON counters (requests, completions, tokens_sent, tokens_generated,
+client_disconnects and the recent requests); GET /metrics the same in Prometheus text with
+TTFT and stream-duration histograms; GET /stats/requests/ID the request a probe tagged with
+'x-promptpath-probe-id: ID'; GET /healthz answers 200. None of them counts as a request.
+"""

@@ -64,3 +64,16 @@ def test_a_bad_flag_is_named_as_its_flag() -> None:
             build_behaviour({control.name: [bad] if control.repeatable else bad})
         assert caught.value.header == control.flag
         assert caught.value.message.startswith(f"{bad!r} "), caught.value.message
+
+
+def test_serve_help_names_every_dialect_the_server_registry_holds() -> None:
+    """Read from the registry: the hand-written list this replaced had lost Bedrock."""
+    from promptpath.server.dialects import DIALECTS, WEBSOCKET_ONLY
+    from tests.helpers.cli import run_cli
+
+    res = run_cli("serve", "--help")
+    assert res.exit_code == 0
+    spoken = " ".join(res.stdout.split()).partition("It speaks ")[2].partition(", each at")[0]
+    names = [name.removesuffix(" (WebSocket)") for name in spoken.split(", ")]
+    assert names == [*DIALECTS, *sorted(WEBSOCKET_ONLY)]
+    assert "bedrock" in names and "bedrock-invoke" in names
