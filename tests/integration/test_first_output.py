@@ -78,8 +78,12 @@ def test_reasoning_before_text_puts_first_output_after_ttft_by_the_pause(
     body = body_of(run(ref, dialect, 0.3))
     out = body["first_output_ms"]
     assert out["after"] == "reasoning"
-    # A lower bound only: the pause is the server's floor; a loaded machine adds to it.
-    assert out["after_ttft"] >= 290, out
+    # The pause is the server's floor between its two sends; what we measure moves from it
+    # by how late each read was. A loaded machine mostly adds to it, but a reasoning event
+    # read late (our thread waiting for a CPU) shortens it: fresh-clone CI read 266 and 283
+    # ms. So the floor gives way by our own measured wait for a CPU, and no more.
+    waited = body["stream"]["cpu_wait_ms"] or 0.0
+    assert out["after_ttft"] >= 290 - waited, (out, waited)
     assert out["from_start"] == body["milestones_ms"]["first_output"]
     assert out["from_start"] - body["ttft_ms"]["from_start"] == pytest.approx(
         out["after_ttft"], abs=0.01
