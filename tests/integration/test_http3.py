@@ -31,9 +31,10 @@ from promptpath.net.altsvc import https_record
 from promptpath.options import RunOptions, parse_target
 from promptpath.report.compare import compare_json
 from promptpath.report.json import result_json
+from promptpath.result import TraceResult
 from promptpath.tracer import trace_pair
 from promptpath.tracer.h3discovery import discover_h3
-from promptpath.tracer.orchestrator import TraceResult, trace
+from promptpath.tracer.orchestrator import trace
 from tests.helpers.refserver import RefServer, reference_server
 
 CHAT = "/v1/chat/completions"
