@@ -67,12 +67,12 @@ class CompareMode:
 
 
 def _render(console: Console, results: list[TraceResult]) -> None:
-    from promptpath.report.compare import render_compare
+    from promptpath.report.compare_http import render_compare
 
     render_compare(console, results)
 
 
 def _body(results: list[TraceResult], codes: list[int]) -> dict[str, Any]:
-    from promptpath.report.compare import compare_json
+    from promptpath.report.compare_http import compare_json
 
     return compare_json(results, exit_codes=codes)
