@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 from promptpath.cli.commands import RunArgs, build_options  # noqa: E402
 from promptpath.core.analysis import content_events  # noqa: E402
 from promptpath.core.stats import percentile  # noqa: E402
-from promptpath.tracer.orchestrator import TraceResult  # noqa: E402
+from promptpath.result import TraceResult  # noqa: E402
 from tests.helpers.impairer import enter_namespace, impairer_process  # noqa: E402
 from tests.helpers.refserver import reference_server  # noqa: E402
 

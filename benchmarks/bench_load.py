@@ -62,8 +62,8 @@ from promptpath.core.stats import percentile  # noqa: E402
 from promptpath.net import rxstamp  # noqa: E402
 from promptpath.net.rxstamp import RxStampedStream  # noqa: E402
 from promptpath.options import RunOptions  # noqa: E402
+from promptpath.result import TraceResult  # noqa: E402
 from promptpath.tracer.load import STREAMS_PER_CONNECTION, run_concurrent  # noqa: E402
-from promptpath.tracer.orchestrator import TraceResult  # noqa: E402
 
 CLIENT_CPU, SERVER_CPU = 0, 1
 

@@ -31,7 +31,7 @@ from promptpath.options import RunOptions, parse_target
 from promptpath.proxies import parse_proxy_url
 from promptpath.report import terminal
 from promptpath.report.json import dumps, result_json
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 MS = 1_000_000
 KEY = "sk-proj-" + "Zq9Xw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0Ed" * 5 + "abcd"

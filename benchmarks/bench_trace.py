@@ -40,7 +40,8 @@ from promptpath.cli.commands import RunArgs, build_options  # noqa: E402
 from promptpath.core.analysis import compute  # noqa: E402
 from promptpath.core.stats import percentile  # noqa: E402
 from promptpath.modes.progress import LiveProgress  # noqa: E402
-from promptpath.tracer.orchestrator import TraceResult, trace  # noqa: E402
+from promptpath.result import TraceResult  # noqa: E402
+from promptpath.tracer.orchestrator import trace  # noqa: E402
 
 INJECTED_TTFT_MS = 200.0
 RATE = 50.0  # tokens/s → 20 ms cadence

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from promptpath.core.stats import percentile
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 MERGED_MS = 0.1  # (b) above it is counted
 SAME_PACKET_MS = 0.02  # a capture stamp and a kernel receive stamp of one packet

@@ -4,5 +4,6 @@ Nothing here reads a socket or a clock: stamps come in as arguments (``perf_coun
 readings taken by ``promptpath.net``), so every function can be tested with made-up
 timelines. Modules: ``timeline`` (the data model every step appends to), ``errors`` and
 ``exitcodes`` (the failure contract), ``findings`` (probe verdicts as data), ``stats``,
-``analysis`` (metrics from a timeline) and ``compare`` (HTTP/2 against HTTP/3).
+``analysis`` (metrics from a timeline) and ``differences`` (two sides' runs, metric by
+metric, against a noise floor: HTTP/2 against HTTP/3).
 """

@@ -1,4 +1,4 @@
-"""A series of traced prompts (--count, --concurrency): the plan, and the runs aggregated.
+"""A series of traced prompts (--count, --concurrency): its runs aggregated.
 
 Pure: timelines in, distributions out. Percentiles are nearest rank, as for token gaps
 (core/stats.py): each one is a value some run had. Only runs that succeeded enter the

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def mode_for(plan: Plan, env: Environment, console: Console) -> Mode:
     """The mode the plan asks for."""
     if plan.mode == "compare":
-        from promptpath.modes.compare import CompareMode
+        from promptpath.modes.compare_http import CompareMode
 
         return CompareMode(plan, env)
     if plan.mode in ("series", "load"):

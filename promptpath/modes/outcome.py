@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from promptpath.core.slo import SLO, SLOResult
-    from promptpath.tracer.orchestrator import TraceResult
+    from promptpath.result import TraceResult
 
 
 def exit_code_for(result: TraceResult, fail_on: str) -> ExitCode:

@@ -18,7 +18,7 @@ from promptpath.environment import Environment
 from promptpath.modes.interrupts import Stopper, exit_code_of, stop_on_signals
 
 if TYPE_CHECKING:
-    from promptpath.tracer.orchestrator import TraceResult
+    from promptpath.result import TraceResult
 
 
 class Interruptible:

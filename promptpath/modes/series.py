@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from promptpath.environment import Environment
     from promptpath.plan.plan import Plan
     from promptpath.report.series import Level
-    from promptpath.tracer.orchestrator import TraceResult
+    from promptpath.result import TraceResult
 
 
 class _LevelRuns:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from promptpath.core.slo import SLOResult
     from promptpath.environment import Environment
     from promptpath.plan.plan import Plan
-    from promptpath.tracer.orchestrator import TraceResult
+    from promptpath.result import TraceResult
 
 
 class SingleMode:

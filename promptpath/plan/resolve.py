@@ -734,7 +734,7 @@ def _compare_runs(
             f" {options.target.host} to compare the direct path",
             kind="bad_option",
         )
-    from promptpath.core.compare import DEFAULT_RUNS
+    from promptpath.core.differences import DEFAULT_RUNS
 
     runs = DEFAULT_RUNS if runs is None else int(runs)
     if runs < 1:

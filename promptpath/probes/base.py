@@ -12,7 +12,7 @@ from promptpath.probes.settings import ProbeSettings
 
 if TYPE_CHECKING:
     from promptpath.options import RunOptions
-    from promptpath.tracer.orchestrator import TraceResult
+    from promptpath.result import TraceResult
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

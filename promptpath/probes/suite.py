@@ -14,7 +14,7 @@ from promptpath.options import RunOptions
 from promptpath.probes.base import REGISTRY, Probe, ProbeContext
 from promptpath.probes.catalog import NAMES, module_of
 from promptpath.probes.settings import ProbeSettings
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).
 GRACE_S = 5.0

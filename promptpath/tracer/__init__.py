@@ -5,6 +5,6 @@ the request shaped by request.py, and feeds the body to ingest.py, which turns b
 into events on the Timeline; h3discovery.py reads what a TCP run says about HTTP/3.
 """
 
-from promptpath.tracer.orchestrator import Tracer, TraceResult, new_timeline, trace, trace_pair
+from promptpath.tracer.orchestrator import Tracer, new_timeline, trace, trace_pair
 
-__all__ = ["TraceResult", "Tracer", "new_timeline", "trace", "trace_pair"]
+__all__ = ["Tracer", "new_timeline", "trace", "trace_pair"]

@@ -21,7 +21,8 @@ from promptpath.net.interception import judge
 from promptpath.net.tlsinfo import cert_info
 from promptpath.net.transport import ConnectSpec, Recorder
 from promptpath.options import RunOptions
-from promptpath.tracer.orchestrator import TraceResult, new_timeline
+from promptpath.result import TraceResult
+from promptpath.tracer.orchestrator import new_timeline
 
 #: Longest the direct handshake may take (it only adds evidence).
 DIRECT_TIMEOUT_S = 3.0

@@ -15,7 +15,7 @@ from promptpath.net.altsvc import AltService, AltSvc, HTTPSRecord, https_record,
 from promptpath.net.dns import is_ip_literal
 
 if TYPE_CHECKING:
-    from promptpath.tracer.orchestrator import TraceResult
+    from promptpath.result import TraceResult
 
 #: Longest we wait for the HTTPS record.
 HTTPS_RR_TIMEOUT_S = 3.0

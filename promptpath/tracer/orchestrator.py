@@ -366,7 +366,6 @@ async def trace_pair(
 __all__ = [
     "AFTER_END_GRACE_S",
     "ConnectionStrategy",
-    "TraceResult",
     "Tracer",
     "consume",
     "new_timeline",

@@ -19,7 +19,7 @@ import pytest
 from referencing import Registry, Resource
 
 from promptpath.options import RunOptions, parse_target
-from promptpath.report.compare import compare_json
+from promptpath.report.compare_http import compare_json
 from promptpath.tracer import trace_pair
 from tests.helpers.refserver import RefServer, reference_server
 

@@ -23,17 +23,18 @@ import anyio
 import pytest
 
 from promptpath.core.analysis import compute, headline
-from promptpath.core.compare import setup_round_trips
+from promptpath.core.differences import setup_round_trips
 from promptpath.core.errors import ConnectError, StreamError, TLSError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.timeline import Timeline
 from promptpath.net.altsvc import https_record
 from promptpath.options import RunOptions, parse_target
-from promptpath.report.compare import compare_json
+from promptpath.report.compare_http import compare_json
 from promptpath.report.json import result_json
+from promptpath.result import TraceResult
 from promptpath.tracer import trace_pair
 from promptpath.tracer.h3discovery import discover_h3
-from promptpath.tracer.orchestrator import TraceResult, trace
+from promptpath.tracer.orchestrator import trace
 from tests.helpers.refserver import RefServer, reference_server
 
 CHAT = "/v1/chat/completions"
@@ -769,7 +770,8 @@ def test_an_h2_run_never_imports_aioquic(server: RefServer) -> None:
         f"""
         import sys, anyio, socket
         import promptpath.cli.commands, promptpath.tracer.orchestrator, promptpath.report.json
-        import promptpath.tracer.h3discovery, promptpath.core.compare, promptpath.report.compare
+        import promptpath.tracer.h3discovery, promptpath.core.differences
+        import promptpath.report.compare_http
         from promptpath.options import RunOptions, parse_target
         opts = RunOptions(target=parse_target({opts["target"]["url"]!r}), provider="openai",
                           model="m", http="2", cacert={server.ca!r}, family=socket.AF_INET)

@@ -21,8 +21,8 @@ from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.analysis import compute
 from promptpath.core.errors import HTTPStatusError
 from promptpath.options import RunOptions
+from promptpath.result import TraceResult
 from promptpath.tracer.load import run_concurrent
-from promptpath.tracer.orchestrator import TraceResult
 from promptpath.tracer.request import PreparedRequest
 from tests.helpers.refserver import RefServer, reference_server
 from tests.integration.conftest import StartRefServer

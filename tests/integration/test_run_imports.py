@@ -37,7 +37,7 @@ DENIED = (
     "promptpath.core.series",
     "promptpath.core.slo",
     "promptpath.modes.series",
-    "promptpath.modes.compare",
+    "promptpath.modes.compare_http",
     "promptpath.tracer.load",
     "promptpath.tracer.repeat",
     "promptpath.probes.suite",

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from promptpath.options import RunOptions, parse_target
-from promptpath.report.compare import compare_json
+from promptpath.report.compare_http import compare_json
 from promptpath.tracer import trace_pair
 from promptpath.tracer.h3discovery import discover_h3
 from promptpath.tracer.orchestrator import trace

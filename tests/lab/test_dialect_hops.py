@@ -36,10 +36,11 @@ import anyio
 import pytest
 
 from promptpath.core.findings import Finding, Verdict
-from promptpath.options import DEFAULT_CLIENT, RunOptions, parse_target
+from promptpath.options import RunOptions
 from promptpath.probes.suite import run_probes, select
 from promptpath.streams.dialects import Provider
 from tests.helpers import proxylab
+from tests.helpers.dialectsamples import SAMPLES, sample_options
 from tests.helpers.ports import LOOPBACK, free_port
 from tests.helpers.probesettings import probe_settings
 from tests.helpers.refserver import reference_server
@@ -47,22 +48,9 @@ from tests.lab.test_idle_timeout import NGINX_LAZY_S, assert_near, explain
 
 pytestmark = pytest.mark.lab
 
-BEDROCK_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 #: provider -> (path on serve, model)
 DIALECTS: dict[Provider, tuple[str, str]] = {
-    "gemini": ("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "gemini-2.5-flash"),
-    "vertex": (
-        "/v1/projects/p1/locations/us-central1/publishers/google/models/"
-        "gemini-2.5-pro:streamGenerateContent?alt=sse",
-        "gemini-2.5-pro",
-    ),
-    "azure": ("/openai/deployments/prod-gpt/chat/completions?api-version=2024-10-21", "prod-gpt"),
-    "bedrock": (f"/model/{BEDROCK_MODEL.replace(':', '%3A')}/converse-stream", BEDROCK_MODEL),
-    "bedrock-invoke": (
-        f"/model/{BEDROCK_MODEL.replace(':', '%3A')}/invoke-with-response-stream",
-        BEDROCK_MODEL,
-    ),
-    "cohere": ("/v2/chat", "command-a-03-2025"),
+    p: SAMPLES[p] for p in ("gemini", "vertex", "azure", "bedrock", "bedrock-invoke", "cohere")
 }
 EVENTSTREAM = ("bedrock", "bedrock-invoke")
 IDLE_MAX_S = 4.0  # above the 3 s cut, short enough to keep the file quick
@@ -91,14 +79,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def _options(base_url: str, provider: Provider) -> RunOptions:
-    path, model = DIALECTS[provider]
-    return RunOptions(
-        target=parse_target(base_url + path),
-        provider=provider,
-        model=model,
-        client=DEFAULT_CLIENT[provider],
-        http="1.1",
-    )
+    return sample_options(base_url, provider, http="1.1")
 
 
 def _all_at_once(base_url: str, probe: str) -> dict[Provider, Finding]:

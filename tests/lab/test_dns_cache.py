@@ -27,7 +27,7 @@ from promptpath.options import RunOptions, parse_target
 from promptpath.probes.base import ProbeContext
 from promptpath.probes.dns_cache.probe import DNSCacheProbe
 from promptpath.report.json import dns_json
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 from tests.helpers.dnslab import NSD, Dnsmasq, Unbound, ask, free_port
 from tests.helpers.probesettings import probe_settings
 

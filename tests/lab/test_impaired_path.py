@@ -239,7 +239,7 @@ def test_quic_handshake_takes_one_round_trip(rtt40: Lab) -> None:
 
 
 def test_compare_http_measures_http3_saving_one_round_trip_of_setup(rtt40: Lab) -> None:
-    # Measured rows only (the verdict words belong to report/compare.py): HTTP/2's setup is
+    # Measured rows only (the verdict words belong to report/compare_http.py): HTTP/2's setup is
     # TCP connect + TLS 1.3 (2 RTT), HTTP/3's the QUIC handshake (1 RTT).
     savings = []
     verdicts = []

@@ -8,7 +8,7 @@ import json
 import pytest
 from rich.console import Console
 
-from promptpath.core.compare import (
+from promptpath.core.differences import (
     Difference,
     differences,
     differences_json,
@@ -19,8 +19,9 @@ from promptpath.core.compare import (
 from promptpath.core.errors import ConnectError
 from promptpath.core.timeline import ErrorInfo, Stage, StreamEvent, Timeline, TLSInfo
 from promptpath.options import RunOptions, parse_target
-from promptpath.report.compare import compare_json, render_compare, spans
-from promptpath.tracer.orchestrator import TraceResult, pair_options
+from promptpath.report.compare_http import compare_json, render_compare, spans
+from promptpath.result import TraceResult
+from promptpath.tracer.orchestrator import pair_options
 
 MS = 1_000_000
 T0 = 10_000 * MS

@@ -20,7 +20,7 @@ from promptpath.probes.dns_cache.probe import (
     used_addresses,
 )
 from promptpath.probes.settings import DNSCacheSettings, ProbeSettings
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 
 def options(url: str = "https://api.example.com/v1/chat/completions", **kw: object) -> RunOptions:

@@ -119,7 +119,7 @@ def test_the_probe_skips_with_its_reason_where_there_is_no_path_to_trace() -> No
     from promptpath.probes.base import ProbeContext
     from promptpath.probes.path.probe import PathProbe
     from promptpath.proxies import ProxyChoice
-    from promptpath.tracer.orchestrator import TraceResult
+    from promptpath.result import TraceResult
 
     options = RunOptions(
         target=parse_target("https://h.invalid/v1/chat/completions"), provider="openai", model="m"

@@ -30,7 +30,7 @@ from promptpath.core.timeline import (
 from promptpath.options import RunOptions, parse_target
 from promptpath.report.json import dumps, result_json
 from promptpath.report.redact import MARKER, Redactor, vocabulary
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
 #: Built once: jsonschema.validate would check the schema itself on every example.

@@ -11,7 +11,7 @@ from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import Timeline
 from promptpath.environment import Environment
 from promptpath.report import terminal
-from promptpath.tracer.orchestrator import TraceResult
+from promptpath.result import TraceResult
 
 MS = 1_000_000
 

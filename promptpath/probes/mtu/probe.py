@@ -21,7 +21,7 @@ from promptpath.probes.mtu.verdict import PROBE, Attempt, judge, place
 from promptpath.probes.path.hops import samples_of
 
 if TYPE_CHECKING:
-    from promptpath.tracer.orchestrator import TraceResult
+    from promptpath.result import TraceResult
 
 HANDSHAKE_TIMEOUT_S = 2.0
 SEARCH_STEPS = 5

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from promptpath.core.compare import (
+from promptpath.core.differences import (
     Difference,
     differences,
     differences_json,

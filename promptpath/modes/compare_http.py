@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from promptpath.environment import Environment
     from promptpath.plan.plan import Plan
-    from promptpath.tracer.orchestrator import TraceResult
+    from promptpath.result import TraceResult
 
 
 class CompareMode:
@@ -57,7 +57,8 @@ class CompareMode:
         if not any(r.options.http == "3" for r in started):
             # Still on the first HTTP/2 run: HTTP/3 never began, but a reader of this
             # schema expects both runs, each with its error.
-            from promptpath.tracer.orchestrator import TraceResult, new_timeline, pair_options
+            from promptpath.result import TraceResult
+            from promptpath.tracer.orchestrator import new_timeline, pair_options
 
             h3 = TraceResult(options=pair_options(self.plan.trace)[1], timeline=new_timeline())
             mark_interrupted(h3, signum, before_start=True)
@@ -66,12 +67,12 @@ class CompareMode:
 
 
 def _render(console: Console, results: list[TraceResult]) -> None:
-    from promptpath.report.compare import render_compare
+    from promptpath.report.compare_http import render_compare
 
     render_compare(console, results)
 
 
 def _body(results: list[TraceResult], codes: list[int]) -> dict[str, Any]:
-    from promptpath.report.compare import compare_json
+    from promptpath.report.compare_http import compare_json
 
     return compare_json(results, exit_codes=codes)

@@ -1,6 +1,6 @@
 """What one run gives a comparison: each metric's value, and what it needs finished.
 
-Pure, as compare.py: values come from a timeline's own stamps, unrounded. A metric counts
+Pure, as differences.py: values come from a timeline's own stamps, unrounded. A metric counts
 only when the stages it needs finished ok in that run (see ``finished``).
 """
 

@@ -35,7 +35,7 @@ from typing import Literal
 
 from promptpath.core.addr import is_loopback as loopback_address
 from promptpath.core.analysis import compute
-from promptpath.core.compare_metrics import (
+from promptpath.core.difference_metrics import (
     METRICS,
     SETUP_STAGES,
     finished,
