@@ -12,8 +12,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from promptpath.core.errors import UsageError
 from promptpath.core.headers import is_secret_header
+from promptpath.dialects.openai import Provider as Provider  # re-exported: a RunOptions field type
 from promptpath.proxies import ProxyChoice
-from promptpath.streams.dialects import Provider as Provider  # re-exported: a RunOptions field type
 
 HTTPChoice = Literal["1.1", "2", "3", "auto"]
 #: Client shapes for --as: whose headers and HTTP version the request copies (the table,

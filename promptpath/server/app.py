@@ -36,7 +36,7 @@ from promptpath.server.dialect import (
     json_body,
     stamped,
 )
-from promptpath.server.dialects import dialect_for_path, path_model, websocket_only
+from promptpath.server.routing import dialect_for_path, path_model, websocket_only
 from promptpath.server.sigv4_check import AwsTestKey, SigV4Refusal, check_sigv4
 from promptpath.server.stats import RequestRecord, ServerStats
 from promptpath.server.streaming import Exchange, Plan, Receive, Send, write_stream

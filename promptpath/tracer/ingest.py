@@ -22,9 +22,9 @@ from promptpath.core.timeline import (
     count_content,
     is_visible,
 )
-from promptpath.streams.decoder import StreamDecoder
-from promptpath.streams.dialects import Provider
-from promptpath.streams.sniff import provider_hint
+from promptpath.dialects.openai import Provider
+from promptpath.dialects.sniff import provider_hint
+from promptpath.dialects.stream import StreamDecoder
 
 #: Content codings the ingest decodes (zlib): the only ones a request may offer.
 DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})

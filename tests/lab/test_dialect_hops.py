@@ -36,9 +36,9 @@ import anyio
 import pytest
 
 from promptpath.core.findings import Finding, Verdict
+from promptpath.dialects.openai import Provider
 from promptpath.options import DEFAULT_CLIENT, RunOptions, parse_target
 from promptpath.probes.suite import run_probes, select
-from promptpath.streams.dialects import Provider
 from tests.helpers import proxylab
 from tests.helpers.ports import LOOPBACK, free_port
 from tests.helpers.probesettings import probe_settings

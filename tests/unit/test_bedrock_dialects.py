@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 
 from promptpath.core.errors import StreamError
 from promptpath.core.timeline import StreamEvent
+from promptpath.dialects.openai import Provider
+from promptpath.dialects.stream import StreamDecoder
 from promptpath.server.bedrock_dialect import EXCEPTIONS, BedrockConverse, BedrockInvoke
 from promptpath.server.dialect import Dialect, RequestInfo, RequestParams
-from promptpath.streams.decoder import StreamDecoder
-from promptpath.streams.dialects import Provider
 from promptpath.streams.eventstream import encode_message
 
 

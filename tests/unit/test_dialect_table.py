@@ -9,8 +9,8 @@ from typing import get_args
 
 import pytest
 
+from promptpath.dialects.openai import Provider
 from promptpath.options import DEFAULT_KEY_ENV, KEY_ENV_FALLBACK, detect_provider
-from promptpath.streams.dialects import Provider
 from promptpath.tracer.request import auth_headers
 
 pytestmark = pytest.mark.unit

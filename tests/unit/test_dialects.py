@@ -10,8 +10,7 @@ import pytest
 from promptpath.core.errors import StreamError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.timeline import StreamEvent, Usage
-from promptpath.options import Provider
-from promptpath.streams.dialects import (
+from promptpath.dialects.openai import (
     AnthropicDecoder,
     MalformedEvent,
     OllamaDecoder,
@@ -19,6 +18,7 @@ from promptpath.streams.dialects import (
     ResponsesDecoder,
     decoder_for,
 )
+from promptpath.options import Provider
 from promptpath.streams.ndjson import NDJSONDecoder, NDJSONLine
 from promptpath.streams.sse import SSEDecoder, SSEMessage
 

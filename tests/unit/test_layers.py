@@ -35,7 +35,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.core": (),  # the pure core: only itself
     "promptpath.net": (),  # the socket layer: no options, tracer, probes or reporters
     "promptpath.streams": (),
-    "promptpath.tracer.ingest": ("promptpath.streams",),
+    "promptpath.tracer.ingest": ("promptpath.streams", "promptpath.dialects"),
     # What a run hands reporters: its options and what the run found, nothing that traces.
     "promptpath.result": ("promptpath.core.findings", "promptpath.options"),
     # How requests find connections: the transport seam and nothing of the tracer above it.

@@ -38,7 +38,7 @@ import binascii
 from dataclasses import replace
 
 from promptpath.core.timeline import ContentType, EventKind, StreamEvent
-from promptpath.streams.anthropic import AnthropicDecoder
+from promptpath.dialects.anthropic import AnthropicDecoder
 from promptpath.streams.dialect_base import (
     Frame,
     Framing,

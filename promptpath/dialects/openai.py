@@ -17,9 +17,11 @@ from dataclasses import replace
 from typing import Literal
 
 from promptpath.core.timeline import ContentType, StreamEvent
-from promptpath.streams.anthropic import AnthropicDecoder
-from promptpath.streams.bedrock import BedrockConverseDecoder, BedrockInvokeDecoder
-from promptpath.streams.cohere import CohereDecoder
+from promptpath.dialects.anthropic import AnthropicDecoder
+from promptpath.dialects.bedrock import BedrockConverseDecoder, BedrockInvokeDecoder
+from promptpath.dialects.cohere import CohereDecoder
+from promptpath.dialects.google import GeminiDecoder
+from promptpath.dialects.realtime import RealtimeDecoder
 from promptpath.streams.dialect_base import (
     DialectDecoder,
     Frame,
@@ -35,8 +37,6 @@ from promptpath.streams.dialect_base import (
     _str,
     _usage,
 )
-from promptpath.streams.google import GeminiDecoder
-from promptpath.streams.realtime import RealtimeDecoder
 
 #: The stream dialects we decode, named for the API that speaks them.
 #: ``azure`` is OpenAI chat on the wire (plus content-filter chunks); ``vertex`` is the

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import get_args
 
 from promptpath.core.errors import StreamError
-from promptpath.streams.decoder import StreamDecoder
-from promptpath.streams.dialects import Provider, decoder_for
+from promptpath.dialects.openai import Provider, decoder_for
+from promptpath.dialects.stream import StreamDecoder
 
 __all__ = ["other_dialect", "provider_hint"]
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from promptpath.dialects.azure import AzureChatCompletions
+from promptpath.dialects.ollama import OllamaChat
 from promptpath.options import detect_provider, model_from_path
 from promptpath.server.anthropic_dialect import Messages
-from promptpath.server.azure_dialect import AzureChatCompletions
 from promptpath.server.bedrock_dialect import BedrockConverse, BedrockInvoke
 from promptpath.server.cohere_dialect import CohereChat
 from promptpath.server.dialect import Dialect
 from promptpath.server.google_dialect import GenerateContent, VertexGenerateContent
-from promptpath.server.ollama_dialect import OllamaChat
 from promptpath.server.openai_dialects import ChatCompletions, Responses
 
 DIALECTS: dict[str, type[Dialect]] = {

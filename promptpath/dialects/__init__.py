@@ -1,0 +1,1 @@
+"""The API dialects, one plug-in per API: the client and the reference endpoint's halves."""
