@@ -20,7 +20,7 @@ from promptpath.core.timeline import ContentType, StreamEvent
 from promptpath.dialects.anthropic import AnthropicDecoder
 from promptpath.dialects.bedrock import BedrockConverseDecoder, BedrockInvokeDecoder
 from promptpath.dialects.cohere import CohereDecoder
-from promptpath.dialects.google import GeminiDecoder
+from promptpath.dialects.gemini import GeminiDecoder
 from promptpath.dialects.realtime import RealtimeDecoder
 from promptpath.streams.dialect_base import (
     DialectDecoder,
