@@ -12,23 +12,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from promptpath.core.errors import UsageError
 from promptpath.core.headers import is_secret_header
-from promptpath.dialects.openai import Provider as Provider  # re-exported: a RunOptions field type
+from promptpath.dialects.registry import ClientName as ClientName  # re-exported: field types
+from promptpath.dialects.registry import Provider as Provider
 from promptpath.proxies import ProxyChoice
 
 HTTPChoice = Literal["1.1", "2", "3", "auto"]
-#: Client shapes for --as: whose headers and HTTP version the request copies (the table,
-#: with its sources, is SHAPES in tracer/request.py).
-ClientName = Literal[
-    "openai-python",
-    "anthropic-python",
-    "ollama-python",
-    "google-genai",
-    "boto3",
-    "cohere",
-    "curl",
-    "browser",
-    "identity",
-]
 
 DEFAULT_PROMPT = "Why does my BGP session keep flapping?"
 DEFAULT_MAX_TOKENS = 64

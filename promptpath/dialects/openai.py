@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Literal
 
 from promptpath.core.timeline import ContentType, StreamEvent
 from promptpath.dialects.anthropic import AnthropicDecoder
@@ -22,6 +21,7 @@ from promptpath.dialects.bedrock import BedrockConverseDecoder, BedrockInvokeDec
 from promptpath.dialects.cohere import CohereDecoder
 from promptpath.dialects.gemini import GeminiDecoder
 from promptpath.dialects.realtime import RealtimeDecoder
+from promptpath.dialects.registry import Provider
 from promptpath.streams.dialect_base import (
     DialectDecoder,
     Frame,
@@ -37,26 +37,6 @@ from promptpath.streams.dialect_base import (
     _str,
     _usage,
 )
-
-#: The stream dialects we decode, named for the API that speaks them.
-#: ``azure`` is OpenAI chat on the wire (plus content-filter chunks); ``vertex`` is the
-#: Gemini format on Vertex AI's paths and auth. ``responses`` is also the Responses API's
-#: WebSocket mode (a ws:// or wss:// target); ``realtime`` is the Realtime API, WebSocket
-#: only. ``bedrock`` is Bedrock's Converse API (converse-stream), ``bedrock-invoke`` its
-#: invoke-with-response-stream (native payloads); ``cohere`` is Cohere's v2 chat.
-Provider = Literal[
-    "openai",
-    "responses",
-    "anthropic",
-    "ollama",
-    "gemini",
-    "vertex",
-    "azure",
-    "realtime",
-    "bedrock",
-    "bedrock-invoke",
-    "cohere",
-]
 
 __all__ = [
     "AnthropicDecoder",

@@ -7,8 +7,9 @@ they both take; ``resolve.py`` turns the parsed values into a Plan. Adding an op
 row here plus the code that reads it in the Plan.
 
 This module must stay cheap to import (`--help` and `--version` load it): typer and the
-standard library only. The choices of --provider, --http and --as are spelled out rather
-than imported; tests/unit/test_cli_help.py holds them equal to the Literal types the
+standard library only. The choices of --provider and --as are the names of the dialects'
+registry (``dialects/registry.py``, names only: no plug-in is loaded for them); --http's
+are spelled out, and tests/unit/test_cli_help.py holds them equal to the Literal type the
 values are checked against. Defaults a probe owns come from ``probes/settings.py``, a
 module of plain dataclasses kept cheap for this reason.
 """
@@ -22,6 +23,7 @@ from typing import Annotated, Any, Final, TypeVar
 
 import typer
 
+from promptpath.dialects.registry import CLIENTS, NAMES
 from promptpath.probes.settings import (
     CanarySettings,
     DNSCacheSettings,
@@ -38,13 +40,9 @@ SERIES: Final = "Series and load"
 OUTPUT: Final = "Output and exports"
 PANELS: Final = (TARGET, PATH, PROBES, SERIES, OUTPUT)
 
-PROVIDER_CHOICES: Final = (
-    "openai|responses|anthropic|ollama|gemini|vertex|azure|realtime|bedrock|bedrock-invoke|cohere"
-)
+PROVIDER_CHOICES: Final = "|".join(NAMES)
 HTTP_CHOICES: Final = "1.1|2|3|auto"
-CLIENT_CHOICES: Final = (
-    "openai-python|anthropic-python|ollama-python|google-genai|boto3|cohere|curl|browser|identity"
-)
+CLIENT_CHOICES: Final = "|".join(CLIENTS)
 
 F = TypeVar("F", bound=Callable[..., None])
 

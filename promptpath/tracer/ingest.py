@@ -22,7 +22,7 @@ from promptpath.core.timeline import (
     count_content,
     is_visible,
 )
-from promptpath.dialects.openai import Provider
+from promptpath.dialects.registry import Provider
 from promptpath.dialects.sniff import provider_hint
 from promptpath.dialects.stream import StreamDecoder
 

@@ -36,7 +36,7 @@ import anyio
 import pytest
 
 from promptpath.core.findings import Finding, Verdict
-from promptpath.dialects.openai import Provider
+from promptpath.dialects.registry import Provider
 from promptpath.options import DEFAULT_CLIENT, RunOptions, parse_target
 from promptpath.probes.suite import run_probes, select
 from tests.helpers import proxylab

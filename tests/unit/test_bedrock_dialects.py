@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from promptpath.core.errors import StreamError
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.openai import Provider
+from promptpath.dialects.registry import Provider
 from promptpath.dialects.stream import StreamDecoder
 from promptpath.server.bedrock_dialect import EXCEPTIONS, BedrockConverse, BedrockInvoke
 from promptpath.server.dialect import Dialect, RequestInfo, RequestParams

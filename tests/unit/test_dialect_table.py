@@ -9,7 +9,7 @@ from typing import get_args
 
 import pytest
 
-from promptpath.dialects.openai import Provider
+from promptpath.dialects.registry import Provider
 from promptpath.options import DEFAULT_KEY_ENV, KEY_ENV_FALLBACK, detect_provider
 from promptpath.tracer.request import auth_headers
 

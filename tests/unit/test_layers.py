@@ -49,7 +49,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
     "promptpath.outputs.otlp_sdk": ("promptpath.report.otel",),
     # The option table is read by every --help: typer and the probes' plain settings only.
-    "promptpath.plan.flags": ("promptpath.probes.settings",),
+    "promptpath.plan.flags": ("promptpath.probes.settings", "promptpath.dialects.registry"),
+    # The dialects' names, read by every --help: nothing of promptpath, no plug-in.
+    "promptpath.dialects.registry": (),
     # (net.dnsmsg parses --authoritative, imported only when one is given)
     "promptpath.probes.settings": ("promptpath.net.dnsmsg",),
 }
