@@ -1,9 +1,11 @@
-"""Anthropic Messages (``/v1/messages``) into ``StreamEvent``s; Bedrock's
-invoke-with-response-stream carries the same events inside its chunks (streams/bedrock.py)."""
+"""Anthropic Messages (``POST /v1/messages``), one plug-in: detection, keys, model, client
+and the stream's decoder. Bedrock's invoke-with-response-stream carries the same events
+inside its chunks (bedrock_invoke.py)."""
 
 from __future__ import annotations
 
 from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.dialects.spec import DialectSpec
 from promptpath.streams.dialect_base import (
     Framing,
     _Dialect,
@@ -15,7 +17,7 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["AnthropicDecoder"]
+__all__ = ["SPEC", "AnthropicDecoder"]
 
 
 _ANTHROPIC_DELTAS: dict[str, tuple[str, ContentType]] = {
@@ -67,3 +69,14 @@ class AnthropicDecoder(_Dialect):
         if typ == "error":
             return [mk("error", typ, error=_error_text(obj.get("error") or obj))]
         return [mk("meta", typ)]  # ping, content_block_stop, unknown future events
+
+
+SPEC = DialectSpec(
+    name="anthropic",
+    title="Anthropic Messages",
+    path_suffixes=("/messages",),
+    default_model="claude-3-5-haiku-latest",
+    key_env="ANTHROPIC_API_KEY",
+    client="anthropic-python",
+    decoder=AnthropicDecoder,
+)

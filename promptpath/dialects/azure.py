@@ -16,8 +16,11 @@ The ``filter-batch`` control plays the default mode: a verdict after each releas
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
+from promptpath.dialects.openai import OpenAIChatDecoder
+from promptpath.dialects.spec import DialectSpec, model_named_in_path
 from promptpath.server.dialect import Event, Finish, JSONObject, RequestInfo
 from promptpath.server.openai_dialects import ChatCompletions
 
@@ -90,3 +93,23 @@ class AzureChatCompletions(ChatCompletions):
     def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
         # The verdict on what no batch covered yet (all of it without filter-batch).
         return [*self.filter_verdict(), *super().closing(finish, output_tokens, elapsed_ns)]
+
+
+SPEC = DialectSpec(
+    name="azure",
+    title="Azure OpenAI",
+    # /openai/deployments/D/chat/completions?api-version=..., /openai/v1/chat/completions
+    path_patterns=(
+        re.compile(r"^/openai/deployments/[^/]+/chat/completions$"),
+        re.compile(r"^/openai/v1/chat/completions$"),
+    ),
+    # The deployment in the URL is what answers; the SDK sends it as "model" too.
+    model_in_path=model_named_in_path,
+    default_model="gpt-4o-mini",
+    key_env="AZURE_OPENAI_API_KEY",
+    # openai's AzureOpenAI takes an Entra token from AZURE_OPENAI_AD_TOKEN when it has no
+    # key, sent as a bearer token.
+    key_fallbacks=("AZURE_OPENAI_AD_TOKEN",),
+    client="openai-python",
+    decoder=OpenAIChatDecoder,
+)

@@ -1,4 +1,5 @@
-"""Amazon Bedrock's two streaming APIs, framed as AWS event-stream messages, into ``StreamEvent``s.
+"""Amazon Bedrock's Converse API (``converse-stream``), one plug-in; and what Bedrock's two
+streaming APIs share: AWS event-stream messages, their exceptions, the path's model id.
 
 ``POST /model/{id}/converse-stream`` (the model-neutral Converse API) sends one message per
 event, its name in the ``:event-type`` header and its JSON in the payload::
@@ -12,9 +13,9 @@ event, its name in the ``:event-type`` header and its JSON in the payload::
 
 ``POST /model/{id}/invoke-with-response-stream`` carries the model's own streaming format:
 each ``chunk`` event's payload is ``{"bytes": BASE64}``, and the bytes are one native event
-(Anthropic's Messages events for Claude, mapped here as ``streams/dialects.py`` maps them).
-Bedrock adds ``amazon-bedrock-invocationMetrics`` (token counts, ``invocationLatency``) to
-the last chunk, whatever the model.
+(Anthropic's Messages events for Claude): its plug-in is bedrock_invoke.py. Bedrock adds
+``amazon-bedrock-invocationMetrics`` (token counts, ``invocationLatency``) to the last
+chunk, whatever the model.
 
 What surprises people:
 
@@ -33,12 +34,11 @@ What surprises people:
 
 from __future__ import annotations
 
-import base64
-import binascii
-from dataclasses import replace
+import re
+from urllib.parse import unquote
 
 from promptpath.core.timeline import ContentType, EventKind, StreamEvent
-from promptpath.dialects.anthropic import AnthropicDecoder
+from promptpath.dialects.spec import DialectSpec
 from promptpath.streams.dialect_base import (
     Frame,
     Framing,
@@ -53,10 +53,7 @@ from promptpath.streams.dialect_base import (
 )
 from promptpath.streams.eventstream import EventStreamMessage
 
-__all__ = ["BedrockConverseDecoder", "BedrockInvokeDecoder"]
-
-#: Where an invoke stream's last chunk puts Bedrock's own account of the invocation.
-INVOCATION_METRICS = "amazon-bedrock-invocationMetrics"
+__all__ = ["SPEC", "BedrockConverseDecoder", "region_from_host"]
 
 
 def _message(frame: Frame) -> EventStreamMessage:
@@ -147,38 +144,36 @@ class BedrockConverseDecoder(_Bedrock):
         return [mk("meta", name)]  # messageStart, contentBlockStop, future events
 
 
-class BedrockInvokeDecoder(_Bedrock):
-    """``/model/{id}/invoke-with-response-stream``: native events inside ``chunk``s."""
+#: Bedrock's model id (or an ARN, its slashes encoded): percent-encoded in the path.
+_MODEL = re.compile(r"/model/([^/?]+)/(?:converse-stream|invoke-with-response-stream)")
+#: bedrock-runtime.REGION.amazonaws.com (and -fips, and the .com.cn partition)
+_HOST = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
 
-    def __init__(self) -> None:
-        self._anthropic = AnthropicDecoder()
 
-    def _event(self, name: str, obj: JSONObject, mk: _Maker) -> list[StreamEvent]:
-        if name != "chunk":
-            return [mk("meta", name)]
-        raw = _str(obj.get("bytes"))
-        try:
-            inner = base64.b64decode(raw, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError) as exc:
-            raise MalformedEvent(raw, f"chunk bytes are not base64 of UTF-8 ({exc})") from exc
-        native = _load(inner)
-        metrics = _obj(native.get(INVOCATION_METRICS))
-        if _str(native.get("type")):
-            events = self._anthropic._decode("", inner, mk)
-        else:  # another model's payload: no tokens read from it
-            mk.stamp_from(native)
-            events = [mk("meta", "chunk")]
-        if not metrics:
-            return events
-        latency = metrics.get("invocationLatency")
-        last = events[-1]
-        usage = last.usage or _usage(
-            metrics.get("inputTokenCount"), metrics.get("outputTokenCount")
-        )
-        events[-1] = replace(
-            last,
-            kind="end" if last.kind == "meta" else last.kind,
-            usage=usage,
-            server_ms=float(latency) if isinstance(latency, int | float) else None,
-        )
-        return events
+def model_in_path(path: str) -> str | None:
+    """The model id a Bedrock path names (either API's), decoded as boto3 encoded it."""
+    found = _MODEL.search(path.split("?", 1)[0])
+    return unquote(found.group(1)) if found else None
+
+
+def region_from_host(host: str) -> str | None:
+    """The AWS region a Bedrock runtime host name carries, if it carries one."""
+    found = _HOST.match(host.lower())
+    return found.group(1) if found else None
+
+
+SPEC = DialectSpec(
+    name="bedrock",
+    title="Amazon Bedrock",
+    # bedrock-runtime.REGION.amazonaws.com: /model/{id}/converse-stream, the id
+    # percent-encoded as boto3 sends it
+    path_patterns=(re.compile(r"/model/[^/]+/converse-stream$"),),
+    # Bedrock names the model in the path; the default is for a URL that does not.
+    model_in_path=model_in_path,
+    default_model="anthropic.claude-3-5-haiku-20241022-v1:0",
+    # A Bedrock API key (botocore 1.39+ sends it as a bearer token); without one the
+    # request is signed with SigV4 from the AWS credentials (options.AwsCredentials).
+    key_env="AWS_BEARER_TOKEN_BEDROCK",
+    client="boto3",
+    decoder=BedrockConverseDecoder,
+)

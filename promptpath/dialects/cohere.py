@@ -32,7 +32,10 @@ checked on loopback with that SDK):
 
 from __future__ import annotations
 
+import re
+
 from promptpath.core.timeline import StreamEvent
+from promptpath.dialects.spec import DialectSpec
 from promptpath.streams.dialect_base import (
     Framing,
     JSONObject,
@@ -44,7 +47,7 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["CohereDecoder"]
+__all__ = ["SPEC", "CohereDecoder"]
 
 #: ``finish_reason`` values that mean the generation failed (the SDK's ChatFinishReason).
 FAILED = frozenset({"ERROR", "TIMEOUT"})
@@ -119,3 +122,18 @@ class CohereDecoder(_Dialect):
                 return [mk("error", typ, error=said, usage=usage)]
             return [mk("end", typ, usage=usage, text=f"finish_reason={reason}" if reason else "")]
         return [mk("meta", typ)]  # message-start, content-end, citation-*, debug, unknown
+
+
+SPEC = DialectSpec(
+    name="cohere",
+    title="Cohere v2 chat",
+    # api.cohere.com, api.cohere.ai, or a gateway's prefix
+    path_patterns=(re.compile(r"/v2/chat$"),),
+    default_model="command-a-03-2025",
+    # cohere 7.3.1 client.py _get_api_key_from_environment: CO_API_KEY (documented), then
+    # COHERE_API_KEY (accepted, not documented).
+    key_env="CO_API_KEY",
+    key_fallbacks=("COHERE_API_KEY",),
+    client="cohere",
+    decoder=CohereDecoder,
+)

@@ -28,9 +28,11 @@ What surprises people:
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.dialects.spec import DialectSpec, model_named_in_path
 from promptpath.streams.dialect_base import (
     Framing,
     JSONObject,
@@ -44,7 +46,7 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["GeminiDecoder"]
+__all__ = ["SPEC", "VERTEX_PATH", "GeminiDecoder"]
 
 _NAME = "GenerateContentResponse"
 
@@ -112,3 +114,27 @@ def _output_tokens(u: JSONObject) -> int | None:
     if candidates is None and thoughts is None:
         return None
     return (candidates or 0) + (thoughts or 0)
+
+
+#: Vertex AI: /v1/projects/P/locations/L/publishers/google/models/M:streamGenerateContent.
+#: Its paths end as AI Studio's do, so Vertex's pattern lives here, beside Gemini's, which
+#: it overrules (vertex.py).
+VERTEX_PATH = re.compile(r"/projects/[^/]+/locations/[^/]+/publishers/google/models/[^/:]+:")
+
+SPEC = DialectSpec(
+    name="gemini",
+    title="Gemini API",
+    # AI Studio: /v1beta/models/M:streamGenerateContent (google-genai 3.6 says /v1/), and
+    # a tuned model's /v1beta/tunedModels/M:streamGenerateContent
+    path_patterns=(re.compile(r"/(?:models|tunedModels)/[^/:]+:streamGenerateContent$"),),
+    path_excludes=(VERTEX_PATH,),
+    # Gemini names the model in the URL; the default is for a URL that does not.
+    model_in_path=model_named_in_path,
+    default_model="gemini-2.5-flash",
+    # google-genai 3.6.1 _api_client.get_env_api_key: GOOGLE_API_KEY wins when both are
+    # set (it warns), GEMINI_API_KEY otherwise.
+    key_env="GOOGLE_API_KEY",
+    key_fallbacks=("GEMINI_API_KEY",),
+    client="google-genai",
+    decoder=GeminiDecoder,
+)

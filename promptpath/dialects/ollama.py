@@ -1,10 +1,69 @@
-"""Ollama ``/api/chat``: NDJSON, one object per line, streaming unless told otherwise."""
+"""Ollama ``/api/chat``, one plug-in: detection, model, client, the stream's decoder, and
+the reference endpoint's emulation.
+
+NDJSON, one object per line, streaming unless told otherwise; the ``"done": true`` line ends
+the stream and carries the counts. Ollama takes no key of its own (a key given is sent as a
+bearer token, for the gateways in front of it).
+"""
 
 from __future__ import annotations
 
+import json
 from typing import ClassVar
 
+from promptpath.core.timeline import StreamEvent
+from promptpath.dialects.spec import DialectSpec
 from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject
+from promptpath.streams.dialect_base import (
+    Framing,
+    _Dialect,
+    _error_text,
+    _list,
+    _load,
+    _Maker,
+    _obj,
+    _str,
+    _usage,
+)
+
+__all__ = ["SPEC", "OllamaChat", "OllamaDecoder"]
+
+
+# -- the stream, as the client reads it -------------------------------------------------
+class OllamaDecoder(_Dialect):
+    """``/api/chat`` (and ``/api/generate``) NDJSON; the ``done`` line has the counts."""
+
+    framing: Framing = "ndjson"
+
+    def _decode(self, sse_event: str, data: str, mk: _Maker) -> list[StreamEvent]:
+        obj = _load(data)
+        mk.stamp_from(obj)
+        if obj.get("error") is not None:
+            return [mk("error", "error", error=_error_text(obj.get("error")))]
+        message = _obj(obj.get("message"))
+        name = "message" if "message" in obj else "response"
+        events: list[StreamEvent] = []
+        thinking = _str(message.get("thinking")) or _str(obj.get("thinking"))
+        if thinking:
+            events.append(mk("content", name, content_type="reasoning", text=thinking))
+        text = _str(message.get("content")) or _str(obj.get("response"))
+        if text:
+            events.append(mk("content", name, content_type="text", text=text))
+        for call in map(_obj, _list(message.get("tool_calls"))):
+            fn = _obj(call.get("function"))
+            args = fn.get("arguments")
+            args_text = args if isinstance(args, str) else json.dumps(args, default=str)
+            events.append(mk("content", name, content_type="tool", text=args_text))
+        if obj.get("done") is True:
+            reason = _str(obj.get("done_reason"))
+            usage = _usage(obj.get("prompt_eval_count"), obj.get("eval_count"))
+            events.append(
+                mk("end", "done", usage=usage, text=f"done_reason={reason}" if reason else "")
+            )
+        return events or [mk("meta", name)]
+
+
+# -- the reference endpoint --------------------------------------------------------------
 
 MID_STREAM_ERROR = "an error was encountered while running the model: unexpected EOF"
 
@@ -79,3 +138,14 @@ class OllamaChat(Dialect):
         return ErrorReply(
             body={"error": message or texts.get(status, f"HTTP {status}")}, headers=headers
         )
+
+
+SPEC = DialectSpec(
+    name="ollama",
+    title="Ollama",
+    path_suffixes=("/api/chat",),
+    default_model="llama3.2",
+    key_env=None,
+    client="ollama-python",
+    decoder=OllamaDecoder,
+)

@@ -1,33 +1,21 @@
-"""Framed messages into dialect terms: which event is a token, which is bookkeeping.
+"""OpenAI Chat Completions (``POST /v1/chat/completions``), one plug-in: detection, keys,
+model, client and the stream's decoder.
 
-One decoder per provider turns an ``SSEMessage`` (or an ``NDJSONLine``) into zero or
-more ``StreamEvent``.  The distinction that matters for timing is ``kind="content"``:
-text, reasoning/thinking, or a tool-call delta the model produced.  Role-only chunks,
-``message_start``, pings and finish reasons are ``meta`` and never count as a token.
-
-Payload shapes are read defensively: a field of the wrong type is treated as absent,
-because a diagnostics tool must describe a strange stream, not crash on it.  Only data
-that is not a JSON object at all raises ``MalformedEvent``.
+Compatible servers (vLLM, llama.cpp, OpenRouter, LiteLLM...) speak it too: ``data:``-only
+SSE ending in ``data: [DONE]``, a role-only chunk first (not a token), the usage in a last
+chunk when ``stream_options.include_usage`` is set. Azure OpenAI (azure.py) sends the same
+chunks plus its content filter's.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
-from promptpath.core.timeline import ContentType, StreamEvent
-from promptpath.dialects.anthropic import AnthropicDecoder
-from promptpath.dialects.bedrock import BedrockConverseDecoder, BedrockInvokeDecoder
-from promptpath.dialects.cohere import CohereDecoder
-from promptpath.dialects.gemini import GeminiDecoder
-from promptpath.dialects.realtime import RealtimeDecoder
-from promptpath.dialects.registry import Provider
+from promptpath.core.timeline import StreamEvent
+from promptpath.dialects.spec import DialectSpec
 from promptpath.streams.dialect_base import (
-    DialectDecoder,
-    Frame,
     Framing,
     JSONObject,
-    MalformedEvent,
     _Dialect,
     _error_text,
     _list,
@@ -38,22 +26,7 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = [
-    "AnthropicDecoder",
-    "BedrockConverseDecoder",
-    "BedrockInvokeDecoder",
-    "CohereDecoder",
-    "DialectDecoder",
-    "Frame",
-    "Framing",
-    "GeminiDecoder",
-    "MalformedEvent",
-    "OllamaDecoder",
-    "OpenAIChatDecoder",
-    "RealtimeDecoder",
-    "ResponsesDecoder",
-    "decoder_for",
-]
+__all__ = ["SPEC", "OpenAIChatDecoder"]
 
 
 # -- OpenAI chat completions -----------------------------------------------------------
@@ -122,108 +95,12 @@ def _filter_name(obj: JSONObject) -> str | None:
     return None
 
 
-# -- OpenAI Responses API --------------------------------------------------------------
-_RESPONSES_CONTENT: dict[str, ContentType] = {
-    "response.output_text.delta": "text",
-    "response.refusal.delta": "text",
-    "response.reasoning_text.delta": "reasoning",
-    "response.reasoning_summary_text.delta": "reasoning",
-    "response.function_call_arguments.delta": "tool",
-    "response.custom_tool_call_input.delta": "tool",
-    "response.mcp_call_arguments.delta": "tool",
-}
-_RESPONSES_TOOL_ITEMS = frozenset({"function_call", "custom_tool_call", "mcp_call"})
-
-
-class ResponsesDecoder(_Dialect):
-    """``/v1/responses``: typed events, ``response.completed`` carries the usage."""
-
-    framing: Framing = "sse"
-
-    def _decode(self, sse_event: str, data: str, mk: _Maker) -> list[StreamEvent]:
-        obj = _load(data)
-        mk.stamp_from(obj)
-        typ = _str(obj.get("type")) or sse_event
-        content_type = _RESPONSES_CONTENT.get(typ)
-        if content_type is not None:
-            delta = _str(obj.get("delta"))
-            if delta:
-                return [mk("content", typ, content_type=content_type, text=delta)]
-            return [mk("meta", typ)]
-        if typ == "response.output_item.added":
-            # The call starts (it carries the tool name), like a tool_calls first chunk.
-            if _str(_obj(obj.get("item")).get("type")) in _RESPONSES_TOOL_ITEMS:
-                return [mk("content", typ, content_type="tool")]
-            return [mk("meta", typ)]
-        response = _obj(obj.get("response"))
-        if typ in ("response.completed", "response.incomplete"):
-            u = _obj(response.get("usage"))
-            usage = _usage(
-                u.get("input_tokens"),
-                u.get("output_tokens"),
-                _obj(u.get("output_tokens_details")).get("reasoning_tokens"),
-            )
-            reason = _str(_obj(response.get("incomplete_details")).get("reason"))
-            return [mk("end", typ, usage=usage, text=f"reason={reason}" if reason else "")]
-        if typ == "response.failed":
-            return [mk("error", typ, error=_error_text(response.get("error") or "response failed"))]
-        if typ == "error":
-            return [mk("error", typ, error=_error_text(obj.get("error") or obj))]
-        return [mk("meta", typ)]
-
-
-# -- Ollama ----------------------------------------------------------------------------
-class OllamaDecoder(_Dialect):
-    """``/api/chat`` (and ``/api/generate``) NDJSON; the ``done`` line has the counts."""
-
-    framing: Framing = "ndjson"
-
-    def _decode(self, sse_event: str, data: str, mk: _Maker) -> list[StreamEvent]:
-        obj = _load(data)
-        mk.stamp_from(obj)
-        if obj.get("error") is not None:
-            return [mk("error", "error", error=_error_text(obj.get("error")))]
-        message = _obj(obj.get("message"))
-        name = "message" if "message" in obj else "response"
-        events: list[StreamEvent] = []
-        thinking = _str(message.get("thinking")) or _str(obj.get("thinking"))
-        if thinking:
-            events.append(mk("content", name, content_type="reasoning", text=thinking))
-        text = _str(message.get("content")) or _str(obj.get("response"))
-        if text:
-            events.append(mk("content", name, content_type="text", text=text))
-        for call in map(_obj, _list(message.get("tool_calls"))):
-            fn = _obj(call.get("function"))
-            args = fn.get("arguments")
-            args_text = args if isinstance(args, str) else json.dumps(args, default=str)
-            events.append(mk("content", name, content_type="tool", text=args_text))
-        if obj.get("done") is True:
-            reason = _str(obj.get("done_reason"))
-            usage = _usage(obj.get("prompt_eval_count"), obj.get("eval_count"))
-            events.append(
-                mk("end", "done", usage=usage, text=f"done_reason={reason}" if reason else "")
-            )
-        return events or [mk("meta", name)]
-
-
-_DECODERS: dict[str, type[DialectDecoder]] = {
-    "openai": OpenAIChatDecoder,
-    "azure": OpenAIChatDecoder,
-    "responses": ResponsesDecoder,
-    "anthropic": AnthropicDecoder,
-    "ollama": OllamaDecoder,
-    "gemini": GeminiDecoder,
-    "vertex": GeminiDecoder,
-    "realtime": RealtimeDecoder,
-    "bedrock": BedrockConverseDecoder,
-    "bedrock-invoke": BedrockInvokeDecoder,
-    "cohere": CohereDecoder,
-}
-
-
-def decoder_for(provider: Provider) -> DialectDecoder:
-    """A fresh dialect decoder for ``provider``."""
-    try:
-        return _DECODERS[provider]()
-    except KeyError:
-        raise ValueError(f"no stream dialect for provider {provider!r}") from None
+SPEC = DialectSpec(
+    name="openai",
+    title="OpenAI Chat Completions",
+    path_suffixes=("/chat/completions",),
+    default_model="gpt-4o-mini",
+    key_env="OPENAI_API_KEY",
+    client="openai-python",
+    decoder=OpenAIChatDecoder,
+)

@@ -13,6 +13,7 @@ is. ``cancelled`` and ``incomplete`` end the response, with the reason kept.
 from __future__ import annotations
 
 from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.dialects.spec import DialectSpec
 from promptpath.streams.dialect_base import (
     Framing,
     _Dialect,
@@ -24,7 +25,7 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["RealtimeDecoder"]
+__all__ = ["SPEC", "RealtimeDecoder"]
 
 _TEXT_DELTAS = frozenset(
     {
@@ -69,3 +70,14 @@ class RealtimeDecoder(_Dialect):
         if typ == "error":
             return [mk("error", typ, error=_error_text(obj.get("error") or obj))]
         return [mk("meta", typ)]
+
+
+SPEC = DialectSpec(
+    name="realtime",
+    title="OpenAI Realtime",
+    path_suffixes=("/realtime",),
+    default_model="gpt-realtime",
+    key_env="OPENAI_API_KEY",
+    client="openai-python",
+    decoder=RealtimeDecoder,
+)

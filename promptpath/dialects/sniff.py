@@ -6,7 +6,7 @@ Pure: it decodes bytes already read, with fresh decoders, and reads no socket or
 from __future__ import annotations
 
 from promptpath.core.errors import StreamError
-from promptpath.dialects.openai import decoder_for
+from promptpath.dialects.plugins import decoder_for
 from promptpath.dialects.registry import NAMES, Provider
 from promptpath.dialects.stream import StreamDecoder
 

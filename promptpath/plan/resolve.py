@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING, Any, get_args
 from promptpath.core.errors import UsageError
 from promptpath.core.headers import KEY_HEADERS
 from promptpath.core.series_plan import SeriesPlan
+from promptpath.dialects.plugins import detect_provider, dialect, key_from_env, model_from_path
 from promptpath.options import (
     BEDROCK_PROVIDERS,
-    DEFAULT_CLIENT,
     DEFAULT_MAX_TOKENS,
-    DEFAULT_MODEL,
     DEFAULT_PROMPT,
     DEFAULT_TIMEOUT_S,
     AwsCredentials,
@@ -38,9 +37,6 @@ from promptpath.options import (
     Target,
     check_client_cert,
     check_timeout,
-    detect_provider,
-    key_from_env,
-    model_from_path,
     parse_connect_to,
     parse_guardrail,
     parse_headers,
@@ -179,7 +175,7 @@ def client_for(name: str | None, provider: Provider) -> ClientName:
     from promptpath.tracer.request import SHAPES
 
     if name is None:
-        return DEFAULT_CLIENT[provider]
+        return dialect(provider).client
     for known in SHAPES:
         if known == name:
             return known
@@ -379,7 +375,7 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
         provider=provider,
         model=values.text("model")
         or model_from_path(provider, target.path)
-        or DEFAULT_MODEL[provider],
+        or dialect(provider).default_model,
         prompt=prompt if prompt is not None else DEFAULT_PROMPT,
         max_tokens=max_tokens,
         headers=headers,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from promptpath.dialects.azure import AzureChatCompletions
 from promptpath.dialects.ollama import OllamaChat
-from promptpath.options import detect_provider, model_from_path
+from promptpath.dialects.plugins import detect_provider, model_from_path
 from promptpath.server.anthropic_dialect import Messages
 from promptpath.server.bedrock_dialect import BedrockConverse, BedrockInvoke
 from promptpath.server.cohere_dialect import CohereChat

@@ -26,7 +26,7 @@ from collections.abc import MutableMapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from promptpath.options import detect_provider
+from promptpath.dialects.plugins import detect_provider
 from promptpath.server.behaviour import (
     Behaviour,
     BehaviourError,

@@ -36,8 +36,9 @@ import anyio
 import pytest
 
 from promptpath.core.findings import Finding, Verdict
+from promptpath.dialects.plugins import dialect
 from promptpath.dialects.registry import Provider
-from promptpath.options import DEFAULT_CLIENT, RunOptions, parse_target
+from promptpath.options import RunOptions, parse_target
 from promptpath.probes.suite import run_probes, select
 from tests.helpers import proxylab
 from tests.helpers.ports import LOOPBACK, free_port
@@ -96,7 +97,7 @@ def _options(base_url: str, provider: Provider) -> RunOptions:
         target=parse_target(base_url + path),
         provider=provider,
         model=model,
-        client=DEFAULT_CLIENT[provider],
+        client=dialect(provider).client,
         http="1.1",
     )
 

@@ -21,13 +21,12 @@ from typing import Any
 import pytest
 
 from promptpath.core.errors import UsageError
+from promptpath.dialects.bedrock import region_from_host
+from promptpath.dialects.plugins import detect_provider, model_from_path
 from promptpath.options import (
     AwsCredentials,
     RunOptions,
-    detect_provider,
-    model_from_path,
     parse_target,
-    region_from_host,
     secret_values,
 )
 from promptpath.plan.aws_auth import EXTRA_HINT, load_credentials

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from promptpath.dialects.registry import CLIENTS, NAMES
+from promptpath.dialects.plugins import detect_provider, dialects
+from promptpath.dialects.registry import CLIENTS, NAMES, module_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = sorted((ROOT / "promptpath/report").glob("*.json"))
@@ -55,3 +56,30 @@ def test_help_and_version_read_the_names_and_load_no_plugin(argv: list[str]) -> 
         [],  # --version stops before the option table
         ["promptpath.dialects", "promptpath.dialects.registry"],
     ), ours
+
+
+#: The modules of dialects/ that are no dialect's plug-in: what the plug-ins share.
+SHARED = {"__init__", "registry", "spec", "plugins", "stream", "sniff"}
+
+
+def test_every_name_is_one_module_whose_spec_bears_it_and_every_module_is_named() -> None:
+    assert [d.name for d in dialects()] == list(NAMES)
+    modules = {p.stem for p in (ROOT / "promptpath/dialects").glob("*.py")} - SHARED
+    assert modules == {module_of(name).rsplit(".", 1)[1] for name in NAMES}
+
+
+def test_no_dialects_path_suffix_ends_anothers() -> None:
+    # Suffixes are tried after every pattern, in the registry's order: that order must not
+    # decide anything, as it did not when they were one table.
+    suffixes = [(d.name, s) for d in dialects() for s in d.path_suffixes]
+    clashes = [(a, b) for a in suffixes for b in suffixes if a != b and a[1].endswith(b[1])]
+    assert clashes == []
+
+
+def test_a_path_two_plugins_patterns_match_goes_to_the_one_that_says_more() -> None:
+    vertex = "/v1/projects/p/locations/l/publishers/google/models/m:streamGenerateContent"
+    assert detect_provider(vertex) == "vertex"
+    assert detect_provider("/v1beta/models/m:streamGenerateContent") == "gemini"
+    # Azure's path ends as OpenAI's does; the pattern is tried before the suffix.
+    assert detect_provider("/openai/deployments/d/chat/completions") == "azure"
+    assert detect_provider("/x/openai/deployments/d/chat/completions") == "openai"

@@ -10,7 +10,7 @@ import pytest
 
 from promptpath.core.errors import UsageError
 from promptpath.core.timeline import StreamEvent, Timeline, Usage
-from promptpath.dialects.openai import decoder_for
+from promptpath.dialects.plugins import decoder_for
 from promptpath.outputs.otlp import otel_installed, parse_resource_attributes, plan_otlp
 from promptpath.report import otel
 from promptpath.streams.sse import SSEMessage

@@ -1,0 +1,85 @@
+"""Amazon Bedrock's ``POST /model/{id}/invoke-with-response-stream``, one plug-in.
+
+The model's own streaming format inside AWS event-stream messages (bedrock.py frames and
+reads them): each ``chunk`` event's payload is ``{"bytes": BASE64}``, and the bytes are one
+native event (Anthropic's Messages events for Claude, read as anthropic.py reads them).
+Bedrock adds ``amazon-bedrock-invocationMetrics`` (token counts, ``invocationLatency``) to
+the last chunk, whatever the model. The stream ends with the native end (Anthropic's
+``message_stop``), or, for another model's payload, the chunk that carries the invocation
+metrics.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import replace
+
+from promptpath.core.timeline import StreamEvent
+from promptpath.dialects.anthropic import AnthropicDecoder
+from promptpath.dialects.bedrock import _Bedrock, model_in_path
+from promptpath.dialects.spec import DialectSpec
+from promptpath.streams.dialect_base import (
+    JSONObject,
+    MalformedEvent,
+    _load,
+    _Maker,
+    _obj,
+    _str,
+    _usage,
+)
+
+__all__ = ["SPEC", "BedrockInvokeDecoder"]
+
+#: Where an invoke stream's last chunk puts Bedrock's own account of the invocation.
+INVOCATION_METRICS = "amazon-bedrock-invocationMetrics"
+
+
+class BedrockInvokeDecoder(_Bedrock):
+    """``/model/{id}/invoke-with-response-stream``: native events inside ``chunk``s."""
+
+    def __init__(self) -> None:
+        self._anthropic = AnthropicDecoder()
+
+    def _event(self, name: str, obj: JSONObject, mk: _Maker) -> list[StreamEvent]:
+        if name != "chunk":
+            return [mk("meta", name)]
+        raw = _str(obj.get("bytes"))
+        try:
+            inner = base64.b64decode(raw, validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError) as exc:
+            raise MalformedEvent(raw, f"chunk bytes are not base64 of UTF-8 ({exc})") from exc
+        native = _load(inner)
+        metrics = _obj(native.get(INVOCATION_METRICS))
+        if _str(native.get("type")):
+            events = self._anthropic._decode("", inner, mk)
+        else:  # another model's payload: no tokens read from it
+            mk.stamp_from(native)
+            events = [mk("meta", "chunk")]
+        if not metrics:
+            return events
+        latency = metrics.get("invocationLatency")
+        last = events[-1]
+        usage = last.usage or _usage(
+            metrics.get("inputTokenCount"), metrics.get("outputTokenCount")
+        )
+        events[-1] = replace(
+            last,
+            kind="end" if last.kind == "meta" else last.kind,
+            usage=usage,
+            server_ms=float(latency) if isinstance(latency, int | float) else None,
+        )
+        return events
+
+
+SPEC = DialectSpec(
+    name="bedrock-invoke",
+    title="Amazon Bedrock",
+    path_patterns=(re.compile(r"/model/[^/]+/invoke-with-response-stream$"),),
+    model_in_path=model_in_path,
+    default_model="anthropic.claude-3-5-haiku-20241022-v1:0",
+    key_env="AWS_BEARER_TOKEN_BEDROCK",
+    client="boto3",
+    decoder=BedrockInvokeDecoder,
+)
