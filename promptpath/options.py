@@ -24,11 +24,6 @@ DEFAULT_TIMEOUT_S = 60.0
 #: nanoseconds), and no stream is worth waiting for past it.
 MAX_TIMEOUT_S = 86_400.0
 
-#: Key variables whose value is a bearer token for a provider whose API key has a header
-#: of its own (Azure: api-key for a key, Authorization: Bearer for an Entra token).
-BEARER_KEY_ENVS = frozenset({"AZURE_OPENAI_AD_TOKEN"})
-BEDROCK_PROVIDERS = frozenset({"bedrock", "bedrock-invoke"})
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Guardrail:

@@ -5,7 +5,8 @@ inside its chunks (bedrock_invoke.py)."""
 from __future__ import annotations
 
 from promptpath.core.timeline import ContentType, StreamEvent
-from promptpath.dialects.spec import DialectSpec
+from promptpath.dialects.spec import JSON, DialectSpec, httpx_client
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
     _Dialect,
@@ -17,7 +18,7 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["SPEC", "AnthropicDecoder"]
+__all__ = ["ANTHROPIC_VERSION", "SPEC", "AnthropicDecoder"]
 
 
 _ANTHROPIC_DELTAS: dict[str, tuple[str, ContentType]] = {
@@ -71,12 +72,34 @@ class AnthropicDecoder(_Dialect):
         return [mk("meta", typ)]  # ping, content_block_stop, unknown future events
 
 
+# -- the request --------------------------------------------------------------------------
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+def body(options: RunOptions) -> JSON:
+    return {
+        "model": options.model,
+        "messages": [{"role": "user", "content": options.prompt}],
+        "max_tokens": options.max_tokens,
+        "stream": True,
+    }
+
+
+#: anthropic 2.14.0: the same Stainless base client as openai's ("Anthropic/Python" +
+#: version) on httpx2 2.16.2; observed: the same Accept and Accept-Encoding, HTTP/1.1.
+ANTHROPIC_PYTHON = httpx_client("anthropic-python", "Anthropic/Python 2.14.0")
+
+
 SPEC = DialectSpec(
     name="anthropic",
     title="Anthropic Messages",
     path_suffixes=("/messages",),
     default_model="claude-3-5-haiku-latest",
     key_env="ANTHROPIC_API_KEY",
+    key_header="x-api-key",
     client="anthropic-python",
+    shapes=(ANTHROPIC_PYTHON,),
+    body=body,
+    version_headers=(("anthropic-version", ANTHROPIC_VERSION),),
     decoder=AnthropicDecoder,
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from promptpath.dialects.openai import OpenAIChatDecoder
+from promptpath.dialects.openai import OpenAIChatDecoder, chat_body
 from promptpath.dialects.spec import DialectSpec, model_named_in_path
 from promptpath.server.dialect import Event, Finish, JSONObject, RequestInfo
 from promptpath.server.openai_dialects import ChatCompletions
@@ -110,6 +110,10 @@ SPEC = DialectSpec(
     # openai's AzureOpenAI takes an Entra token from AZURE_OPENAI_AD_TOKEN when it has no
     # key, sent as a bearer token.
     key_fallbacks=("AZURE_OPENAI_AD_TOKEN",),
+    key_header="api-key",
+    bearer_key_envs=frozenset({"AZURE_OPENAI_AD_TOKEN"}),
     client="openai-python",
+    # openai's AzureOpenAI sends the chat body unchanged (the deployment as "model").
+    body=chat_body,
     decoder=OpenAIChatDecoder,
 )

@@ -34,11 +34,14 @@ What surprises people:
 
 from __future__ import annotations
 
+import platform
 import re
 from urllib.parse import unquote
 
+from promptpath.core.media import EVENTSTREAM
 from promptpath.core.timeline import ContentType, EventKind, StreamEvent
-from promptpath.dialects.spec import DialectSpec
+from promptpath.dialects.spec import JSON, ClientShape, DialectSpec
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Frame,
     Framing,
@@ -53,7 +56,15 @@ from promptpath.streams.dialect_base import (
 )
 from promptpath.streams.eventstream import EventStreamMessage
 
-__all__ = ["SPEC", "BedrockConverseDecoder", "region_from_host"]
+__all__ = [
+    "BOTO3",
+    "SIGNING_NAME",
+    "SPEC",
+    "BedrockConverseDecoder",
+    "model_in_path",
+    "region_from_host",
+    "synchronous_guardrail",
+]
 
 
 def _message(frame: Frame) -> EventStreamMessage:
@@ -162,6 +173,56 @@ def region_from_host(host: str) -> str | None:
     return found.group(1) if found else None
 
 
+# -- the request --------------------------------------------------------------------------
+def body(options: RunOptions) -> JSON:
+    """boto3 1.44.8 converse_stream(modelId=M, messages=[...], inferenceConfig=...),
+    observed on loopback: the model is in the path, the body only this (and the
+    guardrail's guardrailConfig when --guardrail asks for one)."""
+    fields: JSON = {
+        "messages": [{"role": "user", "content": [{"text": options.prompt}]}],
+        "inferenceConfig": {"maxTokens": options.max_tokens},
+    }
+    rail = options.guardrail
+    if rail is not None:
+        fields["guardrailConfig"] = {
+            "guardrailIdentifier": rail.identifier,
+            "guardrailVersion": rail.version,
+            "streamProcessingMode": rail.mode,
+        }
+    return fields
+
+
+def synchronous_guardrail(options: RunOptions) -> bool:
+    """A guardrail in synchronous streaming mode (--guardrail, or its header given with
+    -H): Bedrock scans the answer in batches and releases each after its scan."""
+    if options.guardrail is not None:
+        return options.guardrail.mode == "sync"
+    return any(n.lower() == "x-amzn-bedrock-guardrailidentifier" for n, _ in options.headers)
+
+
+#: The signing name of bedrock-runtime (botocore's service model: signingName "bedrock").
+SIGNING_NAME = "bedrock"
+
+#: boto3 1.44.8 / botocore 1.44.8 (bedrock-runtime converse_stream and
+#: invoke_model_with_response_stream), observed on loopback: no Accept header at all
+#: (invoke adds X-Amzn-Bedrock-Accept), "Accept-Encoding: identity" (urllib3 through
+#: http.client), HTTP/1.1 only, and a User-Agent of SDK, OS, language and config
+#: tokens. Left out: the per-call feature list (m/...) and amz-sdk-invocation-id /
+#: amz-sdk-request (retry bookkeeping no hop treats a stream by).
+BOTO3 = ClientShape(
+    name="boto3",
+    user_agent=(
+        "Boto3/1.44.8 md/Botocore#1.44.8 ua/2.1"
+        f" os/{platform.system().lower()}#{platform.release()}"
+        f" md/arch#{platform.machine().lower()} lang/python#{platform.python_version()}"
+        " md/pyimpl#CPython cfg/retry-mode#standard Botocore/1.44.8"
+    ),
+    accept="",
+    encodings=("identity",),
+    http="1.1",
+)
+
+
 SPEC = DialectSpec(
     name="bedrock",
     title="Amazon Bedrock",
@@ -174,6 +235,12 @@ SPEC = DialectSpec(
     # A Bedrock API key (botocore 1.39+ sends it as a bearer token); without one the
     # request is signed with SigV4 from the AWS credentials (options.AwsCredentials).
     key_env="AWS_BEARER_TOKEN_BEDROCK",
+    sigv4_service=SIGNING_NAME,
     client="boto3",
+    shapes=(BOTO3,),
+    body=body,
+    stream_type=EVENTSTREAM,
+    guardrails=True,
+    holds_answer=synchronous_guardrail,
     decoder=BedrockConverseDecoder,
 )

@@ -16,10 +16,17 @@ import binascii
 import re
 from dataclasses import replace
 
+from promptpath.core.media import EVENTSTREAM
 from promptpath.core.timeline import StreamEvent
 from promptpath.dialects.anthropic import AnthropicDecoder
-from promptpath.dialects.bedrock import _Bedrock, model_in_path
-from promptpath.dialects.spec import DialectSpec
+from promptpath.dialects.bedrock import (
+    SIGNING_NAME,
+    _Bedrock,
+    model_in_path,
+    synchronous_guardrail,
+)
+from promptpath.dialects.spec import JSON, DialectSpec, Headers
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     JSONObject,
     MalformedEvent,
@@ -73,6 +80,36 @@ class BedrockInvokeDecoder(_Bedrock):
         return events
 
 
+# -- the request --------------------------------------------------------------------------
+#: The "anthropic_version" Claude on Bedrock's invoke APIs requires in the body.
+BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
+
+
+def body(options: RunOptions) -> JSON:
+    """invoke_model_with_response_stream sends the body the caller wrote, verbatim:
+    Anthropic's Messages body as Bedrock takes it (anthropic_version, no model); an
+    asynchronous guardrail's mode rides in it too."""
+    fields: JSON = {
+        "anthropic_version": BEDROCK_ANTHROPIC_VERSION,
+        "max_tokens": options.max_tokens,
+        "messages": [{"role": "user", "content": options.prompt}],
+    }
+    rail = options.guardrail
+    if rail is not None and rail.mode == "async":
+        fields["amazon-bedrock-guardrailConfig"] = {"streamProcessingMode": "asynchronous"}
+    return fields
+
+
+def headers(options: RunOptions) -> Headers:
+    """The ``accept`` argument of invoke_model_with_response_stream (the payloads' type),
+    and its guardrailIdentifier/guardrailVersion."""
+    found = [("x-amzn-bedrock-accept", "application/json")]
+    if options.guardrail is not None:
+        found.append(("x-amzn-bedrock-guardrailidentifier", options.guardrail.identifier))
+        found.append(("x-amzn-bedrock-guardrailversion", options.guardrail.version))
+    return found
+
+
 SPEC = DialectSpec(
     name="bedrock-invoke",
     title="Amazon Bedrock",
@@ -80,6 +117,12 @@ SPEC = DialectSpec(
     model_in_path=model_in_path,
     default_model="anthropic.claude-3-5-haiku-20241022-v1:0",
     key_env="AWS_BEARER_TOKEN_BEDROCK",
+    sigv4_service=SIGNING_NAME,
     client="boto3",
+    body=body,
+    stream_type=EVENTSTREAM,
+    extra_headers=headers,
+    guardrails=True,
+    holds_answer=synchronous_guardrail,
     decoder=BedrockInvokeDecoder,
 )

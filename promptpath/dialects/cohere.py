@@ -35,7 +35,8 @@ from __future__ import annotations
 import re
 
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.spec import DialectSpec
+from promptpath.dialects.spec import JSON, DialectSpec, httpx_client
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
     JSONObject,
@@ -124,6 +125,34 @@ class CohereDecoder(_Dialect):
         return [mk("meta", typ)]  # message-start, content-end, citation-*, debug, unknown
 
 
+# -- the request --------------------------------------------------------------------------
+def body(options: RunOptions) -> JSON:
+    """cohere 7.3.1 ClientV2.chat_stream, observed on loopback: the fields not given are
+    left out, "stream": true last."""
+    return {
+        "model": options.model,
+        "messages": [{"role": "user", "content": options.prompt}],
+        "max_tokens": options.max_tokens,
+        "stream": True,
+    }
+
+
+#: cohere 7.3.1 (core/client_wrapper.py get_headers) on httpx 0.28, observed on loopback:
+#: "User-Agent: cohere/7.3.1", "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1,
+#: and Fern's X-Fern-* build headers. Those naming the SDK are sent; X-Fern-Runtime and
+#: X-Fern-Platform (this machine's Python and kernel release) are left out.
+COHERE_SDK = httpx_client(
+    "cohere",
+    "cohere/7.3.1",
+    accept="*/*",
+    extra=(
+        ("x-fern-language", "Python"),
+        ("x-fern-sdk-name", "cohere"),
+        ("x-fern-sdk-version", "7.3.1"),
+    ),
+)
+
+
 SPEC = DialectSpec(
     name="cohere",
     title="Cohere v2 chat",
@@ -135,5 +164,7 @@ SPEC = DialectSpec(
     key_env="CO_API_KEY",
     key_fallbacks=("COHERE_API_KEY",),
     client="cohere",
+    shapes=(COHERE_SDK,),
+    body=body,
     decoder=CohereDecoder,
 )

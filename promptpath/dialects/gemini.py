@@ -28,11 +28,13 @@ What surprises people:
 from __future__ import annotations
 
 import json
+import platform
 import re
 from dataclasses import replace
 
 from promptpath.core.timeline import ContentType, StreamEvent
-from promptpath.dialects.spec import DialectSpec, model_named_in_path
+from promptpath.dialects.spec import JSON, DialectSpec, httpx_client, model_named_in_path
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
     JSONObject,
@@ -46,7 +48,7 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["SPEC", "VERTEX_PATH", "GeminiDecoder"]
+__all__ = ["GOOGLE_GENAI", "SPEC", "VERTEX_PATH", "GeminiDecoder", "body"]
 
 _NAME = "GenerateContentResponse"
 
@@ -116,6 +118,28 @@ def _output_tokens(u: JSONObject) -> int | None:
     return (candidates or 0) + (thoughts or 0)
 
 
+# -- the request --------------------------------------------------------------------------
+def body(options: RunOptions) -> JSON:
+    """google-genai 3.6.1, observed on loopback: the model is in the path, the stream is
+    asked for by the path (:streamGenerateContent?alt=sse), not by the body."""
+    return {
+        "contents": [{"parts": [{"text": options.prompt}], "role": "user"}],
+        "generationConfig": {"maxOutputTokens": options.max_tokens},
+    }
+
+
+#: google-genai 3.6.1 sends its User-Agent as x-goog-api-client too.
+_GENAI = f"google-genai-sdk/3.6.1 gl-python/{platform.python_version()}"
+
+#: google-genai 3.6.1 (_api_client.py append_library_version_headers) on httpx2, observed
+#: on loopback: "user-agent" and "x-goog-api-client" both "google-genai-sdk/3.6.1
+#: gl-python/3.11.7" (the Python version is this machine's, as the SDK's would be),
+#: "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1.
+GOOGLE_GENAI = httpx_client(
+    "google-genai", _GENAI, accept="*/*", extra=(("x-goog-api-client", _GENAI),)
+)
+
+
 #: Vertex AI: /v1/projects/P/locations/L/publishers/google/models/M:streamGenerateContent.
 #: Its paths end as AI Studio's do, so Vertex's pattern lives here, beside Gemini's, which
 #: it overrules (vertex.py).
@@ -135,6 +159,9 @@ SPEC = DialectSpec(
     # set (it warns), GEMINI_API_KEY otherwise.
     key_env="GOOGLE_API_KEY",
     key_fallbacks=("GEMINI_API_KEY",),
+    key_header="x-goog-api-key",
     client="google-genai",
+    shapes=(GOOGLE_GENAI,),
+    body=body,
     decoder=GeminiDecoder,
 )

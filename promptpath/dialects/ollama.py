@@ -9,10 +9,12 @@ bearer token, for the gateways in front of it).
 from __future__ import annotations
 
 import json
+import platform
 from typing import ClassVar
 
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.spec import DialectSpec
+from promptpath.dialects.spec import JSON, DialectSpec, httpx_client
+from promptpath.options import RunOptions
 from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject
 from promptpath.streams.dialect_base import (
     Framing,
@@ -140,6 +142,27 @@ class OllamaChat(Dialect):
         )
 
 
+# -- the request --------------------------------------------------------------------------
+def body(options: RunOptions) -> JSON:
+    return {
+        "model": options.model,
+        "messages": [{"role": "user", "content": options.prompt}],
+        "stream": True,
+        "options": {"num_predict": options.max_tokens},
+    }
+
+
+#: ollama 0.6.1: ollama/_client.py BaseClient sets Accept: application/json and
+#: "ollama-python/VERSION (MACHINE SYSTEM) Python/VERSION" on an httpx 0.28 client
+#: (gzip, deflate; HTTP/1.1). The platform part is this machine's, as the SDK's would be.
+#: Its own shape rather than identity: the library sends a known, fixed header set.
+OLLAMA_PYTHON = httpx_client(
+    "ollama-python",
+    f"ollama-python/0.6.1 ({platform.machine()} {platform.system().lower()})"
+    f" Python/{platform.python_version()}",
+)
+
+
 SPEC = DialectSpec(
     name="ollama",
     title="Ollama",
@@ -147,5 +170,8 @@ SPEC = DialectSpec(
     default_model="llama3.2",
     key_env=None,
     client="ollama-python",
+    shapes=(OLLAMA_PYTHON,),
+    body=body,
+    stream_type="application/x-ndjson",
     decoder=OllamaDecoder,
 )

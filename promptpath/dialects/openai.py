@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.spec import DialectSpec
+from promptpath.dialects.spec import JSON, DialectSpec, httpx_client
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
     JSONObject,
@@ -26,7 +27,7 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["SPEC", "OpenAIChatDecoder"]
+__all__ = ["OPENAI_PYTHON", "SPEC", "OpenAIChatDecoder", "chat_body"]
 
 
 # -- OpenAI chat completions -----------------------------------------------------------
@@ -95,6 +96,25 @@ def _filter_name(obj: JSONObject) -> str | None:
     return None
 
 
+# -- the request --------------------------------------------------------------------------
+def chat_body(options: RunOptions) -> JSON:
+    """The chat body openai-python sends for a stream, the usage asked for."""
+    return {
+        "model": options.model,
+        "messages": [{"role": "user", "content": options.prompt}],
+        "max_tokens": options.max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+#: openai 3.57.0: _base_client.py default_headers and user_agent ("OpenAI/Python" +
+#: version), on httpx2 2.16.2 (Client(http2=False), Accept-Encoding from its decoders);
+#: the same headers as openai 1.95.1 on httpx 0.28. Observed on loopback: "Accept-
+#: Encoding: gzip, deflate", "accept: application/json", HTTP/1.1.
+OPENAI_PYTHON = httpx_client("openai-python", "OpenAI/Python 3.57.0")
+
+
 SPEC = DialectSpec(
     name="openai",
     title="OpenAI Chat Completions",
@@ -102,5 +122,7 @@ SPEC = DialectSpec(
     default_model="gpt-4o-mini",
     key_env="OPENAI_API_KEY",
     client="openai-python",
+    shapes=(OPENAI_PYTHON,),
+    body=chat_body,
     decoder=OpenAIChatDecoder,
 )

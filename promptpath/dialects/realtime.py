@@ -13,7 +13,8 @@ is. ``cancelled`` and ``incomplete`` end the response, with the reason kept.
 from __future__ import annotations
 
 from promptpath.core.timeline import ContentType, StreamEvent
-from promptpath.dialects.spec import DialectSpec
+from promptpath.dialects.spec import JSON, DialectSpec
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
     _Dialect,
@@ -72,6 +73,25 @@ class RealtimeDecoder(_Dialect):
         return [mk("meta", typ)]
 
 
+# -- the request --------------------------------------------------------------------------
+def ws_messages(options: RunOptions) -> list[JSON]:
+    """The user's turn (``conversation.item.create``) and a text-only ``response.create``,
+    as openai 3.57 sends them (observed on loopback)."""
+    item: JSON = {
+        "type": "conversation.item.create",
+        "item": {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": options.prompt}],
+        },
+    }
+    create: JSON = {
+        "type": "response.create",
+        "response": {"output_modalities": ["text"], "max_output_tokens": options.max_tokens},
+    }
+    return [item, create]
+
+
 SPEC = DialectSpec(
     name="realtime",
     title="OpenAI Realtime",
@@ -79,5 +99,11 @@ SPEC = DialectSpec(
     default_model="gpt-realtime",
     key_env="OPENAI_API_KEY",
     client="openai-python",
+    body=None,
+    ws_messages=ws_messages,
+    websocket_only=(
+        "the Realtime API is WebSocket only: give a ws:// or wss:// URL"
+        " (wss://api.openai.com/v1/realtime?model=M)"
+    ),
     decoder=RealtimeDecoder,
 )

@@ -10,7 +10,8 @@ carries the usage. An error inside the stream is an ``error`` event or
 from __future__ import annotations
 
 from promptpath.core.timeline import ContentType, StreamEvent
-from promptpath.dialects.spec import DialectSpec
+from promptpath.dialects.spec import JSON, DialectSpec
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
     _Dialect,
@@ -73,6 +74,30 @@ class ResponsesDecoder(_Dialect):
         return [mk("meta", typ)]
 
 
+# -- the request --------------------------------------------------------------------------
+def body(options: RunOptions) -> JSON:
+    return {
+        "model": options.model,
+        "input": options.prompt,
+        "max_output_tokens": options.max_tokens,
+        "stream": True,
+    }
+
+
+def ws_messages(options: RunOptions) -> list[JSON]:
+    """The WebSocket mode's one message, as openai 3.57 sends it (observed on loopback):
+    ``{"type": "response.create", ...}`` with the request's fields at the top level, no
+    ``stream``."""
+    return [
+        {
+            "type": "response.create",
+            "model": options.model,
+            "input": options.prompt,
+            "max_output_tokens": options.max_tokens,
+        }
+    ]
+
+
 SPEC = DialectSpec(
     name="responses",
     title="OpenAI Responses",
@@ -80,5 +105,7 @@ SPEC = DialectSpec(
     default_model="gpt-4o-mini",
     key_env="OPENAI_API_KEY",
     client="openai-python",
+    body=body,
+    ws_messages=ws_messages,
     decoder=ResponsesDecoder,
 )

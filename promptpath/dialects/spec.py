@@ -1,9 +1,11 @@
 """What one plug-in says about its API: the shape every ``dialects/<name>.py`` fills in.
 
 A ``DialectSpec`` puts side by side what promptpath knows of one API: how a URL names it,
-its key variables, the model to ask for, the stream decoder that reads it. The code that
-uses these facts (detection in ``plugins.py``, the request in ``tracer/request.py``)
-holds no table of its own and asks no dialect by name.
+its key variables and how the key is sent, the model to ask for, the request body and
+headers its official SDK sends (and that SDK's ``--as`` shape), whether it speaks
+WebSocket, the stream decoder that reads it. The code that uses these facts (detection in
+``plugins.py``, the request in ``tracer/request.py``) holds no table of its own and asks
+no dialect by name.
 """
 
 from __future__ import annotations
@@ -12,10 +14,46 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from promptpath.core.media import DECODABLE
 from promptpath.dialects.registry import ClientName, Provider
+from promptpath.options import HTTPChoice, RunOptions
 from promptpath.streams.dialect_base import DialectDecoder
 
-__all__ = ["DialectSpec", "model_named_in_path"]
+__all__ = [
+    "JSON",
+    "ClientShape",
+    "DialectSpec",
+    "Headers",
+    "httpx_client",
+    "model_named_in_path",
+]
+
+JSON = dict[str, object]
+Headers = list[tuple[str, str]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientShape:
+    """What one HTTP client puts on a streamed prompt, as read in its own source."""
+
+    name: ClientName
+    user_agent: str  # the client's own User-Agent (PRODUCT is appended when sent)
+    accept: str | None  # None: the dialect's stream type (text/event-stream or NDJSON); "": none
+    encodings: tuple[str, ...]  # its Accept-Encoding, in its order; (): it sends none
+    http: HTTPChoice  # the HTTP version it speaks when --http is not given
+    #: Headers of its own it sends on every request (after User-Agent), e.g. its SDK name.
+    extra: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def offered(self) -> tuple[str, ...]:
+        """The encodings we offer for it: only those the ingest can decode (a shape never
+        asks for a stream promptpath could not read)."""
+        return tuple(e for e in self.encodings if e in DECODABLE or e == "identity")
+
+    @property
+    def not_offered(self) -> tuple[str, ...]:
+        """Encodings the real client offers that we leave out (no decoder installed)."""
+        return tuple(e for e in self.encodings if e not in self.offered)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,9 +81,38 @@ class DialectSpec:
     key_env: str | None
     #: Variables read, in order, when ``key_env`` is unset (the SDK's own order).
     key_fallbacks: tuple[str, ...] = ()
-    # -- the client ------------------------------------------------------------------------
+    #: The header the key goes in (None: ``Authorization: Bearer``).
+    key_header: str | None = None
+    #: Key variables whose value is a bearer token even where the API's key has a header of
+    #: its own (Azure: api-key for a key, Authorization: Bearer for an Entra token).
+    bearer_key_envs: frozenset[str] = frozenset()
+    #: The AWS signing name when the request may be signed with SigV4 (AWS credentials and
+    #: no key of another kind), else None.
+    sigv4_service: str | None = None
+    # -- the request -----------------------------------------------------------------------
     #: The --as shape of the client most people reach this API with (its official SDK).
     client: ClientName
+    #: The shapes of the clients this plug-in defines (its SDK's), named in the registry.
+    shapes: tuple[ClientShape, ...] = ()
+    #: The JSON body of one streamed prompt, as the official SDK sends it (None: the API
+    #: takes no plain HTTP request, only a WebSocket's messages).
+    body: Callable[[RunOptions], JSON] | None
+    #: The media type the stream comes in: what Accept asks for unless the shape says.
+    stream_type: str = "text/event-stream"
+    #: Headers the API's version needs, sent after the User-Agent, before the shape's own.
+    version_headers: tuple[tuple[str, str], ...] = ()
+    #: Headers of the request's own after the shape's (Bedrock's guardrail, its Accept).
+    extra_headers: Callable[[RunOptions], Headers] | None = None
+    #: The API takes --guardrail (a provider-side check of the answer).
+    guardrails: bool = False
+    #: The request turns on a check at the provider that holds the answer back and
+    #: releases it in batches (Bedrock's guardrail in its synchronous mode).
+    holds_answer: Callable[[RunOptions], bool] | None = None
+    #: The messages a WebSocket sends after the 101 (the last one carries the reference
+    #: endpoint's controls); None: the API speaks no WebSocket.
+    ws_messages: Callable[[RunOptions], list[JSON]] | None = None
+    #: Why a plain http(s):// URL cannot reach it, when the API is WebSocket only.
+    websocket_only: str | None = None
     # -- the stream ------------------------------------------------------------------------
     #: A fresh decoder of this API's events (one per stream: a decoder may keep state).
     decoder: Callable[[], DialectDecoder]
@@ -55,6 +122,33 @@ class DialectSpec:
         return any(p.search(bare) for p in self.path_patterns) and not any(
             p.search(bare) for p in self.path_excludes
         )
+
+
+def httpx_client(
+    name: ClientName,
+    user_agent: str,
+    *,
+    accept: str = "application/json",
+    extra: tuple[tuple[str, str], ...] = (),
+) -> ClientShape:
+    """The shape of an SDK on httpx, as the official ones are (openai's, anthropic's,
+    ollama's, google-genai's, cohere's).
+
+    httpx offers the encodings it has decoders for: gzip and deflate always, br and zstd
+    only when the brotli/zstandard packages happen to be installed (not by default), and
+    HTTP/1.1 only unless the application builds its client with http2=True (ALPN then
+    offers h2 too). The SDKs send Accept: application/json even for a stream; some send
+    headers of build and platform facts (x-stainless-*, X-Fern-Runtime) that are left out:
+    no hop we know of treats a stream by them.
+    """
+    return ClientShape(
+        name=name,
+        user_agent=user_agent,
+        accept=accept,
+        encodings=("gzip", "deflate"),
+        http="1.1",
+        extra=extra,
+    )
 
 
 _MODEL_IN_PATH = re.compile(r"/(?:models|tunedModels|deployments)/([^/:?]+)")

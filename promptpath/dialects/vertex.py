@@ -6,7 +6,7 @@ reads it), on Vertex AI's paths and auth: an OAuth access token as a bearer toke
 
 from __future__ import annotations
 
-from promptpath.dialects.gemini import VERTEX_PATH, GeminiDecoder
+from promptpath.dialects.gemini import VERTEX_PATH, GeminiDecoder, body
 from promptpath.dialects.spec import DialectSpec, model_named_in_path
 
 __all__ = ["SPEC"]
@@ -21,5 +21,6 @@ SPEC = DialectSpec(
     # its own, the user names one with --api-key-env (e.g. from `gcloud auth print-access-token`).
     key_env=None,
     client="google-genai",
+    body=body,
     decoder=GeminiDecoder,
 )

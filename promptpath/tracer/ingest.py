@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from promptpath.core.errors import HTTPStatusError, StreamError, http_status_kind
-from promptpath.core.media import STREAM_TYPES, media_type
+from promptpath.core.media import DECODABLE, STREAM_TYPES, media_type
 from promptpath.core.timeline import (
     NotKept,
     StreamEvent,
@@ -25,9 +25,6 @@ from promptpath.core.timeline import (
 from promptpath.dialects.registry import Provider
 from promptpath.dialects.sniff import provider_hint
 from promptpath.dialects.stream import StreamDecoder
-
-#: Content codings the ingest decodes (zlib): the only ones a request may offer.
-DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
 
 #: Bytes of an error or non-stream body we read to explain it (never more).
 SNIFF_LIMIT = 64 * 1024

@@ -83,3 +83,12 @@ def test_a_path_two_plugins_patterns_match_goes_to_the_one_that_says_more() -> N
     # Azure's path ends as OpenAI's does; the pattern is tried before the suffix.
     assert detect_provider("/openai/deployments/d/chat/completions") == "azure"
     assert detect_provider("/x/openai/deployments/d/chat/completions") == "openai"
+
+
+def test_each_client_shape_is_defined_once_and_each_default_is_one() -> None:
+    from promptpath.tracer.request import SHAPES
+
+    defined = [shape.name for d in dialects() for shape in d.shapes]
+    assert len(defined) == len(set(defined)), defined
+    assert all(d.client in SHAPES for d in dialects())
+    assert list(SHAPES) == list(CLIENTS)
