@@ -1,4 +1,5 @@
-"""Azure OpenAI chat completions: OpenAI's chunks plus the content filter's own.
+"""Azure OpenAI chat completions, one plug-in on OpenAI's (openai.py: its body, decoder and
+emulation): OpenAI's chunks plus the content filter's own.
 
 ``/openai/deployments/D/chat/completions?api-version=…`` and ``/openai/v1/chat/completions``.
 With the default content filter the stream opens with a chunk that has no choices, only
@@ -19,10 +20,15 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from promptpath.dialects.openai import OpenAIChatDecoder, chat_body
+from promptpath.dialects.openai import ChatCompletions, OpenAIChatDecoder, chat_body
 from promptpath.dialects.spec import DialectSpec, model_named_in_path
 from promptpath.server.dialect import Event, Finish, JSONObject, RequestInfo
-from promptpath.server.openai_dialects import ChatCompletions
+
+__all__ = [
+    "SPEC",
+    "AzureChatCompletions",
+]
+
 
 _SAFE = {"filtered": False, "severity": "safe"}
 _VERDICTS: JSONObject = {
@@ -116,4 +122,5 @@ SPEC = DialectSpec(
     # openai's AzureOpenAI sends the chat body unchanged (the deployment as "model").
     body=chat_body,
     decoder=OpenAIChatDecoder,
+    emulation=AzureChatCompletions,
 )

@@ -7,6 +7,10 @@ Bedrock adds ``amazon-bedrock-invocationMetrics`` (token counts, ``invocationLat
 the last chunk, whatever the model. The stream ends with the native end (Anthropic's
 ``message_stop``), or, for another model's payload, the chunk that carries the invocation
 metrics.
+
+The reference endpoint (``BedrockInvoke``) wraps Anthropic's events, as anthropic.py's
+``Messages`` writes them without ``ping``, in ``chunk`` events of ``{"bytes": BASE64}``;
+the last chunk carries ``amazon-bedrock-invocationMetrics``.
 """
 
 from __future__ import annotations
@@ -14,21 +18,34 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import ClassVar
 
 from promptpath.core.media import EVENTSTREAM
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.anthropic import AnthropicDecoder
+from promptpath.dialects.anthropic import AnthropicDecoder, Messages
 from promptpath.dialects.bedrock import (
     SIGNING_NAME,
+    AwsEvent,
+    GuardrailMode,
     _Bedrock,
+    _BedrockEndpoint,
     model_in_path,
     synchronous_guardrail,
 )
 from promptpath.dialects.spec import JSON, DialectSpec, Headers
 from promptpath.options import RunOptions
-from promptpath.streams.dialect_base import (
+from promptpath.server.dialect import (
+    Event,
+    Finish,
     JSONObject,
+    RequestParams,
+)
+from promptpath.streams.dialect_base import (
+    JSONObject as Received,
+)
+from promptpath.streams.dialect_base import (
     MalformedEvent,
     _load,
     _Maker,
@@ -37,7 +54,11 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["SPEC", "BedrockInvokeDecoder"]
+__all__ = [
+    "SPEC",
+    "BedrockInvoke",
+    "BedrockInvokeDecoder",
+]
 
 #: Where an invoke stream's last chunk puts Bedrock's own account of the invocation.
 INVOCATION_METRICS = "amazon-bedrock-invocationMetrics"
@@ -49,7 +70,7 @@ class BedrockInvokeDecoder(_Bedrock):
     def __init__(self) -> None:
         self._anthropic = AnthropicDecoder()
 
-    def _event(self, name: str, obj: JSONObject, mk: _Maker) -> list[StreamEvent]:
+    def _event(self, name: str, obj: Received, mk: _Maker) -> list[StreamEvent]:
         if name != "chunk":
             return [mk("meta", name)]
         raw = _str(obj.get("bytes"))
@@ -78,6 +99,68 @@ class BedrockInvokeDecoder(_Bedrock):
             server_ms=float(latency) if isinstance(latency, int | float) else None,
         )
         return events
+
+
+# -- the reference endpoint (promptpath serve) --------------------------------------------
+class BedrockInvoke(_BedrockEndpoint):
+    """``POST /model/{id}/invoke-with-response-stream`` with Claude's native events."""
+
+    name: ClassVar[str] = "bedrock-invoke"
+
+    def __init__(self, info: object) -> None:
+        super().__init__(info)  # type: ignore[arg-type]
+        self._native = Messages(self.info)
+
+    @classmethod
+    def parse_request(cls, body: object) -> RequestParams:
+        if isinstance(body, dict) and "model" in body:
+            body = {k: v for k, v in body.items() if k != "model"}  # the path names it
+        return super().parse_request(body)
+
+    @classmethod
+    def guardrail(cls, body: object, headers: Mapping[str, str]) -> GuardrailMode | None:
+        if not headers.get("x-amzn-bedrock-guardrailidentifier"):
+            return None
+        config = body.get("amazon-bedrock-guardrailConfig") if isinstance(body, dict) else None
+        mode = config.get("streamProcessingMode") if isinstance(config, dict) else None
+        return "async" if mode == "asynchronous" else "sync"
+
+    @staticmethod
+    def _chunks(events: list[Event]) -> list[Event]:
+        return [
+            AwsEvent(e.data, name="chunk", content=e.content, chunk=True)
+            for e in events
+            if not (isinstance(e.data, dict) and e.data.get("type") == "ping")
+        ]
+
+    def opening(self) -> list[Event]:
+        return self._chunks(self._native.opening())
+
+    def token(self, text: str) -> Event:
+        return self._chunks([self._native.token(text)])[0]
+
+    def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
+        events = self._chunks(self._native.closing(finish, output_tokens, elapsed_ns))
+        last = events[-1]
+        assert isinstance(last.data, dict)
+        metrics = {
+            "inputTokenCount": self.info.params.prompt_tokens,
+            "outputTokenCount": output_tokens,
+            "invocationLatency": elapsed_ns // 1_000_000,
+            "firstByteLatency": 0,
+        }
+        events[-1] = AwsEvent(
+            {**last.data, "amazon-bedrock-invocationMetrics": metrics}, name="chunk", chunk=True
+        )
+        return events
+
+    def malformed(self) -> Event:
+        return AwsEvent('{"bytes":"eyJ0eXBlIjoiY29udGVudF9ibG9ja19kZWx0YSIs', name="chunk")
+
+    def complete(
+        self, text: str, finish: Finish, output_tokens: int, elapsed_ns: int
+    ) -> JSONObject:
+        return self._native.complete(text, finish, output_tokens, elapsed_ns)
 
 
 # -- the request --------------------------------------------------------------------------
@@ -125,4 +208,5 @@ SPEC = DialectSpec(
     guardrails=True,
     holds_answer=synchronous_guardrail,
     decoder=BedrockInvokeDecoder,
+    emulation=BedrockInvoke,
 )

@@ -1,5 +1,5 @@
-"""Ollama ``/api/chat``, one plug-in: detection, model, client, the stream's decoder, and
-the reference endpoint's emulation.
+"""Ollama ``/api/chat``, one plug-in: detection, model, the request and client its
+library sends, the stream's decoder, and the reference endpoint's emulation.
 
 NDJSON, one object per line, streaming unless told otherwise; the ``"done": true`` line ends
 the stream and carries the counts. Ollama takes no key of its own (a key given is sent as a
@@ -28,10 +28,15 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["SPEC", "OllamaChat", "OllamaDecoder"]
+__all__ = [
+    "OLLAMA_PYTHON",
+    "SPEC",
+    "OllamaChat",
+    "OllamaDecoder",
+]
 
 
-# -- the stream, as the client reads it -------------------------------------------------
+# -- the stream ---------------------------------------------------------------------------
 class OllamaDecoder(_Dialect):
     """``/api/chat`` (and ``/api/generate``) NDJSON; the ``done`` line has the counts."""
 
@@ -65,7 +70,7 @@ class OllamaDecoder(_Dialect):
         return events or [mk("meta", name)]
 
 
-# -- the reference endpoint --------------------------------------------------------------
+# -- the reference endpoint (promptpath serve) --------------------------------------------
 
 MID_STREAM_ERROR = "an error was encountered while running the model: unexpected EOF"
 
@@ -174,4 +179,5 @@ SPEC = DialectSpec(
     body=body,
     stream_type="application/x-ndjson",
     decoder=OllamaDecoder,
+    emulation=OllamaChat,
 )

@@ -3,9 +3,11 @@
 A ``DialectSpec`` puts side by side what promptpath knows of one API: how a URL names it,
 its key variables and how the key is sent, the model to ask for, the request body and
 headers its official SDK sends (and that SDK's ``--as`` shape), whether it speaks
-WebSocket, the stream decoder that reads it. The code that uses these facts (detection in
-``plugins.py``, the request in ``tracer/request.py``) holds no table of its own and asks
-no dialect by name.
+WebSocket, the stream decoder that reads it, and the reference endpoint's emulation of it
+(a ``server.dialect.Dialect``: pure, no hypercorn, so the client may load it). The code
+that uses these facts (detection in ``plugins.py``, the request in ``tracer/request.py``,
+the server's routing in ``server/routing.py``) holds no table of its own and asks no
+dialect by name.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from promptpath.core.media import DECODABLE
 from promptpath.dialects.registry import ClientName, Provider
 from promptpath.options import HTTPChoice, RunOptions
+from promptpath.server.dialect import Dialect
 from promptpath.streams.dialect_base import DialectDecoder
 
 __all__ = [
@@ -116,6 +119,10 @@ class DialectSpec:
     # -- the stream ------------------------------------------------------------------------
     #: A fresh decoder of this API's events (one per stream: a decoder may keep state).
     decoder: Callable[[], DialectDecoder]
+    # -- the reference endpoint ------------------------------------------------------------
+    #: How ``promptpath serve`` speaks it, one instance per response (server/routing.py
+    #: routes a request to it by the path, as ``detect_provider`` reads it).
+    emulation: type[Dialect]
 
     def matches(self, bare: str) -> bool:
         """``bare`` (a path without its query) is this dialect's by one of its patterns."""

@@ -6,10 +6,24 @@ reads it), on Vertex AI's paths and auth: an OAuth access token as a bearer toke
 
 from __future__ import annotations
 
-from promptpath.dialects.gemini import VERTEX_PATH, GeminiDecoder, body
+from typing import ClassVar
+
+from promptpath.dialects.gemini import VERTEX_PATH, GeminiDecoder, GenerateContent, body
 from promptpath.dialects.spec import DialectSpec, model_named_in_path
 
-__all__ = ["SPEC"]
+__all__ = [
+    "SPEC",
+    "VertexGenerateContent",
+]
+
+
+# -- the reference endpoint (promptpath serve) --------------------------------------------
+class VertexGenerateContent(GenerateContent):
+    """Vertex AI's ``projects/P/locations/L/publishers/google/models/M`` paths: the same
+    format, its own name in /stats."""
+
+    name: ClassVar[str] = "vertex"
+
 
 SPEC = DialectSpec(
     name="vertex",
@@ -23,4 +37,5 @@ SPEC = DialectSpec(
     client="google-genai",
     body=body,
     decoder=GeminiDecoder,
+    emulation=VertexGenerateContent,
 )

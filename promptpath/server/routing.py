@@ -1,45 +1,37 @@
-"""Which dialect answers which path."""
+"""Which dialect answers which path: the plug-ins' emulations, found as the client finds a
+dialect (a proxy's prefix before a suffix still works). No dialect is named here."""
 
 from __future__ import annotations
 
-from promptpath.dialects.azure import AzureChatCompletions
-from promptpath.dialects.ollama import OllamaChat
-from promptpath.dialects.plugins import detect_provider, model_from_path
-from promptpath.server.anthropic_dialect import Messages
-from promptpath.server.bedrock_dialect import BedrockConverse, BedrockInvoke
-from promptpath.server.cohere_dialect import CohereChat
+from promptpath.dialects.plugins import detect_provider, dialect, dialects, model_from_path
 from promptpath.server.dialect import Dialect
-from promptpath.server.google_dialect import GenerateContent, VertexGenerateContent
-from promptpath.server.openai_dialects import ChatCompletions, Responses
 
+#: The emulations a plain HTTP request reaches, by dialect.
 DIALECTS: dict[str, type[Dialect]] = {
-    "openai": ChatCompletions,
-    "responses": Responses,
-    "anthropic": Messages,
-    "ollama": OllamaChat,
-    "gemini": GenerateContent,
-    "vertex": VertexGenerateContent,
-    "azure": AzureChatCompletions,
-    "bedrock": BedrockConverse,
-    "bedrock-invoke": BedrockInvoke,
-    "cohere": CohereChat,
+    d.name: d.emulation for d in dialects() if d.websocket_only is None and d.body is not None
+}
+#: The emulations a WebSocket reaches (server/websocket.py), by dialect.
+WS_DIALECTS: dict[str, type[Dialect]] = {
+    d.name: d.emulation for d in dialects() if d.ws_messages is not None
 }
 
 
-#: Providers whose path answers only a WebSocket upgrade (server/websocket.py).
-WEBSOCKET_ONLY = frozenset({"realtime"})
-
-
 def dialect_for_path(path: str) -> type[Dialect] | None:
-    """By the path, as the client detects it (a proxy's prefix before a suffix still works);
-    None for a WebSocket-only path (see ``websocket_only``)."""
+    """By the path; None for a WebSocket-only path (see ``websocket_only``)."""
     provider = detect_provider(path)
     return None if provider is None else DIALECTS.get(provider)
 
 
+def ws_dialect_for_path(path: str) -> type[Dialect] | None:
+    """The emulation a WebSocket upgrade at ``path`` reaches, if any."""
+    provider = detect_provider(path)
+    return None if provider is None else WS_DIALECTS.get(provider)
+
+
 def websocket_only(path: str) -> bool:
     """The path answers only a WebSocket upgrade: a plain request there earns a 426."""
-    return detect_provider(path) in WEBSOCKET_ONLY
+    provider = detect_provider(path)
+    return provider is not None and dialect(provider).websocket_only is not None
 
 
 def path_model(path: str) -> str | None:

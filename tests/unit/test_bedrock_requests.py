@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from promptpath.core.errors import UsageError
-from promptpath.dialects.bedrock import region_from_host
+from promptpath.dialects.bedrock import SIGNING_NAME, region_from_host
 from promptpath.dialects.plugins import detect_provider, model_from_path
 from promptpath.options import (
     AwsCredentials,
@@ -127,6 +127,7 @@ def test_the_signature_covers_the_bytes_sent_as_an_independent_checker_sees_them
             headers=headers,
             body=body,
             credentials=check,
+            service=SIGNING_NAME,
             now=datetime.now(UTC),
         )
 

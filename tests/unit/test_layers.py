@@ -52,6 +52,15 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.plan.flags": ("promptpath.probes.settings", "promptpath.dialects.registry"),
     # The dialects' names, read by every --help: nothing of promptpath, no plug-in.
     "promptpath.dialects.registry": (),
+    # A plug-in builds on the framing and decoding toolkit (streams), the emulation toolkit
+    # (server.dialect, and the token count it uses) and the run options it shapes a
+    # request from: it never traces, touches a socket, reports or hosts the server.
+    "promptpath.dialects": (
+        "promptpath.streams",
+        "promptpath.options",
+        "promptpath.server.dialect",
+        "promptpath.server.tokens",
+    ),
     # (net.dnsmsg parses --authoritative, imported only when one is given)
     "promptpath.probes.settings": ("promptpath.net.dnsmsg",),
 }
@@ -71,6 +80,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "promptpath.probes": ("promptpath.report", "promptpath.cli", "promptpath.modes"),
     "promptpath.server": ("promptpath.tracer", "promptpath.probes", "promptpath.report"),
+    # The emulation toolkit lies below the plug-ins built on it.
+    "promptpath.server.dialect": ("promptpath.dialects",),
+    "promptpath.server.tokens": ("promptpath.dialects",),
     # Each storey of the top floor reads the ones below it only.
     "promptpath.plan": _ABOVE_PLAN,
     "promptpath.modes": ("promptpath.cli", "promptpath.plan.resolve", "promptpath.plan.flags"),
