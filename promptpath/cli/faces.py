@@ -19,6 +19,7 @@ from promptpath import __version__
 from promptpath.cli import gchold
 from promptpath.core.errors import PromptpathError
 from promptpath.core.exitcodes import ExitCode
+from promptpath.dialects.registry import DEMO
 from promptpath.environment import Environment
 from promptpath.plan import flags
 
@@ -209,7 +210,7 @@ def demo(
     provider: Annotated[
         str,
         typer.Option("--provider", metavar=flags.PROVIDER_CHOICES, help="The API dialect."),
-    ] = "openai",
+    ] = DEMO,
     json_out: Annotated[
         bool, typer.Option("--json", help="Print one JSON object on stdout.")
     ] = False,

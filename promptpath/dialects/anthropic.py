@@ -278,5 +278,7 @@ SPEC = DialectSpec(
     body=body,
     version_headers=(("anthropic-version", ANTHROPIC_VERSION),),
     decoder=AnthropicDecoder,
+    otel_provider="anthropic",
     emulation=Messages,
+    demo_path="/v1/messages",
 )

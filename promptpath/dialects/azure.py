@@ -122,5 +122,6 @@ SPEC = DialectSpec(
     # openai's AzureOpenAI sends the chat body unchanged (the deployment as "model").
     body=chat_body,
     decoder=OpenAIChatDecoder,
+    otel_provider="azure.ai.openai",
     emulation=AzureChatCompletions,
 )

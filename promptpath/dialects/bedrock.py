@@ -469,5 +469,6 @@ SPEC = DialectSpec(
     guardrails=True,
     holds_answer=synchronous_guardrail,
     decoder=BedrockConverseDecoder,
+    otel_provider="aws.bedrock",
     emulation=BedrockConverse,
 )

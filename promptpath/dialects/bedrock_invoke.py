@@ -208,5 +208,6 @@ SPEC = DialectSpec(
     guardrails=True,
     holds_answer=synchronous_guardrail,
     decoder=BedrockInvokeDecoder,
+    otel_provider="aws.bedrock",
     emulation=BedrockInvoke,
 )

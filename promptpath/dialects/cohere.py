@@ -309,5 +309,6 @@ SPEC = DialectSpec(
     shapes=(COHERE_SDK,),
     body=body,
     decoder=CohereDecoder,
+    otel_provider="cohere",
     emulation=CohereChat,
 )

@@ -309,5 +309,7 @@ SPEC = DialectSpec(
     shapes=(GOOGLE_GENAI,),
     body=body,
     decoder=GeminiDecoder,
+    otel_provider="gcp.gemini",
+    otel_operation="generate_content",
     emulation=GenerateContent,
 )

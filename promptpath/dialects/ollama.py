@@ -179,5 +179,7 @@ SPEC = DialectSpec(
     body=body,
     stream_type="application/x-ndjson",
     decoder=OllamaDecoder,
+    otel_provider="ollama",
     emulation=OllamaChat,
+    demo_path="/api/chat",
 )

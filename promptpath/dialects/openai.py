@@ -295,5 +295,7 @@ SPEC = DialectSpec(
     shapes=(OPENAI_PYTHON,),
     body=chat_body,
     decoder=OpenAIChatDecoder,
+    otel_provider="openai",
     emulation=ChatCompletions,
+    demo_path="/v1/chat/completions",
 )

@@ -314,5 +314,6 @@ SPEC = DialectSpec(
         " (wss://api.openai.com/v1/realtime?model=M)"
     ),
     decoder=RealtimeDecoder,
+    otel_provider="openai",
     emulation=Realtime,
 )

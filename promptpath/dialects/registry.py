@@ -46,10 +46,13 @@ ClientName = Literal[
 NAMES: tuple[Provider, ...] = get_args(Provider)
 CLIENTS: tuple[ClientName, ...] = get_args(ClientName)
 
+#: The dialect ``promptpath demo`` speaks unless --provider says (its --help shows it).
+DEMO: Provider = "openai"
+
 
 def module_of(name: Provider) -> str:
     """The module that holds ``name``'s plug-in."""
     return "promptpath.dialects." + name.replace("-", "_")
 
 
-__all__ = ["CLIENTS", "NAMES", "ClientName", "Provider", "module_of"]
+__all__ = ["CLIENTS", "DEMO", "NAMES", "ClientName", "Provider", "module_of"]

@@ -353,5 +353,7 @@ SPEC = DialectSpec(
     body=body,
     ws_messages=ws_messages,
     decoder=ResponsesDecoder,
+    otel_provider="openai",
     emulation=Responses,
+    demo_path="/v1/responses",
 )

@@ -119,10 +119,20 @@ class DialectSpec:
     # -- the stream ------------------------------------------------------------------------
     #: A fresh decoder of this API's events (one per stream: a decoder may keep state).
     decoder: Callable[[], DialectDecoder]
+    # -- telemetry -------------------------------------------------------------------------
+    #: gen_ai.provider.name: the well-known value of OpenTelemetry's GenAI conventions
+    #: (gen-ai-metrics.md), or a custom one where it has none (Ollama's, which MAY be used).
+    otel_provider: str
+    #: gen_ai.operation.name when the API has one of its own (None: ``chat``, or
+    #: ``text_completion`` on a legacy completions path).
+    otel_operation: str | None = None
     # -- the reference endpoint ------------------------------------------------------------
     #: How ``promptpath serve`` speaks it, one instance per response (server/routing.py
     #: routes a request to it by the path, as ``detect_provider`` reads it).
     emulation: type[Dialect]
+    #: The path ``promptpath demo --provider NAME`` asks the reference endpoint at (None:
+    #: the demo does not offer it).
+    demo_path: str | None = None
 
     def matches(self, bare: str) -> bool:
         """``bare`` (a path without its query) is this dialect's by one of its patterns."""

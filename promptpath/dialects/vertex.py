@@ -37,5 +37,7 @@ SPEC = DialectSpec(
     client="google-genai",
     body=body,
     decoder=GeminiDecoder,
+    otel_provider="gcp.vertex_ai",
+    otel_operation="generate_content",
     emulation=VertexGenerateContent,
 )

@@ -92,3 +92,14 @@ def test_each_client_shape_is_defined_once_and_each_default_is_one() -> None:
     assert len(defined) == len(set(defined)), defined
     assert all(d.client in SHAPES for d in dialects())
     assert list(SHAPES) == list(CLIENTS)
+
+
+def test_the_demo_offers_the_dialects_whose_plugins_name_a_path_and_says_which() -> None:
+    from promptpath.core.exitcodes import ExitCode
+    from tests.helpers.cli import run_cli
+
+    offered = [d.name for d in dialects() if d.demo_path is not None]
+    assert offered == ["openai", "responses", "anthropic", "ollama"]  # as the demo's table had
+    res = run_cli("demo", "--provider", "gemini")  # refused before any server starts
+    assert res.exit_code == ExitCode.USAGE
+    assert f"--provider must be one of {', '.join(offered)}, got 'gemini'" in res.stderr

@@ -45,7 +45,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.har": ("promptpath.report.runs",),
     "promptpath.report.junit": ("promptpath.report.runs",),
     "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
-    "promptpath.report.otel": ("promptpath.report.runs",),
+    # (and the dialects' plug-ins, whose gen_ai.provider.name each holds)
+    "promptpath.report.otel": ("promptpath.report.runs", "promptpath.dialects"),
     # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
     "promptpath.outputs.otlp_sdk": ("promptpath.report.otel",),
     # The option table is read by every --help: typer and the probes' plain settings only.
