@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from promptpath.core.timeline import ContentType, StreamEvent
-from promptpath.dialects.spec import JSON, DialectSpec, httpx_client
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow, httpx_client
 from promptpath.options import RunOptions
 from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject, RequestInfo
 from promptpath.streams.dialect_base import (
@@ -281,4 +281,12 @@ SPEC = DialectSpec(
     otel_provider="anthropic",
     emulation=Messages,
     demo_path="/v1/messages",
+    docs=(
+        DocRow(
+            detection="ends in `/messages`",
+            auth="`x-api-key`",
+            keys="`ANTHROPIC_API_KEY`",
+            end="`message_stop`",
+        ),
+    ),
 )

@@ -21,7 +21,7 @@ import re
 from typing import ClassVar
 
 from promptpath.dialects.openai import ChatCompletions, OpenAIChatDecoder, chat_body
-from promptpath.dialects.spec import DialectSpec, model_named_in_path
+from promptpath.dialects.spec import DialectSpec, DocRow, model_named_in_path
 from promptpath.server.dialect import Event, Finish, JSONObject, RequestInfo
 
 __all__ = [
@@ -124,4 +124,13 @@ SPEC = DialectSpec(
     decoder=OpenAIChatDecoder,
     otel_provider="azure.ai.openai",
     emulation=AzureChatCompletions,
+    docs=(
+        DocRow(
+            detection="`/openai/deployments/D/chat/completions?api-version=…`,"
+            " `/openai/v1/chat/completions`",
+            auth="`api-key`; an Entra token as `Authorization: Bearer`",
+            keys="`AZURE_OPENAI_API_KEY`, else `AZURE_OPENAI_AD_TOKEN` (bearer)",
+            end="`data: [DONE]`",
+        ),
+    ),
 )

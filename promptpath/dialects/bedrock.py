@@ -56,7 +56,7 @@ from urllib.parse import unquote
 
 from promptpath.core.media import EVENTSTREAM
 from promptpath.core.timeline import ContentType, EventKind, StreamEvent
-from promptpath.dialects.spec import JSON, ClientShape, DialectSpec
+from promptpath.dialects.spec import JSON, ClientShape, DialectSpec, DocRow
 from promptpath.options import RunOptions
 from promptpath.server.dialect import (
     Dialect,
@@ -471,4 +471,15 @@ SPEC = DialectSpec(
     decoder=BedrockConverseDecoder,
     otel_provider="aws.bedrock",
     emulation=BedrockConverse,
+    docs=(
+        DocRow(
+            detection="`…/model/ID/converse-stream` (host `bedrock-runtime.REGION.amazonaws.com`)",
+            auth="SigV4 (`Authorization: AWS4-HMAC-SHA256 …`, service `bedrock`), or a Bedrock"
+            " API key as `Authorization: Bearer`",
+            keys="`AWS_BEARER_TOKEN_BEDROCK`; else `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/"
+            "`AWS_SESSION_TOKEN`, `AWS_PROFILE` and the shared files; region from the host, else"
+            " `AWS_REGION`/`AWS_DEFAULT_REGION`/the profile",
+            end="`messageStop` then `metadata`",
+        ),
+    ),
 )

@@ -34,7 +34,7 @@ from promptpath.dialects.bedrock import (
     model_in_path,
     synchronous_guardrail,
 )
-from promptpath.dialects.spec import JSON, DialectSpec, Headers
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow, Headers
 from promptpath.options import RunOptions
 from promptpath.server.dialect import (
     Event,
@@ -210,4 +210,13 @@ SPEC = DialectSpec(
     decoder=BedrockInvokeDecoder,
     otel_provider="aws.bedrock",
     emulation=BedrockInvoke,
+    docs=(
+        DocRow(
+            detection="`…/model/ID/invoke-with-response-stream`",
+            auth="as bedrock",
+            keys="as bedrock",
+            end="the native end (Claude's `message_stop`), or the chunk with"
+            " `amazon-bedrock-invocationMetrics`",
+        ),
+    ),
 )

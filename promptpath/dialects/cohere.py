@@ -44,7 +44,7 @@ import re
 from typing import ClassVar, Literal
 
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.spec import JSON, DialectSpec, httpx_client
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow, httpx_client
 from promptpath.options import RunOptions
 from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject, RequestInfo
 from promptpath.streams.dialect_base import (
@@ -311,4 +311,12 @@ SPEC = DialectSpec(
     decoder=CohereDecoder,
     otel_provider="cohere",
     emulation=CohereChat,
+    docs=(
+        DocRow(
+            detection="ends in `/v2/chat` (`api.cohere.com`, `api.cohere.ai`)",
+            auth="`Authorization: Bearer`",
+            keys="`CO_API_KEY`, else `COHERE_API_KEY` (the cohere SDK's order)",
+            end="`message-end`",
+        ),
+    ),
 )

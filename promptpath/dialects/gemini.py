@@ -42,7 +42,7 @@ from dataclasses import replace
 from typing import ClassVar
 
 from promptpath.core.timeline import ContentType, StreamEvent
-from promptpath.dialects.spec import JSON, DialectSpec, httpx_client, model_named_in_path
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow, httpx_client, model_named_in_path
 from promptpath.options import RunOptions
 from promptpath.server.dialect import (
     Dialect,
@@ -312,4 +312,13 @@ SPEC = DialectSpec(
     otel_provider="gcp.gemini",
     otel_operation="generate_content",
     emulation=GenerateContent,
+    docs=(
+        DocRow(
+            detection="`…/models/M:streamGenerateContent` or `…/tunedModels/M:…` (AI Studio,"
+            " `/v1beta/` or `/v1/`)",
+            auth="`x-goog-api-key`",
+            keys="`GOOGLE_API_KEY`, else `GEMINI_API_KEY` (google-genai's order)",
+            end="a `finishReason` (or a prompt's `blockReason`), then EOF",
+        ),
+    ),
 )

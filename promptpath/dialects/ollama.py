@@ -13,7 +13,7 @@ import platform
 from typing import ClassVar
 
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.spec import JSON, DialectSpec, httpx_client
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow, httpx_client
 from promptpath.options import RunOptions
 from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject
 from promptpath.streams.dialect_base import (
@@ -182,4 +182,12 @@ SPEC = DialectSpec(
     otel_provider="ollama",
     emulation=OllamaChat,
     demo_path="/api/chat",
+    docs=(
+        DocRow(
+            detection="ends in `/api/chat`",
+            auth="`Authorization: Bearer` (when a key is set)",
+            keys="none (`--api-key-env`)",
+            end='`"done": true`',
+        ),
+    ),
 )

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.spec import JSON, DialectSpec, httpx_client
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow, httpx_client
 from promptpath.options import RunOptions
 from promptpath.server.dialect import (
     Dialect,
@@ -298,4 +298,12 @@ SPEC = DialectSpec(
     otel_provider="openai",
     emulation=ChatCompletions,
     demo_path="/v1/chat/completions",
+    docs=(
+        DocRow(
+            detection="ends in `/chat/completions`",
+            auth="`Authorization: Bearer`",
+            keys="`OPENAI_API_KEY`",
+            end="`data: [DONE]`",
+        ),
+    ),
 )

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from promptpath.core.timeline import ContentType, StreamEvent
 from promptpath.dialects.openai import MID_STREAM_ERROR, openai_error_reply
-from promptpath.dialects.spec import JSON, DialectSpec
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow
 from promptpath.options import RunOptions
 from promptpath.server.dialect import (
     Dialect,
@@ -316,4 +316,13 @@ SPEC = DialectSpec(
     decoder=RealtimeDecoder,
     otel_provider="openai",
     emulation=Realtime,
+    docs=(
+        DocRow(
+            qualifier=" (WebSocket only)",
+            detection="a `ws://` or `wss://` URL ending in `/realtime` (`?model=M`)",
+            auth="`Authorization: Bearer` on the upgrade",
+            keys="`OPENAI_API_KEY`",
+            end="the `response.done` message (status `failed`: an in-band error)",
+        ),
+    ),
 )

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from promptpath.core.timeline import ContentType, StreamEvent
 from promptpath.dialects.openai import MID_STREAM_ERROR, openai_error_reply
-from promptpath.dialects.spec import JSON, DialectSpec
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow
 from promptpath.options import RunOptions
 from promptpath.server.dialect import (
     Dialect,
@@ -356,4 +356,19 @@ SPEC = DialectSpec(
     otel_provider="openai",
     emulation=Responses,
     demo_path="/v1/responses",
+    docs=(
+        DocRow(
+            detection="ends in `/responses`",
+            auth="`Authorization: Bearer`",
+            keys="`OPENAI_API_KEY`",
+            end="`response.completed` / `response.incomplete`",
+        ),
+        DocRow(
+            qualifier=" over WebSocket",
+            detection="a `ws://` or `wss://` URL ending in `/responses`",
+            auth="`Authorization: Bearer` on the upgrade",
+            keys="`OPENAI_API_KEY`",
+            end="the `response.completed` / `response.incomplete` message",
+        ),
+    ),
 )

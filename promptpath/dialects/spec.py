@@ -26,6 +26,7 @@ __all__ = [
     "JSON",
     "ClientShape",
     "DialectSpec",
+    "DocRow",
     "Headers",
     "httpx_client",
     "model_named_in_path",
@@ -57,6 +58,19 @@ class ClientShape:
     def not_offered(self) -> tuple[str, ...]:
         """Encodings the real client offers that we leave out (no decoder installed)."""
         return tuple(e for e in self.encodings if e not in self.offered)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocRow:
+    """One row of the docs' dialect table (docs/options.md: dialects/doctable.py writes
+    it), each cell Markdown."""
+
+    detection: str  # the paths (or URLs) that name the dialect
+    auth: str  # how the key is sent
+    keys: str  # the variables it is read from
+    end: str  # what ends the stream
+    #: Words after the dialect's name in the first cell (`` over WebSocket``).
+    qualifier: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,6 +147,9 @@ class DialectSpec:
     #: The path ``promptpath demo --provider NAME`` asks the reference endpoint at (None:
     #: the demo does not offer it).
     demo_path: str | None = None
+    # -- the docs --------------------------------------------------------------------------
+    #: Its rows of the dialect table in docs/options.md (a test holds the docs to them).
+    docs: tuple[DocRow, ...]
 
     def matches(self, bare: str) -> bool:
         """``bare`` (a path without its query) is this dialect's by one of its patterns."""

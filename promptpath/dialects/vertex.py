@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from promptpath.dialects.gemini import VERTEX_PATH, GeminiDecoder, GenerateContent, body
-from promptpath.dialects.spec import DialectSpec, model_named_in_path
+from promptpath.dialects.spec import DialectSpec, DocRow, model_named_in_path
 
 __all__ = [
     "SPEC",
@@ -40,4 +40,13 @@ SPEC = DialectSpec(
     otel_provider="gcp.vertex_ai",
     otel_operation="generate_content",
     emulation=VertexGenerateContent,
+    docs=(
+        DocRow(
+            detection="`…/projects/P/locations/L/publishers/google/models/M:streamGenerateContent`",
+            auth="`Authorization: Bearer` (an OAuth access token)",
+            keys="none: name one with `--api-key-env` (e.g. the output of"
+            " `gcloud auth print-access-token`)",
+            end="as gemini",
+        ),
+    ),
 )

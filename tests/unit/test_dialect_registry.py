@@ -59,7 +59,7 @@ def test_help_and_version_read_the_names_and_load_no_plugin(argv: list[str]) -> 
 
 
 #: The modules of dialects/ that are no dialect's plug-in: what the plug-ins share.
-SHARED = {"__init__", "registry", "spec", "plugins", "stream", "sniff"}
+SHARED = {"__init__", "registry", "spec", "plugins", "stream", "sniff", "doctable"}
 
 
 def test_every_name_is_one_module_whose_spec_bears_it_and_every_module_is_named() -> None:

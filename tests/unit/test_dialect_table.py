@@ -1,5 +1,6 @@
-"""The dialect table (docs/options.md, linked from the README) against the code: a row for
-every Provider, each row's detection, auth header and key variables as the code has them."""
+"""The dialect table (docs/options.md, linked from the README) against the code: the table
+the plug-ins write (dialects/doctable.py), a row for every Provider, each row's detection,
+auth header and key variables as the code has them."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import get_args
 
 import pytest
 
+from promptpath.dialects import doctable
 from promptpath.dialects.plugins import detect_provider, dialect, dialects
-from promptpath.dialects.registry import Provider
+from promptpath.dialects.registry import NAMES, Provider
 from promptpath.tracer.request import auth_headers
 
 pytestmark = pytest.mark.unit
@@ -98,3 +100,12 @@ def test_the_readme_names_every_providers_key_variable_and_links_the_table() -> 
     assert "(docs/options.md)" in readme
     for variable in {d.key_env for d in dialects() if d.key_env is not None}:
         assert f"`{variable}`" in readme, variable
+
+
+def test_the_docs_hold_the_table_the_plugins_write() -> None:
+    # Regenerate with: python -m promptpath.dialects.doctable
+    assert doctable.table() + "\n" in (ROOT / "docs/options.md").read_text()
+
+
+def test_the_docs_list_every_provider_as_help_does() -> None:
+    assert "`--provider " + "\\|".join(NAMES) + "`" in (ROOT / "docs/options.md").read_text()
