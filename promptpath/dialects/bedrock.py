@@ -77,9 +77,6 @@ from promptpath.streams.dialect_base import (
     _str,
     _usage,
 )
-from promptpath.streams.dialect_base import (
-    JSONObject as Received,
-)
 from promptpath.streams.eventstream import EventStreamMessage, encode_message
 
 __all__ = [
@@ -146,7 +143,7 @@ class _Bedrock:
         mk.stamp_from(obj)
         return self._event(name, obj, mk)
 
-    def _event(self, name: str, obj: Received, mk: _Maker) -> list[StreamEvent]:
+    def _event(self, name: str, obj: dict[str, object], mk: _Maker) -> list[StreamEvent]:
         raise NotImplementedError
 
 
@@ -163,7 +160,7 @@ class BedrockConverseDecoder(_Bedrock):
     def __init__(self) -> None:
         self._stopped = False
 
-    def _event(self, name: str, obj: Received, mk: _Maker) -> list[StreamEvent]:
+    def _event(self, name: str, obj: dict[str, object], mk: _Maker) -> list[StreamEvent]:
         if name == "contentBlockDelta":
             delta = _obj(obj.get("delta"))
             for key, inner, content_type in _DELTAS:

@@ -22,28 +22,22 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import ClassVar
 
-from promptpath.core.media import EVENTSTREAM
 from promptpath.core.timeline import StreamEvent
 from promptpath.dialects.anthropic import AnthropicDecoder, Messages
+from promptpath.dialects.bedrock import SPEC as CONVERSE
 from promptpath.dialects.bedrock import (
-    SIGNING_NAME,
     AwsEvent,
     GuardrailMode,
     _Bedrock,
     _BedrockEndpoint,
-    model_in_path,
-    synchronous_guardrail,
 )
-from promptpath.dialects.spec import JSON, DialectSpec, DocRow, Headers
+from promptpath.dialects.spec import JSON, DocRow, Headers
 from promptpath.options import RunOptions
 from promptpath.server.dialect import (
     Event,
     Finish,
     JSONObject,
     RequestParams,
-)
-from promptpath.streams.dialect_base import (
-    JSONObject as Received,
 )
 from promptpath.streams.dialect_base import (
     MalformedEvent,
@@ -70,7 +64,7 @@ class BedrockInvokeDecoder(_Bedrock):
     def __init__(self) -> None:
         self._anthropic = AnthropicDecoder()
 
-    def _event(self, name: str, obj: Received, mk: _Maker) -> list[StreamEvent]:
+    def _event(self, name: str, obj: dict[str, object], mk: _Maker) -> list[StreamEvent]:
         if name != "chunk":
             return [mk("meta", name)]
         raw = _str(obj.get("bytes"))
@@ -193,22 +187,16 @@ def headers(options: RunOptions) -> Headers:
     return found
 
 
-SPEC = DialectSpec(
+#: Converse's plug-in but for the path, the body and headers, the stream and its emulation:
+#: the same host, keys, SigV4, client, guardrails and telemetry name.
+SPEC = replace(
+    CONVERSE,
     name="bedrock-invoke",
-    title="Amazon Bedrock",
     path_patterns=(re.compile(r"/model/[^/]+/invoke-with-response-stream$"),),
-    model_in_path=model_in_path,
-    default_model="anthropic.claude-3-5-haiku-20241022-v1:0",
-    key_env="AWS_BEARER_TOKEN_BEDROCK",
-    sigv4_service=SIGNING_NAME,
-    client="boto3",
+    shapes=(),  # boto3's is converse's
     body=body,
-    stream_type=EVENTSTREAM,
     extra_headers=headers,
-    guardrails=True,
-    holds_answer=synchronous_guardrail,
     decoder=BedrockInvokeDecoder,
-    otel_provider="aws.bedrock",
     emulation=BedrockInvoke,
     docs=(
         DocRow(

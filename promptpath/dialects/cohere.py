@@ -56,9 +56,6 @@ from promptpath.streams.dialect_base import (
     _str,
     _usage,
 )
-from promptpath.streams.dialect_base import (
-    JSONObject as Received,
-)
 
 __all__ = [
     "COHERE_SDK",
@@ -83,7 +80,7 @@ def _count(value: object) -> int | None:
     return None
 
 
-def cohere_usage(delta: Received) -> tuple[int | None, int | None]:
+def cohere_usage(delta: dict[str, object]) -> tuple[int | None, int | None]:
     """(input, output) tokens of a ``message-end``: ``tokens``, else ``billed_units``."""
     usage = _obj(delta.get("usage"))
     tokens, billed = _obj(usage.get("tokens")), _obj(usage.get("billed_units"))

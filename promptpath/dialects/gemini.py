@@ -63,9 +63,6 @@ from promptpath.streams.dialect_base import (
     _str,
     _usage,
 )
-from promptpath.streams.dialect_base import (
-    JSONObject as Received,
-)
 
 __all__ = [
     "GOOGLE_GENAI",
@@ -138,7 +135,7 @@ class GeminiDecoder(_Dialect):
         return events
 
 
-def _output_tokens(u: Received) -> int | None:
+def _output_tokens(u: dict[str, object]) -> int | None:
     candidates = _int(u.get("candidatesTokenCount"))
     thoughts = _int(u.get("thoughtsTokenCount"))
     if candidates is None and thoughts is None:

@@ -40,9 +40,6 @@ from promptpath.streams.dialect_base import (
     _str,
     _usage,
 )
-from promptpath.streams.dialect_base import (
-    JSONObject as Received,
-)
 
 __all__ = [
     "MID_STREAM_ERROR",
@@ -50,6 +47,7 @@ __all__ = [
     "SPEC",
     "ChatCompletions",
     "OpenAIChatDecoder",
+    "OpenAIErrors",
     "chat_body",
     "openai_error_reply",
 ]
@@ -104,7 +102,7 @@ class OpenAIChatDecoder(_Dialect):
         return events
 
 
-def _filter_name(obj: Received) -> str | None:
+def _filter_name(obj: dict[str, object]) -> str | None:
     """Azure's filter bookkeeping: the first chunk (``choices: []`` with
     ``prompt_filter_results``) and chunks whose choices carry only
     ``content_filter_results`` (``content_filter_offsets``): named so they can be counted."""
@@ -164,7 +162,18 @@ def openai_error_reply(status: int, message: str | None, param: str | None) -> E
     return ErrorReply(body=body, headers=headers)
 
 
-class ChatCompletions(Dialect):
+class OpenAIErrors:
+    """The error bodies every OpenAI API answers with, before a stream and as a refused
+    WebSocket upgrade (a mix-in of its emulations)."""
+
+    @classmethod
+    def error_reply(
+        cls, status: int, message: str | None = None, *, param: str | None = None
+    ) -> ErrorReply:
+        return openai_error_reply(status, message, param)
+
+
+class ChatCompletions(OpenAIErrors, Dialect):
     """``POST /v1/chat/completions``: ``data:``-only SSE ending in ``data: [DONE]``."""
 
     name: ClassVar[str] = "openai"
@@ -258,12 +267,6 @@ class ChatCompletions(Dialect):
             ],
             "usage": self._usage(output_tokens),
         }
-
-    @classmethod
-    def error_reply(
-        cls, status: int, message: str | None = None, *, param: str | None = None
-    ) -> ErrorReply:
-        return openai_error_reply(status, message, param)
 
 
 # -- the request --------------------------------------------------------------------------

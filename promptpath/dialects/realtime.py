@@ -24,12 +24,11 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from promptpath.core.timeline import ContentType, StreamEvent
-from promptpath.dialects.openai import MID_STREAM_ERROR, openai_error_reply
+from promptpath.dialects.openai import MID_STREAM_ERROR, OpenAIErrors
 from promptpath.dialects.spec import JSON, DialectSpec, DocRow
 from promptpath.options import RunOptions
 from promptpath.server.dialect import (
     Dialect,
-    ErrorReply,
     Event,
     Finish,
     JSONObject,
@@ -100,7 +99,7 @@ class RealtimeDecoder(_Dialect):
 
 
 # -- the reference endpoint (promptpath serve) --------------------------------------------
-class Realtime(Dialect):
+class Realtime(OpenAIErrors, Dialect):
     """``/v1/realtime?model=M``: the text modality of one response."""
 
     name: ClassVar[str] = "realtime"
@@ -227,12 +226,6 @@ class Realtime(Dialect):
         self, text: str, finish: Finish, output_tokens: int, elapsed_ns: int
     ) -> JSONObject:
         return self._response("completed", [self._item("completed", text)])
-
-    @classmethod
-    def error_reply(
-        cls, status: int, message: str | None = None, *, param: str | None = None
-    ) -> ErrorReply:
-        return openai_error_reply(status, message, param)
 
     # -- the session: its opening, the user's turns, its errors --------------------------
     @classmethod

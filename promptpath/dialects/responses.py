@@ -14,12 +14,11 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from promptpath.core.timeline import ContentType, StreamEvent
-from promptpath.dialects.openai import MID_STREAM_ERROR, openai_error_reply
+from promptpath.dialects.openai import MID_STREAM_ERROR, OpenAIErrors
 from promptpath.dialects.spec import JSON, DialectSpec, DocRow
 from promptpath.options import RunOptions
 from promptpath.server.dialect import (
     Dialect,
-    ErrorReply,
     Event,
     Finish,
     JSONObject,
@@ -92,7 +91,7 @@ class ResponsesDecoder(_Dialect):
 
 
 # -- the reference endpoint (promptpath serve) --------------------------------------------
-class Responses(Dialect):
+class Responses(OpenAIErrors, Dialect):
     """``POST /v1/responses``: typed SSE events with ``sequence_number``.
 
     With the ``reasoning`` control a ``reasoning`` output item with a summary comes first,
@@ -311,12 +310,6 @@ class Responses(Dialect):
             usage=self._usage(output_tokens),
             incomplete_details=None if finish == "stop" else {"reason": "max_output_tokens"},
         )
-
-    @classmethod
-    def error_reply(
-        cls, status: int, message: str | None = None, *, param: str | None = None
-    ) -> ErrorReply:
-        return openai_error_reply(status, message, param)
 
 
 # -- the request --------------------------------------------------------------------------
