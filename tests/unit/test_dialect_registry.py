@@ -62,14 +62,16 @@ def test_help_and_version_read_the_names_and_load_no_plugin(argv: list[str]) -> 
     ), ours
 
 
-#: The modules of dialects/ that are no dialect's plug-in: what the plug-ins share.
+#: The modules of dialects/ beside the plug-ins' folders: what the plug-ins share.
 SHARED = {"__init__", "registry", "spec", "plugins", "stream", "sniff", "doctable"}
 
 
-def test_every_name_is_one_module_whose_spec_bears_it_and_every_module_is_named() -> None:
+def test_every_name_is_one_plugin_whose_spec_bears_it_and_every_plugin_is_named() -> None:
     assert [d.name for d in dialects()] == list(NAMES)
-    modules = {p.stem for p in (ROOT / "promptpath/dialects").glob("*.py")} - SHARED
-    assert modules == {module_of(name).rsplit(".", 1)[1] for name in NAMES}
+    here = ROOT / "promptpath/dialects"
+    assert {p.stem for p in here.glob("*.py")} == SHARED
+    plugins = {p.parent.name for p in here.glob("*/__init__.py")}
+    assert plugins == {module_of(name).rsplit(".", 1)[1] for name in NAMES}
 
 
 def test_no_dialects_path_suffix_ends_anothers() -> None:
