@@ -1,10 +1,12 @@
 """The API dialects, one plug-in per API.
 
-``registry.py`` names them (cheap: ``--help`` reads it); each ``<name>.py`` is one API's
-plug-in, its ``SPEC`` (``spec.py``) holding side by side how a URL names it, its keys, its
-model and client, and its stream decoder; ``plugins.py`` loads them by name and finds the
-one a path names. ``stream.py`` binds a decoder to its framing (``streams/``: SSE, NDJSON,
-AWS event stream, WebSocket messages); ``sniff.py`` names the dialect a body really speaks.
+``registry.py`` names them (cheap: ``--help`` reads it); each folder ``<name>/`` is one
+API's plug-in: its ``SPEC`` (``spec.py``) holds side by side how a URL names it, its keys,
+its model, the request and client its SDK sends, and its stream decoder, and
+``emulation.py`` beside it is the reference endpoint's emulation (loaded only by the
+server). ``plugins.py`` loads the plug-ins by name and finds the one a path names.
+``stream.py`` binds a decoder to its framing (``streams/``: SSE, NDJSON, AWS event stream,
+WebSocket messages); ``sniff.py`` names the dialect a body really speaks.
 
 A decoder turns one framed message into zero or more ``StreamEvent``. The distinction that
 matters for timing is ``kind="content"``: text, reasoning/thinking, or a tool-call delta

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from promptpath.dialects.registry import NAMES, Provider, module_of
 from promptpath.dialects.spec import DialectSpec
 from promptpath.streams.dialect_base import DialectDecoder
+
+if TYPE_CHECKING:
+    from promptpath.server.dialect import Dialect
 
 __all__ = [
     "decoder_for",
     "detect_provider",
     "dialect",
     "dialects",
+    "emulation",
     "key_from_env",
     "model_from_path",
 ]
@@ -37,6 +42,19 @@ def dialect(name: Provider) -> DialectSpec:
 def dialects() -> tuple[DialectSpec, ...]:
     """Every plug-in, in the registry's order."""
     return tuple(dialect(name) for name in NAMES)
+
+
+def emulation(name: Provider) -> type[Dialect]:
+    """``name``'s emulation for the reference endpoint, from its plug-in's ``emulation.py``
+    (imported here, on the server's first route to it: no client run loads one)."""
+    from promptpath.server.dialect import Dialect
+
+    found = getattr(
+        importlib.import_module(module_of(name) + ".emulation"), dialect(name).emulation
+    )
+    if not (isinstance(found, type) and issubclass(found, Dialect)):  # a plug-in written wrong
+        raise TypeError(f"{module_of(name)}.emulation.{found!r} is not a server Dialect")
+    return found
 
 
 def decoder_for(provider: Provider) -> DialectDecoder:

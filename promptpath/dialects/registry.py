@@ -2,12 +2,12 @@
 
 Cheap on purpose (the standard library's ``typing`` only): the option table, the checks of
 ``--provider`` and ``--as``, the schema test and the docs read the names here, and no
-plug-in is loaded for that. Each dialect is one plug-in, the module named after it under
-``promptpath.dialects`` (``bedrock-invoke``: ``bedrock_invoke.py``), whose ``SPEC`` says
+plug-in is loaded for that. Each dialect is one plug-in, the package named after it under
+``promptpath.dialects`` (``bedrock-invoke``: ``bedrock_invoke/``), whose ``SPEC`` says
 everything else about it; ``plugins.py`` loads them when a run needs one.
 
 The order is the order of ``--help``, of the schema's enums and of the sniffer's guesses.
-Adding a dialect: its module (and its tests), and its name here.
+Adding a dialect: its folder (and its tests), and its name here.
 """
 
 from __future__ import annotations

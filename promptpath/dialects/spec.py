@@ -1,13 +1,13 @@
-"""What one plug-in says about its API: the shape every ``dialects/<name>.py`` fills in.
+"""What one plug-in says about its API: the shape every ``dialects/<name>/`` fills in.
 
 A ``DialectSpec`` puts side by side what promptpath knows of one API: how a URL names it,
 its key variables and how the key is sent, the model to ask for, the request body and
 headers its official SDK sends (and that SDK's ``--as`` shape), whether it speaks
 WebSocket, the stream decoder that reads it, and the reference endpoint's emulation of it
-(a ``server.dialect.Dialect``: pure, no hypercorn, so the client may load it). The code
-that uses these facts (detection in ``plugins.py``, the request in ``tracer/request.py``,
-the server's routing in ``server/routing.py``) holds no table of its own and asks no
-dialect by name.
+(a ``server.dialect.Dialect`` in the plug-in's ``emulation.py``, named here and loaded only
+by the server). The code that uses these facts (detection in ``plugins.py``, the request
+in ``tracer/request.py``, the server's routing in ``server/routing.py``) holds no table of
+its own and asks no dialect by name.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from promptpath.core.media import DECODABLE
 from promptpath.dialects.registry import ClientName, Provider
 from promptpath.options import HTTPChoice, RunOptions
-from promptpath.server.dialect import Dialect
 from promptpath.streams.dialect_base import DialectDecoder
 
 __all__ = [
@@ -141,9 +140,10 @@ class DialectSpec:
     #: ``text_completion`` on a legacy completions path).
     otel_operation: str | None = None
     # -- the reference endpoint ------------------------------------------------------------
-    #: How ``promptpath serve`` speaks it, one instance per response (server/routing.py
-    #: routes a request to it by the path, as ``detect_provider`` reads it).
-    emulation: type[Dialect]
+    #: How ``promptpath serve`` speaks it: the name of a ``server.dialect.Dialect`` (one
+    #: instance per response) in the plug-in's ``emulation.py``, imported only when the
+    #: reference endpoint routes to it (``plugins.emulation``): a client run leaves it be.
+    emulation: str
     #: The path ``promptpath demo --provider NAME`` asks the reference endpoint at (None:
     #: the demo does not offer it).
     demo_path: str | None = None

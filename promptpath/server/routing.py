@@ -3,16 +3,22 @@ dialect (a proxy's prefix before a suffix still works). No dialect is named here
 
 from __future__ import annotations
 
-from promptpath.dialects.plugins import detect_provider, dialect, dialects, model_from_path
+from promptpath.dialects.plugins import (
+    detect_provider,
+    dialect,
+    dialects,
+    emulation,
+    model_from_path,
+)
 from promptpath.server.dialect import Dialect
 
 #: The emulations a plain HTTP request reaches, by dialect.
 DIALECTS: dict[str, type[Dialect]] = {
-    d.name: d.emulation for d in dialects() if d.websocket_only is None and d.body is not None
+    d.name: emulation(d.name) for d in dialects() if d.websocket_only is None and d.body is not None
 }
 #: The emulations a WebSocket reaches (server/websocket.py), by dialect.
 WS_DIALECTS: dict[str, type[Dialect]] = {
-    d.name: d.emulation for d in dialects() if d.ws_messages is not None
+    d.name: emulation(d.name) for d in dialects() if d.ws_messages is not None
 }
 
 

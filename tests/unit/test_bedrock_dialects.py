@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from promptpath.core.errors import StreamError
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.bedrock import EXCEPTIONS, BedrockConverse
-from promptpath.dialects.bedrock_invoke import BedrockInvoke
+from promptpath.dialects.bedrock.emulation import EXCEPTIONS, BedrockConverse
+from promptpath.dialects.bedrock_invoke.emulation import BedrockInvoke
 from promptpath.dialects.registry import Provider
 from promptpath.dialects.stream import StreamDecoder
 from promptpath.server.dialect import Dialect, RequestInfo, RequestParams

@@ -48,7 +48,8 @@ def test_help_and_version_read_the_names_and_load_no_plugin(argv: list[str]) -> 
     code = (
         "import json, sys\n"
         "from promptpath.cli.entry import run\n"
-        f"run({argv!r})\n"
+        f"sys.argv = ['promptpath', *{argv!r}]\n"
+        f"assert run({argv!r}) == 0\n"
         "ours = ('promptpath.dialects', 'promptpath.streams')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith(ours))), file=sys.stderr)\n"
     )
@@ -109,3 +110,25 @@ def test_the_demo_offers_the_dialects_whose_plugins_name_a_path_and_says_which()
     res = run_cli("demo", "--provider", "gemini")  # refused before any server starts
     assert res.exit_code == ExitCode.USAGE
     assert f"--provider must be one of {', '.join(offered)}, got 'gemini'" in res.stderr
+
+
+def test_a_client_loads_every_plugin_but_no_emulation_and_the_server_each_one() -> None:
+    # Each emulation is ~20 classes on server/dialect.py's ABC: ~8 ms of every run's CPU
+    # when the plug-ins held them (2026-12-06, load 9), for code only `serve` runs.
+    code = (
+        "import json, sys\n"
+        "from promptpath.dialects.plugins import decoder_for, detect_provider, dialects\n"
+        "from promptpath.tracer.request import SHAPES\n"
+        "dialects(), detect_provider('/v1/messages'), decoder_for('bedrock-invoke')\n"
+        "client = sorted(m for m in sys.modules if m.startswith('promptpath.server')\n"
+        "                or m.endswith('.emulation'))\n"
+        "import promptpath.server.routing\n"
+        "served = sorted(m for m in sys.modules if m.endswith('.emulation'))\n"
+        "print(json.dumps([client, served]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    client, served = json.loads(out.stdout)
+    assert client == []
+    assert served == sorted(f"{module_of(name)}.emulation" for name in NAMES)

@@ -1,16 +1,12 @@
 """Amazon Bedrock's ``POST /model/{id}/invoke-with-response-stream``, one plug-in.
 
-The model's own streaming format inside AWS event-stream messages (bedrock.py frames and
+The model's own streaming format inside AWS event-stream messages (bedrock/ frames and
 reads them): each ``chunk`` event's payload is ``{"bytes": BASE64}``, and the bytes are one
-native event (Anthropic's Messages events for Claude, read as anthropic.py reads them).
+native event (Anthropic's Messages events for Claude, read as anthropic/ reads them).
 Bedrock adds ``amazon-bedrock-invocationMetrics`` (token counts, ``invocationLatency``) to
 the last chunk, whatever the model. The stream ends with the native end (Anthropic's
 ``message_stop``), or, for another model's payload, the chunk that carries the invocation
 metrics.
-
-The reference endpoint (``BedrockInvoke``) wraps Anthropic's events, as anthropic.py's
-``Messages`` writes them without ``ping``, in ``chunk`` events of ``{"bytes": BASE64}``;
-the last chunk carries ``amazon-bedrock-invocationMetrics``.
 """
 
 from __future__ import annotations
@@ -18,27 +14,14 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import ClassVar
 
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.anthropic import AnthropicDecoder, Messages
+from promptpath.dialects.anthropic import AnthropicDecoder
 from promptpath.dialects.bedrock import SPEC as CONVERSE
-from promptpath.dialects.bedrock import (
-    AwsEvent,
-    GuardrailMode,
-    _Bedrock,
-    _BedrockEndpoint,
-)
+from promptpath.dialects.bedrock import _Bedrock
 from promptpath.dialects.spec import JSON, DocRow, Headers
 from promptpath.options import RunOptions
-from promptpath.server.dialect import (
-    Event,
-    Finish,
-    JSONObject,
-    RequestParams,
-)
 from promptpath.streams.dialect_base import (
     MalformedEvent,
     _load,
@@ -50,7 +33,6 @@ from promptpath.streams.dialect_base import (
 
 __all__ = [
     "SPEC",
-    "BedrockInvoke",
     "BedrockInvokeDecoder",
 ]
 
@@ -95,68 +77,6 @@ class BedrockInvokeDecoder(_Bedrock):
         return events
 
 
-# -- the reference endpoint (promptpath serve) --------------------------------------------
-class BedrockInvoke(_BedrockEndpoint):
-    """``POST /model/{id}/invoke-with-response-stream`` with Claude's native events."""
-
-    name: ClassVar[str] = "bedrock-invoke"
-
-    def __init__(self, info: object) -> None:
-        super().__init__(info)  # type: ignore[arg-type]
-        self._native = Messages(self.info)
-
-    @classmethod
-    def parse_request(cls, body: object) -> RequestParams:
-        if isinstance(body, dict) and "model" in body:
-            body = {k: v for k, v in body.items() if k != "model"}  # the path names it
-        return super().parse_request(body)
-
-    @classmethod
-    def guardrail(cls, body: object, headers: Mapping[str, str]) -> GuardrailMode | None:
-        if not headers.get("x-amzn-bedrock-guardrailidentifier"):
-            return None
-        config = body.get("amazon-bedrock-guardrailConfig") if isinstance(body, dict) else None
-        mode = config.get("streamProcessingMode") if isinstance(config, dict) else None
-        return "async" if mode == "asynchronous" else "sync"
-
-    @staticmethod
-    def _chunks(events: list[Event]) -> list[Event]:
-        return [
-            AwsEvent(e.data, name="chunk", content=e.content, chunk=True)
-            for e in events
-            if not (isinstance(e.data, dict) and e.data.get("type") == "ping")
-        ]
-
-    def opening(self) -> list[Event]:
-        return self._chunks(self._native.opening())
-
-    def token(self, text: str) -> Event:
-        return self._chunks([self._native.token(text)])[0]
-
-    def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
-        events = self._chunks(self._native.closing(finish, output_tokens, elapsed_ns))
-        last = events[-1]
-        assert isinstance(last.data, dict)
-        metrics = {
-            "inputTokenCount": self.info.params.prompt_tokens,
-            "outputTokenCount": output_tokens,
-            "invocationLatency": elapsed_ns // 1_000_000,
-            "firstByteLatency": 0,
-        }
-        events[-1] = AwsEvent(
-            {**last.data, "amazon-bedrock-invocationMetrics": metrics}, name="chunk", chunk=True
-        )
-        return events
-
-    def malformed(self) -> Event:
-        return AwsEvent('{"bytes":"eyJ0eXBlIjoiY29udGVudF9ibG9ja19kZWx0YSIs', name="chunk")
-
-    def complete(
-        self, text: str, finish: Finish, output_tokens: int, elapsed_ns: int
-    ) -> JSONObject:
-        return self._native.complete(text, finish, output_tokens, elapsed_ns)
-
-
 # -- the request --------------------------------------------------------------------------
 #: The "anthropic_version" Claude on Bedrock's invoke APIs requires in the body.
 BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
@@ -197,7 +117,7 @@ SPEC = replace(
     body=body,
     extra_headers=headers,
     decoder=BedrockInvokeDecoder,
-    emulation=BedrockInvoke,
+    emulation="BedrockInvoke",
     docs=(
         DocRow(
             detection="`…/model/ID/invoke-with-response-stream`",

@@ -1,28 +1,17 @@
 """Gemini on Vertex AI (``projects/P/locations/L/publishers/google/models/M``), one plug-in.
 
-The same ``GenerateContentResponse`` stream as the Gemini API (gemini.py, whose decoder
+The same ``GenerateContentResponse`` stream as the Gemini API (gemini/, whose decoder
 reads it), on Vertex AI's paths and auth: an OAuth access token as a bearer token.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from promptpath.dialects.gemini import VERTEX_PATH, GeminiDecoder, GenerateContent, body
+from promptpath.dialects.gemini import VERTEX_PATH, GeminiDecoder, body
 from promptpath.dialects.spec import DialectSpec, DocRow, model_named_in_path
 
 __all__ = [
     "SPEC",
-    "VertexGenerateContent",
 ]
-
-
-# -- the reference endpoint (promptpath serve) --------------------------------------------
-class VertexGenerateContent(GenerateContent):
-    """Vertex AI's ``projects/P/locations/L/publishers/google/models/M`` paths: the same
-    format, its own name in /stats."""
-
-    name: ClassVar[str] = "vertex"
 
 
 SPEC = DialectSpec(
@@ -39,7 +28,7 @@ SPEC = DialectSpec(
     decoder=GeminiDecoder,
     otel_provider="gcp.vertex_ai",
     otel_operation="generate_content",
-    emulation=VertexGenerateContent,
+    emulation="VertexGenerateContent",
     docs=(
         DocRow(
             detection="`…/projects/P/locations/L/publishers/google/models/M:streamGenerateContent`",
