@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+from promptpath.dialects.openai import SPEC as OPENAI
 from promptpath.dialects.openai import OpenAIChatDecoder, chat_body
 from promptpath.dialects.spec import DialectSpec, DocRow, model_named_in_path
 
@@ -44,7 +45,7 @@ SPEC = DialectSpec(
     key_fallbacks=("AZURE_OPENAI_AD_TOKEN",),
     key_header="api-key",
     bearer_key_envs=frozenset({"AZURE_OPENAI_AD_TOKEN"}),
-    client="openai-python",
+    client=OPENAI.client,  # openai's AzureOpenAI
     # openai's AzureOpenAI sends the chat body unchanged (the deployment as "model").
     body=chat_body,
     decoder=OpenAIChatDecoder,

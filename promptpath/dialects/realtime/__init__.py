@@ -14,6 +14,7 @@ is. ``cancelled`` and ``incomplete`` end the response, with the reason kept.
 from __future__ import annotations
 
 from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.dialects.openai import SPEC as OPENAI
 from promptpath.dialects.spec import JSON, DialectSpec, DocRow
 from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
@@ -101,8 +102,8 @@ SPEC = DialectSpec(
     title="OpenAI Realtime",
     path_suffixes=("/realtime",),
     default_model="gpt-realtime",
-    key_env="OPENAI_API_KEY",
-    client="openai-python",
+    key_env=OPENAI.key_env,  # the OpenAI APIs share the key, the SDK, the telemetry name
+    client=OPENAI.client,
     body=None,
     ws_messages=ws_messages,
     websocket_only=(
@@ -110,7 +111,7 @@ SPEC = DialectSpec(
         " (wss://api.openai.com/v1/realtime?model=M)"
     ),
     decoder=RealtimeDecoder,
-    otel_provider="openai",
+    otel_provider=OPENAI.otel_provider,
     emulation="Realtime",
     docs=(
         DocRow(

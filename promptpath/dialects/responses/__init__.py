@@ -11,6 +11,7 @@ carries the usage. An error inside the stream is an ``error`` event or
 from __future__ import annotations
 
 from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.dialects.openai import SPEC as OPENAI
 from promptpath.dialects.spec import JSON, DialectSpec, DocRow
 from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
@@ -107,12 +108,12 @@ SPEC = DialectSpec(
     title="OpenAI Responses",
     path_suffixes=("/responses",),
     default_model="gpt-4o-mini",
-    key_env="OPENAI_API_KEY",
-    client="openai-python",
+    key_env=OPENAI.key_env,  # the OpenAI APIs share the key, the SDK, the telemetry name
+    client=OPENAI.client,
     body=body,
     ws_messages=ws_messages,
     decoder=ResponsesDecoder,
-    otel_provider="openai",
+    otel_provider=OPENAI.otel_provider,
     emulation="Responses",
     demo_path="/v1/responses",
     docs=(
