@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
 import socket
 from dataclasses import dataclass, field, replace
 from typing import Literal
 from urllib.parse import parse_qsl, urlsplit
 
+from promptpath.core.addr import wire_host
 from promptpath.core.errors import UsageError
-from promptpath.core.headers import is_secret_header
+from promptpath.core.files import MAX_PEM_BYTES, special_kind
+from promptpath.core.headers import is_credential
+from promptpath.core.urlsafe import is_secret_query as is_secret_query
+from promptpath.core.urlsafe import shown_url
 from promptpath.dialects.registry import ClientName as ClientName  # re-exported: field types
 from promptpath.dialects.registry import Provider as Provider
 from promptpath.proxies import ProxyChoice
@@ -211,19 +217,28 @@ def check_timeout(value: float, flag: str = "--timeout") -> float:
 
 
 def parse_target(url: str) -> Target:
-    """Validate a target URL; the error says what is wrong with it."""
+    """Validate a target URL; the error says what is wrong with it (showing the URL with
+    its credentials taken out: core/urlsafe.py). A fragment is never sent, and is dropped
+    here so that no output can show it (``#token=…`` pasted from a browser)."""
+    shown = shown_url(url)
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - urlsplit checks the port and brackets lazily
     except ValueError as exc:
-        raise UsageError(f"target is not a valid URL: {url!r} ({exc})", kind="bad_target") from exc
+        raise UsageError(
+            f"target is not a valid URL: {shown!r} ({exc})", kind="bad_target"
+        ) from exc
     if parts.scheme not in ("http", "https", "ws", "wss"):
         raise UsageError(
-            f"target must be an http://, https://, ws:// or wss:// URL, got {url!r}",
+            f"target must be an http://, https://, ws:// or wss:// URL, got {shown!r}",
             kind="bad_target",
         )
     if not parts.hostname:
-        raise UsageError(f"target URL has no host: {url!r}", kind="bad_target")
+        raise UsageError(f"target URL has no host: {shown!r}", kind="bad_target")
+    try:
+        host = wire_host(parts.hostname)
+    except ValueError as exc:
+        raise UsageError(f"target host name {exc}", kind="bad_target") from None
     if parts.username is not None or parts.password is not None:
         # Credentials in a URL end up in shell history, logs and reports, and we would
         # not send them anyway: say where a key belongs instead.
@@ -234,11 +249,12 @@ def parse_target(url: str) -> Target:
     try:
         port = parts.port
     except ValueError as exc:
-        raise UsageError(f"target URL has a bad port: {url!r}", kind="bad_target") from exc
+        raise UsageError(f"target URL has a bad port: {shown!r}", kind="bad_target") from exc
     if port == 0:  # urlsplit allows it; it used to become the default port silently
         raise UsageError(
-            f"target URL has port 0, which no server listens on: {url!r}", kind="bad_target"
+            f"target URL has port 0, which no server listens on: {shown!r}", kind="bad_target"
         )
+    url = url.partition("#")[0]
     secure = parts.scheme in ("https", "wss")
     if port is None:  # none given, or "host:" (RFC 3986: the scheme's default)
         port = 443 if secure else 80
@@ -249,7 +265,7 @@ def parse_target(url: str) -> Target:
     return Target(
         url=url,
         scheme=scheme,
-        host=parts.hostname,
+        host=host,
         port=port,
         path=path,
         websocket=parts.scheme in ("ws", "wss"),
@@ -283,7 +299,15 @@ def parse_resolve(spec: str) -> tuple[str, int, str]:
         raise UsageError(
             f"--resolve address is not an IP literal: {addr!r}", kind="bad_option"
         ) from exc
-    return host, int(port_s), addr
+    return _option_host(host, "--resolve"), int(port_s), addr
+
+
+def _option_host(host: str, flag: str) -> str:
+    """A host name an option gives, as the target's is written on the wire (wire_host)."""
+    try:
+        return wire_host(host.lower())
+    except ValueError as exc:
+        raise UsageError(f"{flag}: the host name {exc}", kind="bad_option") from None
 
 
 def _connect_to_fields(spec: str) -> list[str]:
@@ -323,8 +347,47 @@ def parse_connect_to(spec: str) -> ConnectTo:
             raise UsageError(
                 f"--connect-to: unbalanced brackets in {raw!r} in {spec!r}", kind="bad_option"
             )
-    host, to_host = (f.removeprefix("[").removesuffix("]") or None for f in (fields[0], fields[2]))
+    host, to_host = (
+        _option_host(bare, "--connect-to") if bare else None
+        for bare in (f.removeprefix("[").removesuffix("]") for f in (fields[0], fields[2]))
+    )
     return ConnectTo(host=host, port=ports[0], to_host=to_host, to_port=ports[1], spec=spec)
+
+
+class InputFileError(Exception):
+    """A file a user named cannot be read as one: why, in words ("is a FIFO")."""
+
+
+def read_input(path: str | os.PathLike[str], limit: int) -> bytes:
+    """A file a user names, whole, if it is a regular file of at most ``limit`` bytes.
+
+    Opened without blocking, as SSLKEYLOGFILE's check opens it: a FIFO with no writer
+    held a plain open() (and, before it, nothing answered SIGTERM or SIGINT) for good.
+    The kind is the open descriptor's, so what is read is what was checked. A device
+    (/dev/zero grew a run to 2.6 GB), a FIFO or a directory is refused unread; a file
+    past ``limit`` is refused after ``limit`` + 1 bytes. InputFileError says why."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise InputFileError(exc.strerror or errno.errorcode.get(exc.errno or 0, "error")) from exc
+    try:
+        kind = special_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise InputFileError(f"is a {kind}, not a regular file")
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            piece = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not piece:
+                return b"".join(chunks)
+            chunks.append(piece)
+            size += len(piece)
+        raise InputFileError(f"is larger than {limit >> 20} MiB")
+    except OSError as exc:
+        raise InputFileError(exc.strerror or "cannot be read") from exc
+    finally:
+        os.close(fd)
 
 
 class _NoPassword(Exception):
@@ -348,11 +411,9 @@ def check_client_cert(cert: str | None, key: str | None) -> None:
         if path is None:
             continue
         try:
-            with open(path, "rb") as fh:
-                texts[flag] = fh.read()
-        except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise UsageError(f"{flag}: cannot read the file ({reason})", kind="bad_option") from exc
+            texts[flag] = read_input(path, MAX_PEM_BYTES)
+        except InputFileError as exc:
+            raise UsageError(f"{flag}: cannot read the file ({exc})", kind="bad_option") from exc
     if b"-----BEGIN CERTIFICATE-----" not in texts["--cert"]:
         raise UsageError("--cert: no PEM certificate in the file", kind="bad_option")
     key_flag = "--key" if key is not None else "--cert"
@@ -486,27 +547,10 @@ def check_argv_utf8(argv: list[str] | tuple[str, ...]) -> None:
         previous = arg
 
 
-#: Query parameters whose values are credentials (e.g. Google's ?key=).
-_SECRET_QUERY = ("key", "token", "secret", "sig", "signature", "auth", "password", "code")
-
-
-def is_secret_query(name: str) -> bool:
-    """A query parameter whose value is a credential (generous: only the URL shown loses it)."""
-    return any(w in name.lower() for w in _SECRET_QUERY)
-
-
 def display_url(url: str) -> str:
-    """The target URL safe to print: credential-like query values replaced."""
-    from urllib.parse import parse_qsl, urlencode, urlunsplit
-
-    parts = urlsplit(url)
-    if not parts.query:
-        return url
-    query = [
-        (k, "[redacted]" if is_secret_query(k) else v)
-        for k, v in parse_qsl(parts.query, keep_blank_values=True)
-    ]
-    return urlunsplit(parts._replace(query=urlencode(query, safe="[]")))
+    """The target URL safe to print: credential-like query values and userinfo replaced,
+    the fragment (never sent) dropped (core/urlsafe.py)."""
+    return shown_url(url)
 
 
 def secret_values(options: RunOptions) -> list[str]:
@@ -516,7 +560,7 @@ def secret_values(options: RunOptions) -> list[str]:
     if options.aws is not None:  # the access key id is an identifier, not a secret
         values.extend(v for v in (options.aws.secret_key, options.aws.token) if v)
     for name, value in options.headers:
-        if is_secret_header(name) and value:
+        if is_credential(name, value) and value:
             values.append(value)
             values.append(value.split(" ", 1)[-1])  # "Bearer sk-..." → also the bare token
     query = urlsplit(options.target.url).query

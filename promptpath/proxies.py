@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
+from promptpath.core.addr import wire_host
 from promptpath.core.errors import UsageError
 
 ProxyScheme = Literal["http", "https"]
@@ -73,6 +74,10 @@ def parse_proxy_url(url: str, *, source: str, user: str | None = None) -> ProxyC
         )
     if not parts.hostname:
         raise UsageError(f"{source}: the proxy URL has no host", kind="bad_option")
+    try:
+        host = wire_host(parts.hostname)
+    except ValueError as exc:
+        raise UsageError(f"{source}: the proxy host name {exc}", kind="bad_option") from None
     if parts.path not in ("", "/") or parts.query:
         raise UsageError(
             f"{source}: a proxy URL is scheme://host:port, without a path", kind="bad_option"
@@ -84,7 +89,7 @@ def parse_proxy_url(url: str, *, source: str, user: str | None = None) -> ProxyC
     proxy_scheme: ProxyScheme = "https" if scheme == "https" else "http"
     return ProxyChoice(
         scheme=proxy_scheme,
-        host=parts.hostname,
+        host=host,
         port=port or (443 if scheme == "https" else 1080),  # curl's defaults
         source=source,
         username=username,

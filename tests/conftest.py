@@ -80,6 +80,8 @@ _LAYERS = ("unit", "integration", "lab")
 _TIMED_FILES = frozenset(
     {
         "tests/integration/test_buffering_loopback.py",
+        "tests/integration/test_exporter_hostile.py",
+        "tests/integration/test_exporter_http.py",
         "tests/integration/test_first_output.py",
         "tests/integration/test_http3.py",
         "tests/integration/test_server_telemetry.py",

@@ -16,6 +16,10 @@ from promptpath.core.errors import PromptpathError
 from promptpath.environment import Environment
 from promptpath.modes.interrupts import quiet_on_closed_pipe
 from promptpath.modes.outcome import exit_code_for, judge_single, report_console, scrub_result
+from promptpath.outputs.formats import BY_DEST
+
+#: --json's row of the formats table: its writer prints the report on stdout.
+JSON = BY_DEST["json_out"]
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -114,15 +118,13 @@ def deliver(report: Report, plan: Plan, env: Environment, console: Console) -> i
     report.render(console)
     if plan.outputs.otlp is not None:
         _send_otlp(report, plan.outputs.otlp, env)
-    if plan.outputs.json_out:
-        from promptpath.report.json import dumps
-
-        env.stdout.write(dumps(report.json()) + "\n")
-        env.stdout.flush()
     exports = plan.outputs.exports
+    if plan.outputs.json_out:
+        env.stdout.write(JSON.render(report.json(), exports) + "\n")
+        env.stdout.flush()
     if not exports.any:
         return report.code
-    if exports.html is not None:
+    if exports.files:  # the writers that show the command line (--html) read it there
         exports = dataclasses.replace(exports, command=reproduce(plan, env))
     return exports.finish(report.json(), report.code, env)
 
@@ -145,11 +147,21 @@ def _send_otlp(report: Report, otlp: OtlpPlan, env: Environment) -> None:
 
 
 def reproduce(plan: Plan, env: Environment) -> tuple[str, ...]:
-    """The command line as given, the run's credentials taken out as everywhere else."""
-    from promptpath.report.redact import Redactor
+    """The command line as given, the run's credentials taken out by their place (a
+    header, a URL's userinfo and key-like query values, --proxy-user) whatever their
+    length, and searched for in every argument as everywhere else."""
+    from promptpath.core.urlsafe import url_credentials
+    from promptpath.options import secret_values
+    from promptpath.report.redact import Redactor, command_line
 
-    redactor = Redactor.for_options(plan.trace)
-    return ("promptpath", *(redactor.text(arg) for arg in env.argv))
+    otlp = plan.outputs.otlp
+    urls = (
+        plan.outputs.exports.pushgateway,
+        None if otlp is None else otlp.traces_url or otlp.metrics_url,
+        plan.probe_settings.ghost_stream.admin,
+    )
+    values = [*secret_values(plan.trace), *(v for u in urls if u for v in url_credentials(u))]
+    return ("promptpath", *command_line(env.argv, Redactor.of(values)))
 
 
 # -- for library callers and tests written against the old entry points -------------------

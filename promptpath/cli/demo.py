@@ -7,12 +7,14 @@ realistic first-token delay and cadence, then the full report.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from promptpath.cli.commands import execute, usage_failure
 from promptpath.dialects.plugins import dialects
 from promptpath.dialects.registry import DEMO
 from promptpath.environment import Environment
+from promptpath.outputs.formats import formats_of
 from promptpath.plan.resolve import values_for
 
 
@@ -32,11 +34,26 @@ DEMO_TOKENS = 48
 class DemoArgs:
     http: str = "2"
     provider: str = DEMO
-    json_out: bool = False
     warm: bool = False
     hop: str | None = None  # a misbehaving hop between client and endpoint (demo_hops.py)
-    html: str | None = None
-    svg: str | None = None
+    #: The output formats' values (--json, --html, --svg: outputs/formats.py's rows for
+    #: `demo`), passed to the run as they are.
+    outputs: Mapping[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, values: Mapping[str, object]) -> DemoArgs:
+        """The demo's options as the command line parsed them."""
+        return cls(
+            http=str(values["http"]),
+            provider=str(values["provider"]),
+            warm=bool(values["warm"]),
+            hop=None if values["hop"] is None else str(values["hop"]),
+            outputs={fmt.dest: values[fmt.dest] for fmt in formats_of("demo")},
+        )
+
+    @property
+    def json_out(self) -> bool:
+        return bool(self.outputs.get("json_out", False))
 
 
 def run_demo(args: DemoArgs, *, env: Environment) -> int:
@@ -60,7 +77,7 @@ def run_demo(args: DemoArgs, *, env: Environment) -> int:
 
 
 def _outputs(args: DemoArgs) -> dict[str, object]:
-    return {"json_out": args.json_out, "html": args.html, "svg": args.svg}
+    return dict(args.outputs)
 
 
 def _direct(args: DemoArgs, env: Environment) -> int:

@@ -19,9 +19,9 @@ from promptpath import __version__
 from promptpath.cli import gchold
 from promptpath.core.errors import PromptpathError
 from promptpath.core.exitcodes import ExitCode
-from promptpath.dialects.registry import DEMO
 from promptpath.environment import Environment
 from promptpath.plan import flags
+from promptpath.probes.catalog import listed_names
 
 
 def _show_help(ctx: typer.Context, _param: Any, value: bool) -> None:
@@ -177,8 +177,7 @@ _NAMES = inspect.Parameter(
         list[str] | None,
         typer.Argument(
             metavar="[NAME]...",
-            help="Probes to run: buffering, idle-timeout, dns-cache, ghost-stream, ratelimit,"
-            " tls, cors (default: all).",
+            help=f"Probes to run: {listed_names()} (default: all).",
         ),
     ],
 )
@@ -204,44 +203,13 @@ def probe(ctx: typer.Context, target: str, names: list[str] | None, **values: ob
     _execute(ctx, {"target": target, **values, "probe": names or ["all"]})
 
 
-def demo(
-    ctx: typer.Context,
-    http: Annotated[str, typer.Option("--http", metavar="1.1|2|3", help="HTTP version.")] = "2",
-    provider: Annotated[
-        str,
-        typer.Option("--provider", metavar=flags.PROVIDER_CHOICES, help="The API dialect."),
-    ] = DEMO,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object on stdout.")
-    ] = False,
-    warm: Annotated[bool, typer.Option("--warm", help="Also show a warm request.")] = False,
-    hop: Annotated[
-        str | None,
-        typer.Option(
-            "--hop",
-            metavar="buffering|idle-timeout|compression|ghost-stream|clean",
-            help="Put a misbehaving hop of this kind between the client and the endpoint,"
-            " and run the probe that finds it.",
-        ),
-    ] = None,
-    html: Annotated[
-        str | None,
-        typer.Option("--html", metavar="FILE", help="Also write the report as an HTML page."),
-    ] = None,
-    svg: Annotated[
-        str | None,
-        typer.Option("--svg", metavar="FILE", help="Also write the waterfall as an SVG image."),
-    ] = None,
-) -> None:
+@flags.declare("demo", _CTX)
+def demo(ctx: typer.Context, **values: object) -> None:
     """Trace a prompt against a built-in reference endpoint on loopback (no network, no key)."""
     _no_trio()
     from promptpath.cli.demo import DemoArgs, run_demo
 
-    env = Environment.of(ctx.obj)
-    args = DemoArgs(
-        http=http, provider=provider, json_out=json_out, warm=warm, hop=hop, html=html, svg=svg
-    )
-    raise typer.Exit(run_demo(args, env=env))
+    raise typer.Exit(run_demo(DemoArgs.of(values), env=Environment.of(ctx.obj)))
 
 
 _EXPORTER_HELP = """Serve /probe and /metrics for Prometheus, as blackbox_exporter does.
@@ -250,7 +218,8 @@ GET /probe?target=NAME&module=MODULE traces one prompt to a target the config na
 runs the module's probes), within the scrape's timeout, and answers the textfile export's
 metrics plus probe_success and probe_duration_seconds. A target the config does not name,
 or a URL, is refused (400) without any connection. GET /metrics is the exporter's own
-health; POST /-/reload or SIGHUP reloads the config; SIGTERM drains. See docs/exporter.md.
+health; SIGHUP (or POST /-/reload, with --web.enable-lifecycle) reloads the config;
+SIGTERM drains. See docs/exporter.md.
 """
 
 
@@ -306,7 +275,7 @@ def build_command(name: str) -> Any:
     the group would build it (typer.main.get_command on a one-command app)."""
     load, help_text = _COMMANDS[name]
     one = typer.Typer(add_completion=False, rich_markup_mode=None, pretty_exceptions_enable=False)
-    one.command(name, cls=_Command, help=help_text)(load())
+    one.command(name, cls=_Command, help=help_text)(flags.signed(load()))
     return typer.main.get_command(one)
 
 

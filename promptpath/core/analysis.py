@@ -104,7 +104,8 @@ def final_silence_ns(timeline: Timeline) -> int | None:
     err = timeline.error
     if err is None or err.t_ns is None or err.stage not in ("wait", "first_token", "stream"):
         return None
-    last_read = timeline.last_read_ns
+    closing = timeline.closing_ns  # the reads after our own close are not the stream's
+    last_read = timeline.last_read_ns if closing is None else timeline.last_read_until(closing)
     last = [] if last_read is None else [last_read]
     last += [timeline.milestones[k] for k in ("request_sent", "ttfb") if k in timeline.milestones]
     # A read stamped after the deadline (the loop was late to cancel) is no silence.
@@ -139,6 +140,8 @@ class TokenMetrics:
     #: the content types of the events before the first visible text ("reasoning",
     #: "reasoning+tool"), "" when the answer's text came first or never came
     before_output: str = ""
+    #: the server's usage counts no request can have (Usage.untrusted): none is counted
+    usage_untrusted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,7 +168,11 @@ class Metrics:
 
 
 def _usage(timeline: Timeline) -> tuple[int | None, int]:
-    """The server's own output-token count, and how many of those were reasoning tokens."""
+    """The server's own output-token count, and how many of those were reasoning tokens
+    (None: no count to go by, or its last one was impossible)."""
+    reported = reported_usage(timeline)
+    if reported is None or "output_tokens" in reported.untrusted:
+        return None, 0
     usages = [e.usage for e in timeline.events if e.usage and e.usage.output_tokens]
     if not usages:
         return None, 0
@@ -175,8 +182,9 @@ def _usage(timeline: Timeline) -> tuple[int | None, int]:
 
 def reported_usage(timeline: Timeline) -> Usage | None:
     """The token counts the server reported, each the last one it sent (Anthropic gives
-    the input count in ``message_start`` and the output count in ``message_delta``)."""
-    counts: dict[str, int] = {}
+    the input count in ``message_start`` and the output count in ``message_delta``); a
+    count whose last word was impossible is named in ``untrusted`` instead."""
+    counts: dict[str, int | None] = {}
     for event in timeline.events:
         if event.usage is None:
             continue
@@ -184,7 +192,13 @@ def reported_usage(timeline: Timeline) -> Usage | None:
             value = getattr(event.usage, name)
             if value is not None:
                 counts[name] = value
-    return Usage(**counts) if counts else None
+            elif name in event.usage.untrusted:
+                counts[name] = None
+    if not counts:
+        return None
+    names = ("input_tokens", "output_tokens", "reasoning_tokens")
+    untrusted = tuple(name for name in names if name in counts and counts[name] is None)
+    return Usage(**{k: v for k, v in counts.items() if v is not None}, untrusted=untrusted)
 
 
 def response_model(timeline: Timeline) -> str | None:
@@ -201,6 +215,7 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
         key = e.content_type or "text"
         types[key] = types.get(key, 0) + 1
     usage, reasoning = _usage(timeline)
+    reported = reported_usage(timeline)
     hidden = 0
     if usage is not None and reasoning and "reasoning" not in types:
         # o-series models count reasoning they never stream: those tokens were generated
@@ -250,6 +265,7 @@ def token_metrics(timeline: Timeline) -> TokenMetrics:
         gap_summary=summarize(gaps),
         content_types=types,
         hidden_reasoning=hidden,
+        usage_untrusted=() if reported is None else reported.untrusted,
     )
 
 
@@ -339,7 +355,7 @@ def _timeout_verdict(timeline: Timeline) -> str | None:
     start = derived_bounds(timeline)[cut][0] if cut is not None else err.t_ns - silence
     # A silence shorter than half the stage: data was still coming, just too slowly.
     if 2 * silence < err.t_ns - start:
-        nbytes, exact = timeline.read_bytes_after(start)
+        nbytes, exact = timeline.read_bytes_after(start, timeline.closing_ns)
         span_s = (err.t_ns - start) / 1e9
         return (
             f"still trickling ({'' if exact else 'up to '}{nbytes} bytes in {span_s:.2f} s of stage"
@@ -350,17 +366,31 @@ def _timeout_verdict(timeline: Timeline) -> str | None:
 
 
 def headline(timeline: Timeline, metrics: Metrics) -> str:
-    """One line a person can paste into a ticket: where the time went, or what broke."""
+    """One line a person can paste into a ticket: where the time went, or what broke.
+
+    The measurement alone; ``core/verdict.py`` puts the findings and SLOs in front."""
+    failed = failure_line(timeline, metrics)
+    return failed if failed is not None else "OK: " + where_time_went(timeline, metrics)
+
+
+def failure_line(timeline: Timeline, metrics: Metrics) -> str | None:
+    """``FAILED in STAGE: what broke, last milestone …``; None when the run did not fail."""
     err = timeline.error
+    if err is None:
+        return None
+    ms = metrics.milestones_ms
+    reached = [name for name in MILESTONES if name in ms]
+    last = f", last milestone {reached[-1]} at {ms[reached[-1]]:.0f} ms" if reached else ""
+    timed_out = _timeout_verdict(timeline)
+    if timed_out is not None:
+        return f"FAILED in {err.stage}: {timed_out}{last}"
+    return f"FAILED in {err.stage}: {err.message}{last}"
+
+
+def where_time_went(timeline: Timeline, metrics: Metrics) -> str:
+    """A run that completed, in figures: first token, setup, rate, gaps, what was odd."""
     ms = metrics.milestones_ms
     st = metrics.stages_ms
-    if err is not None:
-        reached = [name for name in MILESTONES if name in ms]
-        last = f", last milestone {reached[-1]} at {ms[reached[-1]]:.0f} ms" if reached else ""
-        timed_out = _timeout_verdict(timeline)
-        if timed_out is not None:
-            return f"FAILED in {err.stage}: {timed_out}{last}"
-        return f"FAILED in {err.stage}: {err.message}{last}"
     setup = sum(st.get(k, 0.0) for k in ("dns", "connect", "tls", "quic_handshake"))
     ttft = ms.get("ttft")
     tok = metrics.tokens
@@ -395,4 +425,4 @@ def headline(timeline: Timeline, metrics: Metrics) -> str:
             f"{bad.replacements} invalid UTF-8 sequence(s) in {bad.events} event(s),"
             " shown as U+FFFD (a hop that splits or recodes bytes?)"
         )
-    return "OK: " + ", ".join(parts)
+    return ", ".join(parts)

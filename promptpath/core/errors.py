@@ -70,6 +70,7 @@ ErrorKind = Literal[
     "unsupported",
     "handshake_timeout",
     "version_negotiation",
+    "path_mtu",  # QUIC's 1200-byte datagrams do not fit the path (EMSGSIZE)
     # tls, and the certificate checks of quic_handshake
     "handshake_failed",
     "handshake_closed",

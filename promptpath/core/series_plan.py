@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The longest --interval taken: a day, as --timeout. A series is one process waiting
+#: between its runs; runs further apart than that are a scheduler's job (cron, the
+#: exporter), and 1e300 s was a wait that never ends behind a report that never comes.
+MAX_INTERVAL_S = 86_400.0
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SeriesPlan:

@@ -133,6 +133,24 @@ class SLOResult:
             f" ({measured})"
         )
 
+    def breach(self) -> str:
+        """The breach as the verdict line names it: ``ttft_p95 < 800ms breached (912 ms)``,
+        the threshold as the user wrote it."""
+        slo = self.slo
+        # parse_slo found the operator in the expression: what follows it is the threshold.
+        threshold = slo.expr.split(slo.op, 1)[1].strip()
+        where = "" if self.concurrency is None else f" at concurrency {self.concurrency}"
+        value = "not measured" if self.value is None else _brief(self.value, slo.unit)
+        return f"{slo.metric} {slo.op} {threshold} breached{where} ({value})"
+
+
+def _brief(value: float, unit: str) -> str:
+    """A measured value in as few digits as tell it apart: 912 ms, 4.8 ms, 0.35 ms."""
+    if unit == "ms" and math.isfinite(value):
+        digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 1 else 2
+        return f"{value:.{digits}f} ms"
+    return _show(value, unit)
+
 
 def _show(value: float, unit: str) -> str:
     if unit == "ratio":

@@ -45,6 +45,17 @@ def visible(text: str) -> str:
     return _UNSAFE.sub(_spell, text)
 
 
+#: What XML 1.0 cannot carry at all, even as a character reference (its Char production):
+#: after ``visible`` only the noncharacters U+FFFE and U+FFFF are left of it.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def visible_xml(text: str) -> str:
+    """``visible(text)``, with every character XML 1.0 forbids spelled out as well, so an
+    SVG or XML document that shows it stays well-formed (a parser refuses U+FFFF)."""
+    return _NOT_XML.sub(_spell, visible(text))
+
+
 def is_visible(text: str) -> bool:
     """True when ``visible`` would leave ``text`` unchanged."""
     return _UNSAFE.search(text) is None
@@ -70,4 +81,11 @@ def valid_unicode_tree(obj: Any) -> Any:
     return obj
 
 
-__all__ = ["REPLACEMENT", "is_visible", "valid_unicode", "valid_unicode_tree", "visible"]
+__all__ = [
+    "REPLACEMENT",
+    "is_visible",
+    "valid_unicode",
+    "valid_unicode_tree",
+    "visible",
+    "visible_xml",
+]

@@ -145,6 +145,14 @@ class Usage:
     input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
+    #: The counts it sent that no request can have (negative, fractional, past
+    #: MAX_TOKEN_COUNT): named here, their values kept out of every figure.
+    untrusted: tuple[str, ...] = ()
+
+
+#: More tokens than any one request reads or writes (the largest context windows hold
+#: ~10 million): a count past it is the server's error, or an attack on our arithmetic.
+MAX_TOKEN_COUNT = 10**9
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -401,7 +409,7 @@ class SentRequest:
     (the name stays: that a key was sent is part of the story)."""
 
     method: str
-    path: str  # path plus query, as sent (query secrets are the redactor's, as in the URL)
+    path: str  # path plus query, as sent, key-like query values redacted (as in the URL)
     headers: tuple[tuple[str, str], ...]  # in the order sent, credential values redacted
     body_bytes: int  # the encoded body's length
     key_sent: bool  # a key went with it (from the environment or from -H)
@@ -594,15 +602,37 @@ class Timeline:
         """Response-body bytes the HTTP layer handed over, in chunks kept or not."""
         return sum(c.nbytes for c in self.chunks) + self.reads_not_kept.chunk_bytes
 
-    def read_bytes_after(self, t_ns: int) -> tuple[int, bool]:
-        """Bytes read after ``t_ns``, and whether that is exact: past the cap the reads
-        not kept are one sum, exact only when they all came after ``t_ns``."""
-        nbytes = sum(r.nbytes for r in self.reads if r.t_ns > t_ns)
+    def read_bytes_after(self, t_ns: int, until_ns: int | None = None) -> tuple[int, bool]:
+        """Bytes read after ``t_ns`` (up to ``until_ns``), and whether that is exact: past
+        the cap the reads not kept are one sum, exact only when they all came after
+        ``t_ns`` (and none after ``until_ns``, else they are left out)."""
+        end = until_ns if until_ns is not None else self.last_read_ns or t_ns
+        nbytes = sum(r.nbytes for r in self.reads if t_ns < r.t_ns <= end)
         over = self.reads_not_kept
         if not over.reads or over.last_ns is None or over.last_ns <= t_ns:
             return nbytes, True
+        if over.last_ns > end:
+            return nbytes, False
         exact = bool(self.reads) and self.reads[-1].t_ns >= t_ns
         return nbytes + over.read_bytes, exact
+
+    @property
+    def closing_ns(self) -> int | None:
+        """When our own close began, if the reads after it are its handshake rather than
+        the response: a WebSocket's Close frame of ours (net/websocket.py reads the
+        server's reply, and whatever crossed our Close, before it lets go). None else."""
+        ws = self.websocket
+        if ws is not None and ws.close_by == "client":
+            return ws.close_ns
+        return None
+
+    def last_read_until(self, t_ns: int) -> int | None:
+        """When the last read at or before ``t_ns`` returned (of the reads kept, once some
+        past the cap came after ``t_ns``)."""
+        over = self.reads_not_kept
+        if over.reads and over.last_ns is not None and over.last_ns <= t_ns:
+            return over.last_ns
+        return next((r.t_ns for r in reversed(self.reads) if r.t_ns <= t_ns), None)
 
     def header(self, name: str) -> str | None:
         name = name.lower()

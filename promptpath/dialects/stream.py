@@ -50,7 +50,7 @@ class StreamDecoder:
         if self.messages:
             self._framer = MessageFramer(max_line=max_line)
         elif self._dialect.framing == "sse":
-            self._framer = SSEDecoder(max_line=max_line)
+            self._framer = SSEDecoder(max_line=max_line, raw_json=self._dialect.raw_json)
         elif self._dialect.framing == "eventstream":
             self._framer = EventStreamDecoder()  # binary: its own bounds (MAX_MESSAGE_BYTES)
         else:

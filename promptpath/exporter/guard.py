@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 R = TypeVar("R")
 
@@ -41,10 +41,14 @@ class Decision:
     age_s: float | None = None
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class _Last(Generic[R]):
     started: float
     result: R | None  # None while it runs
+
+
+#: A running probe's entry, handed back when it ends (compared by identity).
+Ticket = _Last[Any]
 
 
 class CostGuard(Generic[R]):
@@ -79,20 +83,29 @@ class CostGuard(Generic[R]):
             return Decision(Action.OVER_BUDGET)
         return Decision(Action.RUN)
 
-    def started(self, key: Key, *, now: float, day: Hashable, cost: int) -> None:
-        """A probe of ``key`` began: in flight, and its cost charged to the target's day."""
+    def started(self, key: Key, *, now: float, day: Hashable, cost: int) -> Ticket:
+        """A probe of ``key`` began: in flight, and its cost charged to the target's day.
+        The ticket it returns is what ``finished`` and ``abandoned`` are handed back."""
         self.in_flight += 1
-        self._last[key] = _Last(started=now, result=None)
+        ticket: _Last[R] = _Last(started=now, result=None)
+        self._last[key] = ticket
         self._spent[key[0]] = (day, self.spent(key[0], day) + cost)
+        return ticket
 
-    def finished(self, key: Key, result: R, *, started: float) -> None:
+    def finished(self, key: Key, result: R, *, ticket: Ticket) -> bool:
+        """The probe of ``ticket`` ended with ``result``: kept for the next scrapes, unless
+        a reload dropped the pair meanwhile (False: its result is about a config gone)."""
         self.in_flight -= 1
-        self._last[key] = _Last(started=started, result=result)
+        if self._last.get(key) is not ticket:
+            return False
+        ticket.result = result
+        return True
 
-    def abandoned(self, key: Key) -> None:
+    def abandoned(self, key: Key, *, ticket: Ticket) -> None:
         """A probe that ended without a result (cancelled): the next scrape runs one."""
         self.in_flight -= 1
-        self._last.pop(key, None)
+        if self._last.get(key) is ticket:
+            del self._last[key]
 
     def last(self, key: Key) -> R | None:
         entry = self._last.get(key)
@@ -112,9 +125,12 @@ class CostGuard(Generic[R]):
         return None if not budget else max(0, budget - self.spent(target, day))
 
     def forget(self, keep: set[Key]) -> None:
-        """After a reload: drop the pairs the new config no longer has (not one in flight)."""
-        for key in [k for k, v in self._last.items() if k not in keep and v.result is not None]:
+        """After a reload: drop every pair not in ``keep`` (gone, or probing something else
+        now), a running one included. Its probe still counts in flight until it ends, but
+        its result is not kept, and the next scrape of the pair runs a probe of the new
+        config rather than wait for the old one."""
+        for key in [k for k in self._last if k not in keep]:
             del self._last[key]
 
 
-__all__ = ["Action", "CostGuard", "Decision", "Key"]
+__all__ = ["Action", "CostGuard", "Decision", "Key", "Ticket"]

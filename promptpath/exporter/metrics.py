@@ -1,9 +1,10 @@
 """What the exporter answers, as Prometheus text: a probe's metrics, and its own health.
 
-A probe's answer is the textfile export of its JSON report (report/prometheus.py, the same
-metric names) followed by blackbox_exporter's ``probe_success`` and
-``probe_duration_seconds`` and the exporter's own account of that answer (cached or not,
-its age, the deadline, where a deadline cut it). ``Health`` counts what the exporter did;
+A probe's answer is the textfile export of its JSON report (--prom-textfile's writer in
+the formats table, outputs/formats.py: the same metric names) followed by
+blackbox_exporter's ``probe_success`` and ``probe_duration_seconds`` and the exporter's
+own account of that answer (cached or not, its age, the deadline, where a deadline cut
+it). ``Health`` counts what the exporter did;
 ``health_text`` renders it with the guard's state and the process' own figures for
 ``GET /metrics``. Pure: the numbers come in, text goes out.
 """
@@ -14,8 +15,11 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from promptpath.exporter.http import CLOSE_REASONS, ConnectionStats
 from promptpath.exporter.probe import Outcome
-from promptpath.report.prometheus import Exposition, render
+from promptpath.outputs.deliver import ExportPlan
+from promptpath.outputs.formats import BY_DEST
+from promptpath.report.prometheus import Exposition
 
 #: probe_duration buckets in seconds: a fast stream to a scrape timeout's worth.
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -31,6 +35,9 @@ REFUSALS = (
     "over_budget",
     "draining",
     "bad_request",
+    "too_many_scrapes",
+    "cross_origin",
+    "wrong_host",
 )
 RESULTS = ("success", "failure", "timeout")
 
@@ -81,7 +88,8 @@ def probe_text(served: Served) -> str:
         0 if outcome.timed_out_in is None else 1,
         stage=outcome.timed_out_in or "",
     )
-    return render(outcome.report) + out.text()
+    # No --label here: the scrape's own target labels are Prometheus' to add.
+    return BY_DEST["prom_textfile"].render(outcome.report, ExportPlan()) + out.text()
 
 
 @dataclass(slots=True)
@@ -142,6 +150,7 @@ def health_text(
     *,
     version: str,
     pairs: Sequence[tuple[str, str]],
+    connections: ConnectionStats | None = None,
 ) -> str:
     """The body of GET /metrics; every configured (target, module) pair has its counters
     from the start (0), so a rate() over them never begins with a missing series."""
@@ -214,6 +223,19 @@ def health_text(
     out.family(name, "counter", "Fresh probes sent to otlp_endpoint, by result.")
     for result in ("exported", "failed", "dropped"):
         out.sample(name, health.otlp[result], result=result)
+    if connections is not None:
+        out.family("promptpath_exporter_http_connections", "gauge", "HTTP connections open now.")
+        out.sample("promptpath_exporter_http_connections", connections.open)
+        name = "promptpath_exporter_http_connections_closed_total"
+        out.family(
+            name,
+            "counter",
+            "HTTP connections the exporter closed itself, by reason (a request too slow,"
+            " an idle keep-alive, an answer not taken, the longest waiting one closed to"
+            " make room, one past a peer's limit).",
+        )
+        for reason in CLOSE_REASONS:
+            out.sample(name, connections.closed[reason], reason=reason)
     out.family("promptpath_exporter_asyncio_tasks", "gauge", "asyncio tasks alive.")
     out.sample("promptpath_exporter_asyncio_tasks", process.tasks)
     # The process_* names every Prometheus client library uses.

@@ -9,13 +9,19 @@ was measured.
 
 from __future__ import annotations
 
+import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from promptpath.plan.plan import Plan
+
+if TYPE_CHECKING:
+    from promptpath.core.errors import ErrorStage, PromptpathError
 
 #: The trace's own timeout ends this long before the scope: its error (with the stage)
 #: is recorded by the tracer itself, at the deadline, rather than by the cancellation.
@@ -35,6 +41,8 @@ class Outcome:
     #: The stage of the trace's error, if it failed.
     failed_stage: str | None
     exit_code: int
+    #: The stop signal whose drain cut the probe (then ``timed_out_in`` says where).
+    cut_by: str | None = None
 
     @property
     def result(self) -> str:
@@ -44,8 +52,37 @@ class Outcome:
         return "success" if self.success else "failure"
 
 
-async def run_probe(plan: Plan, deadline_s: float) -> Outcome:
-    """Run ``plan``'s trace and probes within ``deadline_s`` seconds."""
+class Stop:
+    """The probes running now, to cut at once when the drain runs out (run.py)."""
+
+    def __init__(self) -> None:
+        self._scopes: set[anyio.CancelScope] = set()
+        #: The stop signal, once ``cut`` was called.
+        self.signal: signal.Signals | None = None
+
+    def cut(self, signum: signal.Signals) -> int:
+        """Cut every probe running now (and any started later); how many were running."""
+        self.signal = signum
+        for scope in self._scopes:
+            scope.cancel()
+        return len(self._scopes)
+
+    @contextmanager
+    def scope(self, deadline_s: float) -> Iterator[anyio.CancelScope]:
+        """A cancel scope, entered, that ends at the deadline or when ``cut`` is called."""
+        with anyio.CancelScope(deadline=anyio.current_time() + deadline_s) as scope:
+            self._scopes.add(scope)
+            if self.signal is not None:
+                scope.cancel()
+            try:
+                yield scope
+            finally:
+                self._scopes.discard(scope)
+
+
+async def run_probe(plan: Plan, deadline_s: float, *, stop: Stop | None = None) -> Outcome:
+    """Run ``plan``'s trace and probes within ``deadline_s`` seconds (or until ``stop``
+    cuts it)."""
     from promptpath.core.findings import Finding, Verdict
     from promptpath.modes.outcome import exit_code_for, scrub_result
     from promptpath.probes.suite import run_probes
@@ -60,7 +97,8 @@ async def run_probe(plan: Plan, deadline_s: float) -> Outcome:
     result: TraceResult | None = None
     running: str | None = None
     begin = time.perf_counter()
-    with anyio.move_on_after(deadline_s) as scope:
+    stop = stop or Stop()
+    with stop.scope(deadline_s) as scope:
         result = await trace(options, on_start=started.append)
         for cls in plan.probes:
             running = f"probe:{cls.name}"
@@ -68,6 +106,7 @@ async def run_probe(plan: Plan, deadline_s: float) -> Outcome:
         running = None
     duration = time.perf_counter() - begin
     timed_out_in: str | None = None
+    cut_by = stop.signal if scope.cancelled_caught else None
     if scope.cancelled_caught:
         if result is None:  # cut inside the trace, before the tracer's own deadline
             from promptpath.tracer.session import new_timeline
@@ -76,7 +115,10 @@ async def run_probe(plan: Plan, deadline_s: float) -> Outcome:
                 started[0] if started else TraceResult(options=options, timeline=new_timeline())
             )
             stage = phase_of(result.timeline, options)
-            record_error(result.timeline, timeout_error(options, stage))
+            record_error(
+                result.timeline,
+                timeout_error(options, stage) if cut_by is None else _cut(cut_by, stage),
+            )
             timed_out_in = stage
         elif running is not None:
             timed_out_in = running
@@ -84,7 +126,9 @@ async def run_probe(plan: Plan, deadline_s: float) -> Outcome:
                 Finding(
                     probe=running.removeprefix("probe:"),
                     verdict=Verdict.ERROR,
-                    summary=f"stopped at the scrape's deadline ({deadline_s:g} s)",
+                    summary=f"stopped at the scrape's deadline ({deadline_s:g} s)"
+                    if cut_by is None
+                    else f"stopped by {cut_by.name}: the exporter's drain ran out",
                 )
             )
     assert result is not None
@@ -95,7 +139,7 @@ async def run_probe(plan: Plan, deadline_s: float) -> Outcome:
     scrub_result(result)
     from promptpath.report.json import result_json
 
-    report = result_json(result, exit_code=code)
+    report = result_json(result, exit_code=code, fail_on=plan.outputs.fail_on)
     return Outcome(
         report=report,
         success=code == 0,
@@ -104,11 +148,27 @@ async def run_probe(plan: Plan, deadline_s: float) -> Outcome:
         timed_out_in=timed_out_in,
         failed_stage=None if error is None else str(error.stage),
         exit_code=code,
+        cut_by=None if cut_by is None or timed_out_in is None else cut_by.name,
     )
+
+
+def _cut(signum: signal.Signals, stage: ErrorStage) -> PromptpathError:
+    """The error of a trace the drain cut: the signal, in the stage it cut (its exit code
+    128 + the signal, as a run that signal interrupts)."""
+    from promptpath.core.errors import Interrupted
+    from promptpath.core.exitcodes import ExitCode
+
+    error = Interrupted(
+        f"interrupted by {signum.name} in stage {stage!r}: the exporter's drain ran out",
+        stage=stage,
+        kind="interrupted",
+    )
+    error.exit_code = ExitCode(128 + int(signum))
+    return error
 
 
 def _quiet(_message: str) -> None:
     return None
 
 
-__all__ = ["Outcome", "run_probe"]
+__all__ = ["Outcome", "Stop", "run_probe"]

@@ -1,8 +1,11 @@
 """`promptpath exporter`: load the config, listen, serve until a stop signal, drain.
 
-SIGHUP reloads the config (an invalid one keeps the old). SIGTERM and SIGINT stop
-accepting connections, give the probes in flight up to --drain-timeout to finish, cut the
-rest, and exit 143 or 130 (128 + the signal, as every promptpath command does).
+SIGHUP reloads the config (an invalid one keeps the old). SIGTERM and SIGINT start the
+drain: no probe starts (a scrape is answered 503, and so is /-/ready, while /metrics still
+answers; each connection closes after its answer), the probes in flight get up to
+--drain-timeout to finish, the rest are cut (each scrape waiting for one is answered 503
+naming the stage it was cut in), and the exporter exits 143 or 130 (128 + the signal, as
+every promptpath command does).
 """
 
 from __future__ import annotations
@@ -18,8 +21,12 @@ from promptpath.environment import Environment
 from promptpath.exporter.config import ExporterConfig, load
 from promptpath.exporter.http import Server
 from promptpath.exporter.log import JsonLog
-from promptpath.exporter.service import Exporter
+from promptpath.exporter.service import Exporter, listen_name
 from promptpath.plan.plan import ExporterPlan
+
+#: After the drain: how long the answers still being written (a cut probe's 503 among
+#: them) may take before the connections are closed.
+ANSWER_GRACE_S = 5.0
 
 
 def run_exporter(plan: ExporterPlan, env: Environment) -> int:
@@ -78,8 +85,15 @@ async def _serve(plan: ExporterPlan, config: ExporterConfig, env: Environment) -
             file=env.stderr,
         )
         return int(ExitCode.USAGE)
-    exporter = Exporter(config, environ=env.environ, log=log)
+    exporter = Exporter(
+        config,
+        environ=env.environ,
+        log=log,
+        lifecycle=plan.enable_lifecycle,
+        host=listen_name(plan.host),
+    )
     server = Server(listener.listeners, exporter.handle)
+    exporter.connections = server.stats
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     host = f"[{plan.host}]" if ":" in plan.host else plan.host
     log(
@@ -96,22 +110,25 @@ async def _serve(plan: ExporterPlan, config: ExporterConfig, env: Environment) -
         with anyio.open_signal_receiver(signal.SIGHUP, signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
                 if signum == signal.SIGHUP:
-                    exporter.reload("SIGHUP")
+                    tg.start_soon(exporter.reload, "SIGHUP")  # off the loop; signals go on
                     continue
                 stopped_by = signal.Signals(signum)
                 break
         exporter.draining = True
-        await server.stop_accepting()
+        server.drain()
         in_flight = exporter.guard.in_flight
         with anyio.move_on_after(plan.drain_timeout_s):
             while exporter.guard.in_flight:
                 await anyio.sleep(0.05)
-        log(
-            "stopped",
-            signal=stopped_by.name,
-            in_flight_at_signal=in_flight,
-            cut=exporter.guard.in_flight,
-        )
+        cut = exporter.guard.in_flight
+        if cut:
+            exporter.cut(stopped_by)
+        # The answers (the cut probes' 503s among them) go out before the connections close.
+        with anyio.move_on_after(ANSWER_GRACE_S):
+            while exporter.guard.in_flight or server.busy:
+                await anyio.sleep(0.02)
+        await server.stop_accepting()
+        log("stopped", signal=stopped_by.name, in_flight_at_signal=in_flight, cut=cut)
         tg.cancel_scope.cancel()
     return 128 + int(stopped_by)
 

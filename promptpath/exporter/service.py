@@ -4,12 +4,21 @@
 it does not know, or a URL, is answered 400 before anything else happens (no lookup, no
 connection: an exporter that probes what it is handed is an open relay spending the
 operator's money). The cost guard (guard.py) then decides whether the probe runs.
+
+Prometheus is no browser: a request a web page made (an ``Origin`` header, or a browser's
+``Sec-Fetch-Site`` naming another site) and, when ``--listen`` names the host, one whose
+``Host`` is another name (a DNS-rebinding page) are refused 403 before any route, so a page
+of another origin can neither spend probes nor reload the config. ``POST /-/reload`` answers
+only with ``--web.enable-lifecycle``, as Prometheus' own; SIGHUP reloads either way.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import signal
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import anyio
@@ -21,10 +30,10 @@ from promptpath.core.errors import PromptpathError
 from promptpath.core.textsafe import visible
 from promptpath.exporter.config import ExporterConfig, Probe, load
 from promptpath.exporter.guard import Action, CostGuard, Key
-from promptpath.exporter.http import Request, Response, text
+from promptpath.exporter.http import MAX_CONNECTIONS, ConnectionStats, Request, Response, text
 from promptpath.exporter.log import JsonLog
 from promptpath.exporter.metrics import GuardState, Health, Served, health_text, probe_text
-from promptpath.exporter.probe import Outcome, run_probe
+from promptpath.exporter.probe import Outcome, Stop, run_probe
 from promptpath.outputs.otlp import OtlpPlan
 
 PROM_TEXT = "text/plain; version=0.0.4; charset=utf-8"
@@ -35,7 +44,52 @@ MIN_DEADLINE_S = 0.1
 #: (counted), so a collector that hangs costs bounded threads and memory, never a scrape.
 OTLP_SENDING = 2
 OTLP_WAITING = 16
+#: Scrapes of /probe answered at once (running a probe, or waiting for one): past it a
+#: scrape is refused 503 at once, so the connections left always answer /metrics and
+#: /-/ready even while every probe slot and every waiting scrape is taken.
+MAX_PROBE_SCRAPES = MAX_CONNECTIONS * 3 // 4
 _PATHS = ("/probe", "/metrics", "/-/reload", "/-/healthy", "/-/ready", "/")
+#: A browser's Sec-Fetch-Site for a request another site's page made.
+_OTHER_SITE = ("cross-site", "same-site")
+
+
+def listen_name(host: str) -> str | None:
+    """The name ``--listen`` gave, which Host must then carry (None: an address, or every
+    interface, and Host is not checked)."""
+    if not host:
+        return None
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return host.rstrip(".").lower()
+    return None
+
+
+def _host_name(value: str) -> str:
+    """The host of a Host header: no port, no brackets, lower case, no trailing dot."""
+    value = value.strip()
+    if value.startswith("["):
+        return value[1:].split("]", 1)[0].lower()
+    if value.count(":") == 1:
+        value = value.split(":", 1)[0]
+    return value.rstrip(".").lower()
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass(slots=True, eq=False)
+class _Running:
+    """A probe running for a pair: the scrapes that join it wait for ``done``."""
+
+    started: float
+    done: anyio.Event
+    outcome: Outcome | None = None
 
 
 def _utc_day() -> str:
@@ -48,14 +102,37 @@ def _shown(value: str) -> str:
 
 
 class Exporter:
-    def __init__(self, config: ExporterConfig, *, environ: Mapping[str, str], log: JsonLog):
+    def __init__(
+        self,
+        config: ExporterConfig,
+        *,
+        environ: Mapping[str, str],
+        log: JsonLog,
+        lifecycle: bool = False,
+        host: str | None = None,
+    ):
         self.config = config
         self.environ = environ
         self.log = log
+        #: --web.enable-lifecycle: POST /-/reload answers (else 403).
+        self.lifecycle = lifecycle
+        #: --listen's name, which every request's Host must carry (None: not checked).
+        self.host = host
         self.guard: CostGuard[Outcome] = CostGuard(config.max_in_flight)
         self.health = Health(last_reload_success_unix=time.time())
+        #: The HTTP server's connection counts (run.py hands them over once listening).
+        self.connections: ConnectionStats | None = None
         self.draining = False
-        self._done: dict[Key, anyio.Event] = {}
+        #: Cuts the probes still running when the drain runs out (run.py).
+        self.stop = Stop()
+        self._running: dict[Key, _Running] = {}
+        self._probe_scrapes = 0
+        # Reloads run one at a time, off the event loop; one asked for while another runs
+        # waits for the next, which every request waiting then shares.
+        self._reload_lock = anyio.Lock()
+        self._reloads_asked = 0
+        self._reloads_done = 0
+        self._reload_answer: tuple[bool, str] = (True, "")
         #: Where side work runs (the OTLP exports): run.py's task group, once serving.
         self.background: anyio.abc.TaskGroup | None = None
         self._exports = anyio.CapacityLimiter(OTLP_SENDING)
@@ -65,12 +142,31 @@ class Exporter:
     async def handle(self, request: Request) -> Response:
         path = request.path if request.path in _PATHS else "other"
         self.health.scrapes[path] += 1
+        refused = self._browser_shaped(request)
+        if refused is not None:
+            return refused
         if path == "/probe" and request.method in ("GET", "HEAD"):
-            return await self.probe(request)
+            if self._probe_scrapes >= MAX_PROBE_SCRAPES:
+                return self._refuse(
+                    503,
+                    "too_many_scrapes",
+                    f"{self._probe_scrapes} scrapes of /probe are being answered: try again later",
+                )
+            self._probe_scrapes += 1
+            try:
+                return await self.probe(request)
+            finally:
+                self._probe_scrapes -= 1
         if path == "/metrics" and request.method in ("GET", "HEAD"):
             return Response(status=200, body=self.metrics().encode(), content_type=PROM_TEXT)
         if path == "/-/reload" and request.method in ("POST", "PUT"):
-            ok, message = self.reload("POST /-/reload")
+            if not self.lifecycle:
+                return text(
+                    403,
+                    "the lifecycle API is not enabled: start the exporter with"
+                    " --web.enable-lifecycle, or send it SIGHUP",
+                )
+            ok, message = await self.reload("POST /-/reload")
             return text(200 if ok else 500, message)
         if path == "/-/healthy":
             return text(200, "OK")
@@ -81,6 +177,28 @@ class Exporter:
         if path in _PATHS:
             return text(405, f"{request.method} is not allowed on {path}")
         return text(404, "not found: /probe?target=NAME&module=MODULE, /metrics, /-/reload")
+
+    def _browser_shaped(self, request: Request) -> Response | None:
+        """403 for a request a web page made, or one whose Host is not --listen's name."""
+        headers = request.headers
+        site = headers.get("sec-fetch-site", "").strip().lower()
+        if "origin" in headers or site in _OTHER_SITE:
+            return self._refuse(
+                403,
+                "cross_origin",
+                "refused: a web page made this request (an Origin or Sec-Fetch-Site header);"
+                " the exporter answers Prometheus, not browsers",
+            )
+        if self.host is not None and "host" in headers:
+            name = _host_name(headers["host"])
+            if name != self.host and not _is_address(name):
+                return self._refuse(
+                    403,
+                    "wrong_host",
+                    f"refused: Host {_shown(headers['host'])!r} is not {self.host!r}, the name"
+                    " --listen gave",
+                )
+        return None
 
     def _index(self) -> str:
         lines = [f"promptpath exporter {__version__}", "", "targets (module...):"]
@@ -109,6 +227,7 @@ class Exporter:
             process_state(),
             version=__version__,
             pairs=sorted(self.config.probes),
+            connections=self.connections,
         )
 
     def _refuse(self, status: int, reason: str, message: str, **fields: str) -> Response:
@@ -180,18 +299,20 @@ class Exporter:
             cost=probe.tokens,
         )
         if decision.action is Action.JOIN:
+            running = self._running[key]
             with anyio.move_on_after(deadline_s):
-                await self._done[key].wait()
-            last = self.guard.last(key)
-            if last is None:
+                await running.done.wait()
+            if running.outcome is None:
                 return self._refuse(
                     503, "still_running", "a probe of this target and module is still running"
                 )
-            return self._cached(key, last)
+            if running.outcome.cut_by is not None:
+                return self._cut(running.outcome)
+            return self._cached(key, running.outcome, age_s=time.monotonic() - running.started)
         if decision.action is Action.CACHED:
             last = self.guard.last(key)
             assert last is not None
-            return self._cached(key, last)
+            return self._cached(key, last, age_s=decision.age_s or 0.0)
         if decision.action is Action.OVER_CAPACITY:
             return self._refuse(
                 503,
@@ -212,27 +333,40 @@ class Exporter:
             )
         return await self._run(key, probe, deadline_s, day)
 
-    def _cached(self, key: Key, outcome: Outcome) -> Response:
+    def _cached(self, key: Key, outcome: Outcome, *, age_s: float) -> Response:
         self.health.cache_hits[(key[1], key[0])] += 1
-        age = self.guard.age(key, now=time.monotonic()) or 0.0
-        served = Served(outcome=outcome, cached=True, age_s=age)
+        served = Served(outcome=outcome, cached=True, age_s=age_s)
         return Response(status=200, body=probe_text(served).encode(), content_type=PROM_TEXT)
+
+    def _cut(self, outcome: Outcome) -> Response:
+        """The answer to a scrape whose probe the drain cut: 503, naming where."""
+        return text(
+            503,
+            f"the exporter is shutting down ({outcome.cut_by}): its drain ran out and cut the"
+            f" probe in stage {outcome.timed_out_in!r} after {outcome.duration_s:.1f} s",
+        )
 
     async def _run(self, key: Key, probe: Probe, deadline_s: float, day: str) -> Response:
         started = time.monotonic()
-        self.guard.started(key, now=started, day=day, cost=probe.tokens)
-        done = self._done[key] = anyio.Event()
+        ticket = self.guard.started(key, now=started, day=day, cost=probe.tokens)
+        running = self._running[key] = _Running(started=started, done=anyio.Event())
         finished = False
         try:
-            outcome = await run_probe(probe.plan, deadline_s)
-            self.guard.finished(key, outcome, started=started)
+            outcome = await run_probe(probe.plan, deadline_s, stop=self.stop)
+            # A reload meanwhile may have dropped the pair: then the result is not kept.
+            self.guard.finished(key, outcome, ticket=ticket)
+            running.outcome = outcome
             finished = True
         finally:
             if not finished:
-                self.guard.abandoned(key)
-            done.set()
+                self.guard.abandoned(key, ticket=ticket)
+            if self._running.get(key) is running:
+                del self._running[key]
+            running.done.set()
         self.health.probed(probe.module, probe.target, outcome)
         self._log_probe(probe, outcome)
+        if outcome.cut_by is not None:
+            return self._cut(outcome)
         if self.background is not None and self._otlp_plan(probe) is not None:
             self.background.start_soon(self._export, probe, outcome.report)
         served = Served(outcome=outcome, cached=False, age_s=time.monotonic() - started)
@@ -253,6 +387,7 @@ class Exporter:
             deadline_s=outcome.deadline_s,
             stage=outcome.failed_stage,
             timed_out_in=outcome.timed_out_in,
+            cut_by=outcome.cut_by,
             # Scrubbed of the run's secrets (reporting.scrub_result) before it got here.
             message=error.get("message"),
             ttft_s=None if ttft is None else round(ttft / 1000, 6),
@@ -305,18 +440,40 @@ class Exporter:
             self.log("otlp", ok=False, target=probe.target, module=probe.module, error=sent.error)
 
     # -- reload ---------------------------------------------------------------------------
-    def reload(self, why: str) -> tuple[bool, str]:
-        """Load the config again; on any problem keep the one in use and say why."""
+    async def reload(self, why: str) -> tuple[bool, str]:
+        """Load the config again; on any problem keep the one in use and say why.
+
+        The file is read and every pair resolved in a worker thread (a config of thousands
+        of targets takes a fifth of a second): the scrapes go on meanwhile. Reloads run one
+        at a time; a request that arrives while one runs waits for the next one, which
+        reads the file after it asked, and shares its answer with every request waiting."""
+        self._reloads_asked += 1
+        ticket = self._reloads_asked
+        async with self._reload_lock:
+            if self._reloads_done >= ticket:
+                return self._reload_answer  # a reload begun after this request asked ran
+            covers = self._reloads_asked
+            answer = await self._reload_now(why)
+            self._reloads_done = covers
+            self._reload_answer = answer
+            return answer
+
+    async def _reload_now(self, why: str) -> tuple[bool, str]:
         try:
-            new = load(self.config.path, self.environ)
+            new = await anyio.to_thread.run_sync(load, self.config.path, self.environ)
         except PromptpathError as exc:
             problem = exc.message
         except Exception as exc:  # a bug of ours: the old config keeps serving
             problem = f"internal error: {type(exc).__name__}: {exc}"
         else:
+            old = self.config
             self.config = new
             self.guard.max_in_flight = new.max_in_flight
-            self.guard.forget(set(new.probes))
+            # A pair whose plan changed (its URL, or any key of its target or module) is a
+            # new pair: its cached result is about the old one.
+            self.guard.forget(
+                {key for key, probe in new.probes.items() if old.probes.get(key) == probe}
+            )
             self.health.reloads["success"] += 1
             self.health.last_reload_ok = True
             self.health.last_reload_success_unix = time.time()
@@ -327,5 +484,11 @@ class Exporter:
         self.log("reload", ok=False, trigger=why, error=problem)
         return False, f"reload failed, the previous config stays in use: {problem}"
 
+    # -- stop -----------------------------------------------------------------------------
+    def cut(self, signum: signal.Signals) -> int:
+        """The drain ran out: cut the probes still running (each scrape waiting for one is
+        answered 503 naming the stage); how many there were."""
+        return self.stop.cut(signum)
 
-__all__ = ["Exporter"]
+
+__all__ = ["MAX_PROBE_SCRAPES", "Exporter", "listen_name"]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from promptpath.core.exitcodes import ExitCode
-from promptpath.core.findings import Verdict
+from promptpath.core.verdict import counts
 from promptpath.environment import Environment
 from promptpath.modes.interrupts import PipeConsole
 
@@ -23,8 +23,7 @@ def exit_code_for(result: TraceResult, fail_on: str) -> ExitCode:
     for res in (result, result.warm):
         if res is not None and res.exc is not None:
             return res.exc.exit_code
-    threshold = Verdict.WARN.severity if fail_on == "warn" else Verdict.FAIL.severity
-    if any(f.verdict.severity >= threshold for f in result.findings):
+    if any(counts(f.verdict, fail_on) for f in result.findings):
         return ExitCode.FINDING
     return ExitCode.OK
 

@@ -87,26 +87,27 @@ class SingleMode:
         if any(not v.ok for v in verdicts) and code in (ExitCode.OK, ExitCode.FINDING):
             code = ExitCode.SLO  # a failed run's own code comes first (README, "Exit codes")
         final = int(code)
+        fail_on = outputs.fail_on
         return Report(
             code=final,
-            render=lambda console: _render(console, result, verdicts),
-            build=lambda: _body(result, verdicts, final, bool(outputs.slos)),
+            render=lambda console: _render(console, result, verdicts, fail_on),
+            build=lambda: _body(result, verdicts, final, bool(outputs.slos), fail_on),
         )
 
 
-def _render(console: Console, result: TraceResult, verdicts: list[SLOResult]) -> None:
+def _render(console: Console, result: TraceResult, verdicts: list[SLOResult], fail_on: str) -> None:
     from promptpath.report import terminal
 
-    terminal.render(console, result)
-    for verdict in verdicts:
-        console.print(verdict.describe(), style="green" if verdict.ok else "red", markup=False)
+    terminal.render(console, result, fail_on=fail_on, slos=verdicts)
 
 
-def _body(result: TraceResult, verdicts: list[SLOResult], code: int, slos: bool) -> dict[str, Any]:
+def _body(
+    result: TraceResult, verdicts: list[SLOResult], code: int, slos: bool, fail_on: str
+) -> dict[str, Any]:
     from promptpath.report.json import result_json
 
     # result_json redacts by structure, inside string values.
-    body = result_json(result, exit_code=code)
+    body = result_json(result, exit_code=code, fail_on=fail_on, slos=verdicts)
     if slos:
         body["slo"] = [v.as_dict() for v in verdicts]
     return body

@@ -9,6 +9,13 @@ the largest MSS that still completes gives its size.
 
 Looking only: a TLS handshake with no request and no key, its certificate not checked (the
 trace checks it), closed right after.
+
+Where the path narrows (``locate``): datagrams of the size that failed, with DF and a
+rising TTL (net/pathtrace.py), beside small TCP SYNs. A router answers a probe whose TTL
+runs out before it checks the size (checked on the lab chain: TTL 2 brought r2's
+time-exceeded, TTL 3 its "fragmentation needed"), so full-size probes are answered up to
+the hop before the narrow link; past it they draw that hop's "fragmentation needed" with
+the link's MTU, or, where that ICMP is filtered too, nothing while small probes still are.
 """
 
 from __future__ import annotations
@@ -17,6 +24,9 @@ import socket
 import ssl
 import time
 from dataclasses import dataclass
+
+from promptpath.net.dontfrag import path_mtu
+from promptpath.net.pathtrace import Traced, trace_path
 
 #: The smallest MSS an IPv4 host must accept (RFC 9293 §3.7.1); IPv6's is 1220.
 MIN_MSS: dict[int, int] = {socket.AF_INET: 536, socket.AF_INET6: 1220}
@@ -87,6 +97,64 @@ def handshake(
         )
     finally:
         raw.close()
+
+
+#: UDP and IP headers: a datagram of N bytes is a packet of N + these.
+UDP_HEADERS: dict[int, int] = {socket.AF_INET: 28, socket.AF_INET6: 48}
+#: The locating traces: full-size datagrams twice per TTL, small SYNs once.
+LOCATE_ROUNDS = 2
+LOCATE_MAX_TTL = 15
+LOCATE_TIMEOUT_S = 1.0
+#: The longest both take: each round waits out one probe timeout past its last send.
+LOCATE_BUDGET_S = (LOCATE_ROUNDS + 1) * (LOCATE_TIMEOUT_S + LOCATE_MAX_TTL * 0.005)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Located:
+    packet_bytes: int  # the full-size probes' packets, IP header included
+    big: Traced  # UDP, DF, ``packet_bytes`` long
+    small: Traced  # TCP SYNs
+
+
+def locate(address: tuple[str, int], family: int, *, packet_bytes: int) -> Located:
+    """Full-size DF datagrams (``packet_bytes``, or the route's MTU when that is smaller)
+    and small SYNs toward ``address``, TTL 1 up. Blocking; raises PathUnsupported where
+    ICMP errors cannot be received unprivileged.
+
+    The ICMP "fragmentation needed" a narrow hop answers teaches this host the path MTU
+    (net/dontfrag.py): run it after the handshakes, which must see the path untaught."""
+    route = _route_mtu(address, family)
+    if route is not None:
+        packet_bytes = min(packet_bytes, route)
+    headers = UDP_HEADERS.get(family, 28)
+    big = trace_path(
+        address,
+        family,
+        protocol="udp",
+        rounds=LOCATE_ROUNDS,
+        max_ttl=LOCATE_MAX_TTL,
+        timeout_s=LOCATE_TIMEOUT_S,
+        datagram_bytes=max(packet_bytes - headers, 0),
+    )
+    small = trace_path(
+        address,
+        family,
+        protocol="tcp",
+        rounds=1,
+        max_ttl=LOCATE_MAX_TTL,
+        timeout_s=LOCATE_TIMEOUT_S,
+    )
+    return Located(packet_bytes=packet_bytes, big=big, small=small)
+
+
+def _route_mtu(address: tuple[str, int], family: int) -> int | None:
+    """The MTU of this host's route to ``address`` (connecting a UDP socket sends nothing)."""
+    try:
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.connect(address)
+            return path_mtu(sock)
+    except OSError:
+        return None
 
 
 def _since(start: int) -> float:

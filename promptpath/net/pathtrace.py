@@ -9,7 +9,12 @@ destination's SYN/ACK (the connect completes; it is closed at once with a reset)
 RST. A UDP probe is one 1200-byte datagram shaped as a QUIC long-header packet of a
 reserved version (RFC 9000 §15: ``0x?a?a?a?a``): a QUIC server answers it with a Version
 Negotiation packet, which says both "the destination" and "1200-byte datagrams get
-through", the size QUIC's Initials need.
+through", the size QUIC's Initials need. UDP probes carry don't-fragment and ignore the path
+MTU the kernel learnt (net/dontfrag.py, ``IP_PMTUDISC_PROBE``): a datagram the kernel
+fragmented would reach a QUIC server real clients cannot. A router that cannot forward one
+answers ICMP "fragmentation needed" / "packet too big" with its next link's MTU
+(``too_big``); the probes past it would only hear the same, so the trace stops raising the
+TTL there as at the destination.
 
 Timing: ``perf_counter_ns`` right before ``connect()``/``send()`` and right after the
 selector woke for that socket; the selector waits on every open probe at once.
@@ -33,7 +38,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from promptpath.net import rawicmp
+from promptpath.net import dontfrag, rawicmp
+from promptpath.net.errqueue import queued_error, recverr_option, too_big
 
 Protocol = Literal["tcp", "udp"]
 ReplyKind = Literal[
@@ -42,6 +48,9 @@ ReplyKind = Literal[
     "synack",  # the destination accepted the connection
     "rst",  # the destination refused it (its own answer all the same)
     "quic_vn",  # the destination answered the UDP probe with QUIC version negotiation
+    "too_big",  # the datagram does not fit the path: ICMP "fragmentation needed" / "packet
+    # too big" from a router (its address the responder), or EMSGSIZE from this host's own
+    # route (no responder); ``mtu`` says what fits
     "none",  # no answer within the timeout
 ]
 DESTINATION_KINDS = ("synack", "rst", "quic_vn")
@@ -55,10 +64,12 @@ def at_destination(reply: ProbeReply, destination: str) -> bool:
     )
 
 
-IP_RECVERR = 11  # linux/in.h
-IPV6_RECVERR = 25  # linux/in6.h
-SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6 = 2, 3
-_EE = struct.Struct("=IBBBBII")  # struct sock_extended_err
+def ends_trace(reply: ProbeReply, destination: str) -> bool:
+    """Probes with a higher TTL would only repeat this answer: the destination's, or a
+    datagram too big for the path (every later one stops at the same narrow link)."""
+    return reply.kind == "too_big" or at_destination(reply, destination)
+
+
 QUIC_PROBE_BYTES = 1200  # RFC 9000 §14.1: the smallest datagram an Initial may ride in
 _GREASE_VERSION = 0x1A2A3A4A
 
@@ -78,6 +89,7 @@ class ProbeReply:
     rtt_ns: int | None = None
     icmp: tuple[int, int] | None = None  # ICMP type and code, when an ICMP error came
     raw: bool = False  # heard on the raw ICMP socket, not the probe's error queue
+    mtu: int | None = None  # too_big: the MTU the router (or this host's route) allows
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,21 +109,16 @@ def recverr_available(family: int) -> str | None:
         return f"needs Linux error queues (IP_RECVERR); this is {sys.platform}"
     try:
         with socket.socket(family, socket.SOCK_DGRAM) as s:
-            level, option = _recverr(family)
+            level, option = recverr_option(family)
             s.setsockopt(level, option, 1)
     except OSError as exc:
         return f"this kernel refuses IP_RECVERR ({exc.strerror or exc})"
     return None
 
 
-def _recverr(family: int) -> tuple[int, int]:
-    if family == socket.AF_INET6:
-        return socket.IPPROTO_IPV6, IPV6_RECVERR
-    return socket.IPPROTO_IP, IP_RECVERR
-
-
-def quic_probe_datagram() -> bytes:
-    """A long-header Initial of a reserved version, padded to 1200 bytes.
+def quic_probe_datagram(size: int = QUIC_PROBE_BYTES) -> bytes:
+    """A long-header Initial of a reserved version, padded to ``size`` bytes (1200: what a
+    QUIC server answers; another size locates where full-size packets stop, net/mtu.py).
 
     Well-formed past the invariant header (token length 0, a length field that matches
     what follows) so that a server which parses the whole long header before it looks at
@@ -121,27 +128,9 @@ def quic_probe_datagram() -> bytes:
     head = bytes([0xC0]) + struct.pack(">I", _GREASE_VERSION)  # long header, Initial
     head += bytes([len(dcid)]) + dcid + bytes([len(scid)]) + scid
     head += b"\x00"  # token length 0
-    rest = QUIC_PROBE_BYTES - len(head) - 2  # after a 2-byte length field
+    rest = max(0, size - len(head) - 2)  # after a 2-byte length field
     head += struct.pack(">H", 0x4000 | rest)  # varint, 2 bytes: the length of what follows
     return head + secrets.token_bytes(rest)
-
-
-def _offender(ancillary: list[tuple[int, int, bytes]]) -> tuple[str | None, tuple[int, int] | None]:
-    """The router's address and the ICMP type/code from an error-queue message."""
-    for _level, _type, data in ancillary:
-        if len(data) < _EE.size:
-            continue
-        _errno, origin, icmp_type, icmp_code, _pad, _info, _data = _EE.unpack(data[: _EE.size])
-        if origin not in (SO_EE_ORIGIN_ICMP, SO_EE_ORIGIN_ICMP6):
-            continue
-        offender = data[_EE.size :]
-        family = struct.unpack("=H", offender[:2])[0] if len(offender) >= 2 else 0
-        if family == socket.AF_INET and len(offender) >= 8:
-            return socket.inet_ntop(socket.AF_INET, offender[4:8]), (icmp_type, icmp_code)
-        if family == socket.AF_INET6 and len(offender) >= 24:
-            return socket.inet_ntop(socket.AF_INET6, offender[8:24]), (icmp_type, icmp_code)
-        return None, (icmp_type, icmp_code)
-    return None, None
 
 
 @dataclass(slots=True)
@@ -155,12 +144,19 @@ class _Open:
 
 
 def _open_probe(
-    protocol: Protocol, family: int, address: tuple[str, int], ttl: int, rnd: int
-) -> _Open:
+    protocol: Protocol,
+    family: int,
+    address: tuple[str, int],
+    ttl: int,
+    rnd: int,
+    datagram_bytes: int = QUIC_PROBE_BYTES,
+) -> _Open | ProbeReply:
+    """The probe, sent; or, when this host's own route refuses a datagram that large
+    (EMSGSIZE: above the interface's MTU), the ``too_big`` answer that is."""
     kind = socket.SOCK_STREAM if protocol == "tcp" else socket.SOCK_DGRAM
     sock = socket.socket(family, kind)
     sock.setblocking(False)
-    level, option = _recverr(family)
+    level, option = recverr_option(family)
     sock.setsockopt(level, option, 1)
     if family == socket.AF_INET6:
         sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, ttl)
@@ -175,10 +171,21 @@ def _open_probe(
             sock.close()
             raise OSError(err, os.strerror(err))
     else:
+        # DF, and the path MTU the kernel may have learnt ignored (dontfrag.py): a datagram
+        # this host fragmented would reach a QUIC server that real clients cannot reach.
+        dontfrag.forbid_fragmentation(sock, "probe")
         sock.connect(address)
-        datagram = quic_probe_datagram()
+        datagram = quic_probe_datagram(datagram_bytes)
         sent = time.perf_counter_ns()
-        sock.send(datagram)
+        try:
+            sock.send(datagram)
+        except OSError as exc:
+            if exc.errno != errno.EMSGSIZE:
+                sock.close()
+                raise
+            mtu = dontfrag.path_mtu(sock)
+            sock.close()
+            return ProbeReply(ttl=ttl, round=rnd, kind="too_big", mtu=mtu)
     port = int(sock.getsockname()[1])
     return _Open(sock=sock, ttl=ttl, round=rnd, sent_ns=sent, address=address[0], port=port)
 
@@ -187,7 +194,10 @@ def _answer(probe: _Open, protocol: Protocol, now: int) -> ProbeReply | None:
     """What the woken socket says: None when it woke for nothing yet."""
 
     def reply(
-        kind: ReplyKind, responder: str | None, icmp: tuple[int, int] | None = None
+        kind: ReplyKind,
+        responder: str | None,
+        icmp: tuple[int, int] | None = None,
+        mtu: int | None = None,
     ) -> ProbeReply:
         return ProbeReply(
             ttl=probe.ttl,
@@ -196,16 +206,26 @@ def _answer(probe: _Open, protocol: Protocol, now: int) -> ProbeReply | None:
             responder=responder,
             rtt_ns=now - probe.sent_ns,
             icmp=icmp,
+            mtu=mtu,
         )
 
     try:
         _data, ancillary, _flags, _addr = probe.sock.recvmsg(512, 1024, socket.MSG_ERRQUEUE)
     except (BlockingIOError, InterruptedError):
         ancillary = None
+    queued = None if ancillary is None else queued_error(ancillary)
     if ancillary is not None:
-        responder, icmp = _offender(ancillary)
+        family = probe.sock.family
+        if queued is not None and queued.icmp is None:  # this host refused it itself
+            if queued.errno == errno.EMSGSIZE:
+                return reply("too_big", None, mtu=queued.info or None)
+            return reply("unreachable", None)
+        icmp = None if queued is None else queued.icmp
+        responder = None if queued is None else queued.responder
+        if queued is not None and too_big(family, icmp):
+            return reply("too_big", responder, icmp, mtu=queued.info or None)
         # Time exceeded: ICMP type 11, ICMPv6 type 3; anything else says unreachable.
-        exceeded = 3 if probe.sock.family == socket.AF_INET6 else 11
+        exceeded = 3 if family == socket.AF_INET6 else 11
         kind: ReplyKind = "time_exceeded" if icmp and icmp[0] == exceeded else "unreachable"
         return reply(kind, responder, icmp)
     if protocol == "tcp":
@@ -232,10 +252,12 @@ def trace_path(
     timeout_s: float = 1.0,
     spacing_s: float = 0.005,
     raw: bool = True,
+    datagram_bytes: int = QUIC_PROBE_BYTES,
 ) -> Traced:
     """Every probe's reply, ``rounds`` rounds of TTL 1.. (the first round stops raising
-    the TTL once the destination answered; later rounds go only as far as it was); with
-    ``raw``, a raw ICMP socket listens too where the process may open one.
+    the TTL once the destination answered, or a datagram was too big for the path; later
+    rounds go only as far as it was); with ``raw``, a raw ICMP socket listens too where the
+    process may open one. UDP probes are ``datagram_bytes`` long, sent with DF.
 
     Blocking: run it in a worker thread. Raises PathUnsupported where ICMP errors cannot
     be received unprivileged."""
@@ -248,9 +270,19 @@ def trace_path(
     limit = max_ttl
     try:
         for rnd in range(rounds):
-            got = _one_round(address, family, protocol, rnd, limit, timeout_s, spacing_s, listener)
+            got = _one_round(
+                address,
+                family,
+                protocol,
+                rnd,
+                limit,
+                timeout_s,
+                spacing_s,
+                listener,
+                datagram_bytes=datagram_bytes,
+            )
             replies += got
-            reached = [r.ttl for r in got if at_destination(r, address[0])]
+            reached = [r.ttl for r in got if ends_trace(r, address[0])]
             if reached:
                 limit = min(limit, min(reached))
     finally:
@@ -296,14 +328,16 @@ def _hear(
         if fd is None or fd in heard or got.destination != address[0]:
             continue
         probe = waiting[fd]
+        kind: ReplyKind = "time_exceeded" if got.icmp[0] == exceeded else "unreachable"
         heard[fd] = ProbeReply(
             ttl=probe.ttl,
             round=probe.round,
-            kind="time_exceeded" if got.icmp[0] == exceeded else "unreachable",
+            kind="too_big" if too_big(family, got.icmp) else kind,
             responder=got.responder,
             rtt_ns=stamp - probe.sent_ns,
             icmp=got.icmp,
             raw=True,
+            mtu=got.mtu if too_big(family, got.icmp) else None,
         )
 
 
@@ -316,6 +350,8 @@ def _one_round(
     timeout_s: float,
     spacing_s: float,
     listener: socket.socket | None = None,
+    *,
+    datagram_bytes: int = QUIC_PROBE_BYTES,
 ) -> list[ProbeReply]:
     selector = selectors.DefaultSelector()
     waiting: dict[int, _Open] = {}
@@ -330,11 +366,15 @@ def _one_round(
         while waiting or (next_ttl <= limit and reached_at is None):
             now = time.perf_counter()
             if next_ttl <= limit and reached_at is None and now >= next_send:
-                probe = _open_probe(protocol, family, address, next_ttl, rnd)
-                waiting[probe.sock.fileno()] = probe
-                selector.register(probe.sock, events)
+                probe = _open_probe(protocol, family, address, next_ttl, rnd, datagram_bytes)
                 next_ttl += 1
                 next_send = now + spacing_s
+                if isinstance(probe, ProbeReply):  # refused by this host: nothing left
+                    replies.append(probe)
+                    reached_at = probe.ttl if reached_at is None else min(reached_at, probe.ttl)
+                    continue
+                waiting[probe.sock.fileno()] = probe
+                selector.register(probe.sock, events)
             deadline = min((p.sent_ns for p in waiting.values()), default=time.perf_counter_ns())
             wait = deadline / 1e9 + timeout_s - time.perf_counter()
             if next_ttl <= limit and reached_at is None:
@@ -352,7 +392,7 @@ def _one_round(
                 if reply is None:
                     continue
                 replies.append(reply)
-                if at_destination(reply, address[0]):
+                if ends_trace(reply, address[0]):
                     reached_at = woke.ttl if reached_at is None else min(reached_at, woke.ttl)
                 selector.unregister(woke.sock)
                 woke.sock.close()
@@ -363,7 +403,7 @@ def _one_round(
                 if probe.sent_ns <= expired:
                     late = heard.pop(fd, None)
                     replies.append(late or ProbeReply(ttl=probe.ttl, round=rnd, kind="none"))
-                    if late is not None and at_destination(late, address[0]):
+                    if late is not None and ends_trace(late, address[0]):
                         reached_at = late.ttl if reached_at is None else min(reached_at, late.ttl)
                     selector.unregister(probe.sock)
                     probe.sock.close()
@@ -372,6 +412,6 @@ def _one_round(
         for probe in waiting.values():
             probe.sock.close()
         selector.close()
-    if reached_at is not None:  # probes past the destination only repeat its answer
+    if reached_at is not None:  # probes past it only repeat its answer
         replies = [r for r in replies if r.ttl <= reached_at]
     return replies

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import errno
 import socket
 import ssl
 import time
@@ -29,7 +30,7 @@ import anyio
 from promptpath.core.addr import fmt_addr
 from promptpath.core.errors import ConnectError, PromptpathError, TLSError
 from promptpath.core.timeline import ConnectAttempt, TLSInfo
-from promptpath.net import aioquic_internals, dns
+from promptpath.net import aioquic_internals, dns, dontfrag
 from promptpath.net.keylog import KeyLog
 from promptpath.net.quic_complete import Completion, FirstRequest
 from promptpath.net.quic_protocol import (
@@ -209,6 +210,10 @@ async def handshake(
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET6 if fam == "ipv6" else socket.AF_INET, socket.SOCK_DGRAM)
     sock.setblocking(False)
+    # QUIC is never fragmented (RFC 9000 §14): without DF the kernel fragments our
+    # 1200-byte datagrams once it learnt a smaller path MTU, and reaches a server that
+    # clients setting DF (browsers, quiche) cannot (net/dontfrag.py).
+    dontfrag.forbid_fragmentation(sock, "do")
     try:
         # connect() on UDP only fixes the peer: ICMP errors (port unreachable) then reach us.
         sock.connect((ip, port))
@@ -356,6 +361,19 @@ def _handshake_error(
         "datagrams_in": heard,
     }
     closed = protocol.terminated
+    if protocol.socket_error is not None and protocol.socket_error.errno == errno.EMSGSIZE:
+        mtu = protocol.path_mtu
+        fits = f"carries packets of at most {mtu} bytes" if mtu else "carries smaller packets"
+        return ConnectError(
+            f"QUIC to {where}: the path MTU is below QUIC's 1200-byte datagrams — the path"
+            f" {fits} (ICMP 'fragmentation needed', or this host's route), and QUIC must not"
+            " be fragmented (RFC 9000 §14): HTTP/3 cannot work on this path, clients fall"
+            " back to TCP (--http 2); --probe path names the hop where it narrows",
+            stage="quic_handshake",
+            kind="path_mtu",
+            path_mtu=mtu,
+            **common,
+        )
     if protocol.socket_error is not None:
         exc = protocol.socket_error
         return ConnectError(

@@ -12,6 +12,7 @@ aioquic is imported inside the methods that use it, never at module level.
 from __future__ import annotations
 
 import asyncio
+import errno
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 from promptpath.core.timeline import QuicStats, Timeline
 from promptpath.net import aioquic_internals
+from promptpath.net.dontfrag import path_mtu
 from promptpath.net.rxstamp import enable_last_packet_stamp, last_packet_stamp, perf_ns_of
 from promptpath.net.transport import Recorder
 
@@ -117,6 +119,10 @@ class QuicTracer(asyncio.DatagramProtocol):
         self.flight_ns = 0
         self.terminated: Any = None  # aioquic ConnectionTerminated
         self.socket_error: OSError | None = None
+        #: The path MTU the kernel held when the socket failed with EMSGSIZE (a datagram
+        #: too big for the path: DF is set, net/dontfrag.py).
+        self.path_mtu: int | None = None
+        self._sock: Any = None
         self.server_versions: tuple[int, ...] | None = None  # from a Version Negotiation
         self._fd: int | None = None  # the socket, when the kernel keeps receive stamps
 
@@ -124,6 +130,7 @@ class QuicTracer(asyncio.DatagramProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
+        self._sock = sock
         if sock is not None and enable_last_packet_stamp(sock.fileno()):
             self._fd = sock.fileno()
 
@@ -158,9 +165,13 @@ class QuicTracer(asyncio.DatagramProtocol):
             self.flight_ns += (self.handshake_ns or time.perf_counter_ns()) - now
 
     def error_received(self, exc: Exception) -> None:
-        # An ICMP error on the connected socket (port unreachable: nothing listens on UDP).
+        # An ICMP error on the connected socket (port unreachable: nothing listens on UDP;
+        # EMSGSIZE: "fragmentation needed" came back, or the kernel already knows the path
+        # MTU is below our datagrams).
         if isinstance(exc, OSError):
             self.socket_error = exc
+            if exc.errno == errno.EMSGSIZE and self._sock is not None:
+                self.path_mtu = path_mtu(self._sock)
         self._fail(f"socket error: {exc}")
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -36,6 +36,9 @@ class HeardICMP:
     source_port: int  # the quoted packet's (our probe socket's local port)
     destination: str  # the quoted packet's
     destination_port: int
+    #: The next link's MTU, from a "fragmentation needed" (ICMP type 3 code 4) or "packet
+    #: too big" (ICMPv6 type 2) message; None for other errors.
+    mtu: int | None = None
 
 
 def _quote(inner: bytes, family: int) -> tuple[int, str, int, int] | None:
@@ -67,12 +70,18 @@ def parse(packet: bytes, family: int, sender: str) -> HeardICMP | None:
         ihl = (packet[0] & 0x0F) * 4
         sender = socket.inet_ntop(socket.AF_INET, packet[12:16])
         message = packet[ihl:]
-        errors = (3, 11)  # destination unreachable, time exceeded
+        errors: tuple[int, ...] = (3, 11)  # destination unreachable, time exceeded
     else:
         message = packet
-        errors = (1, 3)  # destination unreachable, time exceeded
+        errors = (1, 2, 3)  # destination unreachable, packet too big, time exceeded
     if len(message) < 8 or message[0] not in errors:
         return None
+    # The next link's MTU: RFC 1191's 16 bits after 2 unused ones; RFC 4443's 32 bits.
+    mtu = None
+    if family == socket.AF_INET and message[:2] == b"\x03\x04":
+        mtu = struct.unpack(">H", message[6:8])[0]
+    elif family != socket.AF_INET and message[0] == 2:
+        mtu = struct.unpack(">I", message[4:8])[0]
     quoted = _quote(message[8:], family)
     if quoted is None or quoted[0] not in (PROTO_TCP, PROTO_UDP):
         return None
@@ -84,6 +93,7 @@ def parse(packet: bytes, family: int, sender: str) -> HeardICMP | None:
         source_port=sport,
         destination=destination,
         destination_port=dport,
+        mtu=mtu or None,
     )
 
 

@@ -43,7 +43,6 @@ from promptpath.net.ws_protocol import (
     CloseReceived,
     MessageReceived,
     Messages,
-    MessageTooLarge,
     PongReceived,
     Upgrade,
     UpgradeFailed,
@@ -168,13 +167,16 @@ class WebSocketConnection:
         body = _MessageBody(self, messages, tl, info)
         if answer.trailing:  # frames in the 101's own read
             body.take(messages.feed(answer.trailing, t_ns, index))
-        if request.messages:
-            out = b"".join(messages.send_text(m) for m in request.messages)
+        # Those frames may have closed it already (a refused frame): then only our Close goes.
+        sending = request.messages if messages.open else ()
+        out = b"".join(messages.send_text(m) for m in sending) + messages.outgoing()
+        if out:
             try:
-                await self.stream.write(out + messages.outgoing())
+                await self.stream.write(out)
             except _FAILURES as err:
                 raise TransportError(network_reason(err)) from err
-            info.messages_sent = len(request.messages)
+        if sending:
+            info.messages_sent = len(sending)
             info.sent_ns = recorder.last_write_ns or time.perf_counter_ns()
         return head, body
 
@@ -336,15 +338,11 @@ class _MessageBody:
                     return
         except _FAILURES as err:
             raise TransportError(network_reason(err)) from err
-        try:
-            if data:
-                items = messages.feed(data, recorder.last_read_ns or 0, recorder.read_index)
-            else:
-                eof = conn.stream.raw.eof_ns
-                items = messages.eof(eof or time.perf_counter_ns())
-        except MessageTooLarge as exc:
-            self._done = True
-            raise TransportError(str(exc), protocol=True) from exc
+        if data:
+            items = messages.feed(data, recorder.last_read_ns or 0, recorder.read_index)
+        else:
+            eof = conn.stream.raw.eof_ns
+            items = messages.eof(eof or time.perf_counter_ns())
         self.take(items)
         out = messages.outgoing()
         if out:

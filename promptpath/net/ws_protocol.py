@@ -32,10 +32,11 @@ from wsproto.events import (
     Pong,
     TextMessage,
 )
-from wsproto.extensions import Extension, PerMessageDeflate
+from wsproto.extensions import Extension
 from wsproto.utilities import generate_accept_token, generate_nonce
 
 from promptpath.core.wsclose import CLOSE_CODES, close_words
+from promptpath.net.ws_deflate import BoundedDeflate
 
 #: Longest message kept (fragments included): as the SSE/NDJSON framers' line cap.
 MAX_MESSAGE_BYTES = 16 << 20
@@ -94,7 +95,8 @@ class Upgrade:
         self._headers = list(headers)
         self.subprotocols = tuple(subprotocols)
         self.key = nonce or generate_nonce()
-        self.deflate: PerMessageDeflate | None = PerMessageDeflate() if deflate else None
+        # Inflated within the message cap (Messages sets it): a bomb never grows past it.
+        self.deflate = BoundedDeflate(MAX_MESSAGE_BYTES) if deflate else None
         self._h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
         self.answer: UpgradeAnswer | None = None
         self._body = bytearray()
@@ -276,10 +278,6 @@ class CloseReceived:
 WSItem = MessageReceived | PongReceived | PingReceived | CloseReceived
 
 
-class MessageTooLarge(ValueError):
-    """A message grew past MAX_MESSAGE_BYTES (its fragments together)."""
-
-
 @dataclass(slots=True)
 class _Partial:
     data: bytearray = field(default_factory=bytearray)
@@ -291,6 +289,12 @@ class Messages:
     """Frames after the 101: ``feed(bytes, t_ns, read_index) -> [WSItem]``; what must go
     back (pongs, the close reply) collects in ``outgoing()``.
 
+    Nothing a peer sends raises: a message past ``max_message`` (its fragments together,
+    or inflated) is a protocol close with 1009 like any frame the parser refuses, and
+    after it nothing more is parsed. Frames that arrive after our own Close (a ping that
+    crossed it, the rest of a message) are read, never answered: RFC 6455 §5.5.1 lets
+    nothing follow our Close, and wsproto refuses to send it.
+
     ``trailing``: bytes the 101's read carried after its head (the first frames), with
     that read's stamp."""
 
@@ -300,8 +304,12 @@ class Messages:
         *,
         max_message: int = MAX_MESSAGE_BYTES,
     ) -> None:
+        for extension in extensions or ():
+            if isinstance(extension, BoundedDeflate):
+                extension.max_message = max_message
         self._conn = Connection(ConnectionType.CLIENT, extensions=extensions)
         self._max = max_message
+        self._refused = False  # we closed for a protocol error: the rest goes unread
         self._partial = _Partial()
         self._out = bytearray()
         self.control_frames = 0  # pings and pongs received
@@ -314,14 +322,14 @@ class Messages:
 
     def feed(self, data: bytes, t_ns: int, read_index: int) -> list[WSItem]:
         """The items completed by ``data`` (nothing for ``b""``: see ``eof``)."""
-        if not data or self._conn.state is ConnectionState.CLOSED:
+        if not data or self._refused or self._conn.state is ConnectionState.CLOSED:
             return []
         return self._process(data, t_ns, read_index)
 
     def eof(self, t_ns: int) -> list[WSItem]:
         """The TCP connection ended (FIN or RST): a close without a Close frame (1006)
         unless the close handshake was done already."""
-        if self._conn.state is ConnectionState.CLOSED:
+        if self._refused or self._conn.state is ConnectionState.CLOSED:
             return []
         return self._process(None, t_ns, -1)
 
@@ -331,11 +339,15 @@ class Messages:
         for event in self._conn.events():
             if isinstance(event, (TextMessage, BytesMessage)):
                 done = self._fragment(event, t_ns, read_index)
+                if isinstance(done, CloseReceived):
+                    items.append(done)
+                    break
                 if done is not None:
                     items.append(done)
             elif isinstance(event, Ping):
                 self.control_frames += 1
-                self._out += self._conn.send(event.response())
+                if self.open:  # after our Close, no pong (see the class's docstring)
+                    self._out += self._conn.send(event.response())
                 items.append(PingReceived(payload=bytes(event.payload), t_ns=t_ns))
             elif isinstance(event, Pong):
                 self.control_frames += 1
@@ -348,13 +360,17 @@ class Messages:
 
     def _fragment(
         self, event: TextMessage | BytesMessage, t_ns: int, read_index: int
-    ) -> MessageReceived | None:
+    ) -> MessageReceived | CloseReceived | None:
         part = self._partial
         if not part.data and not part.frames:
             part.text = isinstance(event, TextMessage)
         chunk = event.data.encode("utf-8") if isinstance(event.data, str) else bytes(event.data)
         if len(part.data) + len(chunk) > self._max:
-            raise MessageTooLarge(f"a WebSocket message longer than {self._max} bytes")
+            self._partial = _Partial()
+            too_big = CloseConnection(
+                code=1009, reason=f"a WebSocket message longer than {self._max} bytes"
+            )
+            return self._closed(too_big, t_ns, eof=False)
         part.data += chunk
         if event.frame_finished:
             part.frames += 1
@@ -381,11 +397,15 @@ class Messages:
             return CloseReceived(
                 code=int(event.code), reason=event.reason or "", t_ns=t_ns, by="server"
             )
-        # Our parser refused a frame: tell the peer why, as RFC 6455 §7.1.7 asks.
-        self._out += self._conn.send(CloseConnection(code=event.code, reason=event.reason))
-        return CloseReceived(
-            code=int(event.code), reason=event.reason or "", t_ns=t_ns, by="protocol"
-        )
+        # Our parser refused a frame: tell the peer why, as RFC 6455 §7.1.7 asks (unless
+        # our Close went already), and read nothing more: the frames are out of step.
+        self._refused = True
+        reason = event.reason or ""
+        if event.code == 1009:  # wsproto says "error in extension" for a deflate bomb
+            reason = f"a WebSocket message longer than {self._max} bytes"
+        if self.open:
+            self._out += self._conn.send(CloseConnection(code=event.code, reason=reason))
+        return CloseReceived(code=int(event.code), reason=reason, t_ns=t_ns, by="protocol")
 
     def send_text(self, text: str) -> bytes:
         return self._conn.send(TextMessage(data=text))
@@ -415,7 +435,6 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "CloseReceived",
     "MessageReceived",
-    "MessageTooLarge",
     "Messages",
     "PingReceived",
     "PongReceived",

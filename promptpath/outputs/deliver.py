@@ -1,8 +1,9 @@
-"""Exports for CI and monitoring: --junit, --har, --prom-textfile, --pushgateway, --label.
+"""The exports: every file format of outputs/formats.py, --pushgateway, --label.
 
-The renderers in report/ turn the JSON report into text; this module checks the
-destinations before anything is sent, writes files atomically and pushes to a Prometheus
-Pushgateway. It takes the JSON report (a single run or a series), never a TraceResult.
+The formats' writers (outputs/writers.py, on the renderers in report/) turn the JSON report
+into text; this module checks the destinations before anything is sent, writes files
+atomically and pushes to a Prometheus Pushgateway. It takes the JSON report (a single run
+or a series), never a TraceResult.
 
 Failures after the run are not the run's: each is reported on its own line and gives
 exit 10 (EXPORT) only when the run itself exited 0, so a failed export never hides a
@@ -14,15 +15,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
-import json
 import os
 import re
 import select
 import socket
-import stat
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,9 @@ from urllib.parse import quote, urlsplit
 
 from promptpath.core.errors import UsageError
 from promptpath.core.exitcodes import ExitCode
+from promptpath.core.files import special_kind
 from promptpath.environment import Environment
+from promptpath.outputs.formats import BY_DEST, going
 
 #: A push is one small upload: a Pushgateway that takes longer than this is as good as down.
 PUSH_TIMEOUT_S = 10.0
@@ -49,26 +50,28 @@ class ExportFailed(Exception):
 class ExportPlan:
     """Where the report goes besides stdout; checked before the first packet."""
 
-    junit: Path | None = None
-    har: Path | None = None
-    prom_textfile: Path | None = None
+    #: Each file format asked for (its ``Format.dest``) and its path, in the table's order.
+    files: tuple[tuple[str, Path], ...] = ()
     pushgateway: str | None = None
     labels: tuple[tuple[str, str], ...] = ()
     fail_on: str = "fail"
-    #: The reports a person reads (--html, --svg): every mode has them, --compare-http too.
-    html: Path | None = None
-    svg: Path | None = None
     #: The command line that reproduces the run, credentials redacted (the HTML shows it).
     command: tuple[str, ...] = ()
 
+    def path(self, dest: str) -> Path | None:
+        """Where the format ``dest`` is written, or None when it was not asked for."""
+        return dict(self.files).get(dest)
+
     @property
     def wanted(self) -> bool:
-        """The machine-read exports (JUnit, HAR, Prometheus): one run or a series only."""
-        return any((self.junit, self.har, self.prom_textfile, self.pushgateway))
+        """The machine-read exports (JUnit, HAR, Prometheus): one run or a series only.
+        The reports a person reads (--html, --svg) go with every mode, --compare-http too."""
+        machine = any(BY_DEST[dest].machine for dest, _ in self.files)
+        return machine or self.pushgateway is not None
 
     @property
     def any(self) -> bool:
-        return self.wanted or self.html is not None or self.svg is not None
+        return bool(self.files) or self.pushgateway is not None
 
     def finish(self, report: Mapping[str, Any], code: int, env: Environment) -> int:
         """Write every export of ``report`` (the run's exit ``code``) and return the exit
@@ -116,21 +119,6 @@ def parse_labels(specs: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(labels.items())
 
 
-def _special_kind(mode: int) -> str | None:
-    """What a file that is not a regular one is, or None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    for test, name in (
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISBLK, "block device"),
-        (stat.S_ISSOCK, "socket"),
-    ):
-        if test(mode):
-            return name
-    return "special file"
-
-
 #: Special files an export writes through (open and write, never rename over them):
 #: /dev/null, /dev/stdout (a symlink to the terminal or a pipe), a named pipe.
 WRITABLE_SPECIALS = ("character device", "FIFO")
@@ -151,7 +139,7 @@ def check_writable(path: Path, flag: str) -> None:
         raise UsageError(
             f"{flag} {path}: cannot write there ({exc.strerror or exc})", kind="bad_option"
         ) from exc
-    special = None if mode is None else _special_kind(mode)
+    special = None if mode is None else special_kind(mode)
     if special is not None and special not in WRITABLE_SPECIALS:
         raise UsageError(
             f"{flag} {path}: is a {special}; an export goes to a regular file, a"
@@ -180,9 +168,18 @@ def check_writable(path: Path, flag: str) -> None:
 
 
 def _check_pushgateway(url: str) -> str:
-    parts = urlsplit(url)
+    from promptpath.core.urlsafe import shown_url
+
+    wants = f"--pushgateway wants http(s)://HOST:PORT, got {shown_url(url)!r}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - urlsplit checks brackets and the port lazily
+    except ValueError as exc:
+        # An unclosed "[" or a port that is no number: found before the run, not by the
+        # push after it (an internal error, once the run's tokens were spent).
+        raise UsageError(f"{wants} ({exc})", kind="bad_option") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"--pushgateway wants http(s)://HOST:PORT, got {url!r}", kind="bad_option")
+        raise UsageError(wants, kind="bad_option")
     if parts.query or parts.fragment:
         raise UsageError("--pushgateway takes no query or fragment", kind="bad_option")
     return url.rstrip("/")
@@ -195,31 +192,22 @@ def _file_key(path: Path) -> str:
     if _names_a_descriptor(path):
         return str(path)
     with contextlib.suppress(OSError):
-        if _special_kind(os.stat(path).st_mode) is not None:
+        if special_kind(os.stat(path).st_mode) is not None:
             return str(path)
     return os.path.realpath(path)
 
 
 def plan_exports(
+    given: Mapping[str, str | None],
     *,
-    junit: str | None = None,
-    har: str | None = None,
-    prom_textfile: str | None = None,
-    pushgateway: str | None = None,
     labels: Sequence[str] = (),
     fail_on: str = "fail",
-    html: str | None = None,
-    svg: str | None = None,
 ) -> ExportPlan:
-    """Check every destination; each problem is a UsageError (exit 2), raised before the run."""
+    """Check every destination ``given`` (a value by ``Format.dest``: each file format's
+    path, the --pushgateway URL); each problem is a UsageError (exit 2), raised before the
+    run."""
     paths: dict[str, Path | None] = {}
-    files = (
-        ("--junit", junit),
-        ("--har", har),
-        ("--prom-textfile", prom_textfile),
-        ("--html", html),
-        ("--svg", svg),
-    )
+    files = tuple((fmt.flag, given.get(fmt.dest)) for fmt in going("file"))
     for flag, value in files:
         path = None if value is None else Path(value)
         if path is not None:
@@ -231,15 +219,14 @@ def plan_exports(
             if twin is not None:
                 raise UsageError(f"{twin} and {flag} name the same file {path}", kind="bad_option")
         paths[flag] = path
+    pushgateway = given.get("pushgateway")
     return ExportPlan(
-        junit=paths["--junit"],
-        har=paths["--har"],
-        prom_textfile=paths["--prom-textfile"],
+        files=tuple(
+            (fmt.dest, path) for fmt in going("file") if (path := paths[fmt.flag]) is not None
+        ),
         pushgateway=None if pushgateway is None else _check_pushgateway(pushgateway),
         labels=parse_labels(labels),
         fail_on=fail_on,
-        html=paths["--html"],
-        svg=paths["--svg"],
     )
 
 
@@ -254,7 +241,7 @@ def write_export(path: Path, text: str) -> None:
         mode: int | None = os.stat(path).st_mode
     except FileNotFoundError:
         mode = None  # none yet, or a dangling symlink: created at the target
-    special = None if mode is None else _special_kind(mode)
+    special = None if mode is None else special_kind(mode)
     if special is None and _names_a_descriptor(path):
         # /dev/stdout redirected to a file: a rename would put the export in the file's
         # place and leave the report on our stdout in an unlinked inode; append instead,
@@ -345,12 +332,19 @@ def push_url(base: str, labels: Mapping[str, str], target: str) -> str:
 
 def push(base: str, text: str, labels: Mapping[str, str], target: str) -> None:
     """PUT the exposition to a Pushgateway: PUT replaces this group's metrics, so a
-    series' quantiles do not outlive the push of a later single run."""
+    series' quantiles do not outlive the push of a later single run. A failure names the
+    Pushgateway without its userinfo, and what it answered without the credentials the
+    push sent (a gateway or a proxy before it may echo them)."""
     import ssl
 
     import httpx
 
+    from promptpath.core.redaction import Redactor
+    from promptpath.core.urlsafe import shown_url, url_credentials
+
     url = push_url(base, labels, target)
+    scrub = Redactor.of(url_credentials(base)).text
+    shown = shown_url(base)
     try:
         # trust_env=False: the Pushgateway is reached directly, not via HTTP(S)_PROXY.
         response = httpx.put(
@@ -363,51 +357,32 @@ def push(base: str, text: str, labels: Mapping[str, str], target: str) -> None:
             verify=ssl.create_default_context(),
         )
     except httpx.HTTPError as exc:
-        raise ExportFailed(f"--pushgateway {base}: {exc or type(exc).__name__}") from exc
+        raise ExportFailed(
+            f"--pushgateway {shown}: {scrub(str(exc) or type(exc).__name__)}"
+        ) from exc
     if not response.is_success:
-        reason = " ".join(response.text.split())
+        reason = " ".join(scrub(response.text).split())
         if len(reason) > 400:
             # The Pushgateway quotes the whole metric first and says what is wrong last.
             reason = f"{reason[:150]} … {reason[-200:]}"
-        raise ExportFailed(f"--pushgateway {base}: HTTP {response.status_code} {reason}".rstrip())
-
-
-def _html(report: Mapping[str, Any], command: Sequence[str]) -> str:
-    from promptpath.report.html import render_html
-
-    return render_html(report, command=command)
-
-
-def _svg(report: Mapping[str, Any]) -> str:
-    from promptpath.report.svg import render_svg
-
-    return render_svg(report)
+        raise ExportFailed(f"--pushgateway {shown}: HTTP {response.status_code} {reason}".rstrip())
 
 
 def write_exports(report: Mapping[str, Any], plan: ExportPlan) -> list[str]:
     """Every export the plan asks for; one failing does not stop the others."""
-    from promptpath.report import har, junit, prometheus
     from promptpath.report.runs import target_of
 
     failures: list[str] = []
     labels = dict(plan.labels)
-    files: list[tuple[str, Path | None, Callable[[], str]]] = [
-        ("--junit", plan.junit, lambda: junit.render(report, fail_on=plan.fail_on)),
-        ("--har", plan.har, lambda: json.dumps(har.render(report), indent=2) + "\n"),
-        ("--prom-textfile", plan.prom_textfile, lambda: prometheus.render(report, labels=labels)),
-        ("--html", plan.html, lambda: _html(report, plan.command)),
-        ("--svg", plan.svg, lambda: _svg(report)),
-    ]
-    for flag, path, render in files:
-        if path is None:
-            continue
+    for dest, path in plan.files:
+        fmt = BY_DEST[dest]
         try:
-            write_export(path, render())
+            write_export(path, fmt.render(report, plan))
         except OSError as exc:
-            failures.append(f"{flag} {path}: {exc.strerror or exc}")
+            failures.append(f"{fmt.flag} {path}: {exc.strerror or exc}")
     if plan.pushgateway is not None:
         try:
-            text = prometheus.render(report, labels=labels)
+            text = BY_DEST["pushgateway"].render(report, plan)
             push(plan.pushgateway, text, labels, target_of(report))
         except ExportFailed as exc:
             failures.append(str(exc))

@@ -96,7 +96,11 @@ def shown_url(url: str) -> str:
 
 def check_endpoint(url: str, source: str) -> str:
     """An OTLP/HTTP endpoint: http(s)://HOST[:PORT][/PATH], no query or fragment."""
-    parts = urlsplit(url.strip())
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed bracket. The URL is not
+        # quoted: it may hold a password.
+        raise UsageError(f"{source} is not a valid URL ({exc})", kind="bad_option") from exc
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(
             f"{source} wants http(s)://HOST:PORT (OTLP/HTTP), got {shown_url(url)!r}",
@@ -266,14 +270,17 @@ def send_report(
 
 
 def _scrub(message: str, plan: OtlpPlan) -> str:
-    """One line of at most 300 characters, the endpoints shown without userinfo."""
+    """One line of at most 300 characters, the endpoints shown without userinfo, and no
+    spelling of the credentials the userinfo holds (the SDK sends them as Basic)."""
+    from promptpath.core.redaction import Redactor
+    from promptpath.core.urlsafe import url_credentials
+
+    credentials: list[str] = []
     for url in (plan.traces_url, plan.metrics_url):
         if url:
             message = message.replace(url, shown_url(url))
-    parts = urlsplit(plan.traces_url or plan.metrics_url)
-    if "@" in parts.netloc:
-        message = message.replace(parts.netloc.rpartition("@")[0], "[redacted]")
-    line = " ".join(message.split())
+            credentials.extend(url_credentials(url))
+    line = " ".join(Redactor.of(credentials).text(message).split())
     return line if len(line) <= 300 else line[:299] + "…"
 
 

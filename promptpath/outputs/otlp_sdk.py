@@ -179,23 +179,75 @@ def build_metrics(runs: Sequence[RunTelemetry], resource: Resource) -> Any:
     return data
 
 
+class _Answers:
+    """The HTTP answers one exporter's requests got, seen through its own requests
+    session (a public argument of both exporters). The SDK counts any status below 400
+    as accepted (1.45: ``200 <= status < 400``, redirects not followed; older versions
+    followed them with requests' defaults); OTLP/HTTP says a collector that took the data
+    answers 200, so anything else delivered nothing."""
+
+    def __init__(self) -> None:
+        import requests
+
+        self.statuses: list[tuple[int, str]] = []
+        self.session = requests.Session()
+        # Never followed: a redirect would send the telemetry (and the userinfo's Basic
+        # credentials) to wherever the answer points.
+        self.session.max_redirects = 0
+        self.session.hooks["response"].append(self._seen)
+
+    def _seen(self, response: Any, *args: Any, **kwargs: Any) -> None:
+        self.statuses.append((int(response.status_code), str(response.reason or "")))
+
+    def not_delivered(self) -> str | None:
+        """Why an export the SDK called a success delivered nothing, or None."""
+        if not self.statuses:
+            return None
+        status, reason = self.statuses[-1]
+        if 200 <= status < 300:
+            return None
+        if 300 <= status < 400:
+            return (
+                f"the collector answered {status} {reason} (a redirect, not followed):"
+                " nothing delivered"
+            )
+        return f"the collector answered {status} {reason}: nothing delivered"
+
+    def verdict(self, sdk_ok: bool, fallback: str) -> str | None:
+        """None when the data was delivered, else why not: a redirect in our words (the
+        SDK's, with requests' redirect limit at 0, is "Exceeded 0 redirects"), any other
+        failure in the SDK's."""
+        said = None if sdk_ok else _CAPTURE.failure(fallback)
+        ours = self.not_delivered()
+        redirected = bool(self.statuses) and 300 <= self.statuses[-1][0] < 400
+        if said is None or redirected:
+            return ours or said
+        return said
+
+    def close(self) -> None:
+        self.session.close()
+
+
 def _send_spans(spans: tuple[ReadableSpan, ...], url: str, timeout_s: float) -> str | None:
-    exporter = OTLPSpanExporter(endpoint=url, timeout=timeout_s)
+    answers = _Answers()
+    exporter = OTLPSpanExporter(endpoint=url, timeout=timeout_s, session=answers.session)
     try:
         ok = exporter.export(spans) == SpanExportResult.SUCCESS
     finally:
         exporter.shutdown()  # type: ignore[no-untyped-call]
-    return None if ok else _CAPTURE.failure("traces not accepted")
+        answers.close()
+    return answers.verdict(ok, "traces not accepted")
 
 
 def _send_metrics(data: Any, url: str, timeout_s: float) -> str | None:
-    exporter = OTLPMetricExporter(endpoint=url, timeout=timeout_s)
+    answers = _Answers()
+    exporter = OTLPMetricExporter(endpoint=url, timeout=timeout_s, session=answers.session)
     try:
         result = exporter.export(data, timeout_millis=timeout_s * 1000)
     finally:
         exporter.shutdown()
-    ok = result == MetricExportResult.SUCCESS
-    return None if ok else _CAPTURE.failure("metrics not accepted")
+        answers.close()
+    return answers.verdict(result == MetricExportResult.SUCCESS, "metrics not accepted")
 
 
 def export(

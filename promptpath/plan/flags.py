@@ -1,17 +1,20 @@
-"""Every option of `run` and `probe`, declared once, in the groups `--help` shows.
+"""Every option of `run`, `probe` and `demo`, declared once, in the groups `--help` shows.
 
 A ``Flag`` is one row: the parameter name the command receives (``dest``), its spellings,
-type, default, help line and help panel. ``cli.py`` builds each command's signature from
-this table (``signature``), so `run` and `probe` share one declaration of every option
-they both take; ``resolve.py`` turns the parsed values into a Plan. Adding an option is one
-row here plus the code that reads it in the Plan.
+type, default, help line and help panel. ``cli/faces.py`` builds each command's signature
+from this table (``signature``), so `run`, `probe` and `demo` share one declaration of every
+option they take; ``resolve.py`` turns the parsed values into a Plan. Adding an option is
+one row here plus the code that reads it in the Plan. The output formats' rows (--json,
+--junit, ..., --svg) come from their own table, outputs/formats.py.
 
-This module must stay cheap to import (`--help` and `--version` load it): typer and the
-standard library only. The choices of --provider and --as are the names of the dialects'
+This module must stay cheap to import (`--help` and `--version` load it): typer, the
+standard library, the formats table (itself the standard library only), the probes' names
+and the dialects' names. The choices of --provider and --as are the names of the dialects'
 registry (``dialects/registry.py``, names only: no plug-in is loaded for them); --http's
 are spelled out, and tests/unit/test_cli_help.py holds them equal to the Literal type the
 values are checked against. Defaults a probe owns come from ``probes/settings.py``, a
-module of plain dataclasses kept cheap for this reason.
+module of plain dataclasses kept cheap for this reason, and the probes' names from
+``probes/catalog.py``, which imports nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from typing import Annotated, Any, Final, TypeVar
 
 import typer
 
-from promptpath.dialects.registry import CLIENTS, NAMES
+from promptpath.dialects.registry import CLIENTS, DEMO, NAMES
+from promptpath.outputs.formats import Format, going
+from promptpath.probes.catalog import listed_names
 from promptpath.probes.settings import (
     CanarySettings,
     DNSCacheSettings,
@@ -48,6 +53,9 @@ F = TypeVar("F", bound=Callable[..., None])
 
 RUN: Final = frozenset({"run"})
 BOTH: Final = frozenset({"run", "probe"})
+#: The options `demo` shares with `run` (the rest of its run is fixed by the demo itself).
+WITH_DEMO: Final = frozenset({"run", "probe", "demo"})
+DEMO_ONLY: Final = frozenset({"demo"})
 EXPORTER_ONLY: Final = frozenset({"exporter"})
 #: The exporter's panel (its own command; not one of run's PANELS).
 EXPORTER: Final = "Exporter"
@@ -71,21 +79,39 @@ class Flag:
     #: The probe setting this option fills, as "<probe field>.<setting>" of
     #: probes.settings.ProbeSettings (resolve.probe_settings fills them from the table).
     setting: str | None = None
+    #: command -> what differs there ("default", "metavar", "help"): `demo` fixes --http
+    #: and --provider to what its endpoint serves, with defaults of its own.
+    per_command: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
-    def parameter(self) -> inspect.Parameter:
+    def parameter(self, command: str | None = None) -> inspect.Parameter:
+        there = self.per_command.get(command or "", {})
         option = typer.Option(
             *self.decls,
-            help=self.help,
-            metavar=self.metavar,
+            help=str(there.get("help", self.help)),
+            metavar=there.get("metavar", self.metavar),
             rich_help_panel=self.panel,
             **self.extra,
         )
         return inspect.Parameter(
             self.dest,
             inspect.Parameter.KEYWORD_ONLY,
-            default=self.default,
+            default=there.get("default", self.default),
             annotation=Annotated[self.type, option],
         )
+
+
+def output_flag(fmt: Format) -> Flag:
+    """The option row of an output format (outputs/formats.py): a switch, or a value."""
+    return Flag(
+        dest=fmt.dest,
+        decls=(fmt.flag,),
+        type=bool if fmt.metavar is None else str | None,
+        default=False if fmt.metavar is None else None,
+        metavar=fmt.metavar,
+        help=fmt.help,
+        panel=OUTPUT,
+        commands=fmt.commands,
+    )
 
 
 _canary = CanarySettings()
@@ -104,6 +130,8 @@ FLAGS: tuple[Flag, ...] = (
         metavar=PROVIDER_CHOICES,
         help="The API dialect (default: from the URL path).",
         panel=TARGET,
+        commands=WITH_DEMO,
+        per_command={"demo": {"default": DEMO, "help": "The API dialect."}},
     ),
     Flag(
         dest="model",
@@ -204,6 +232,7 @@ FLAGS: tuple[Flag, ...] = (
         default=False,
         help="Then send a second request over the same connection.",
         panel=SERIES,
+        commands=WITH_DEMO,
     ),
     Flag(
         dest="compare_http",
@@ -235,6 +264,19 @@ FLAGS: tuple[Flag, ...] = (
         help="HTTP version; auto: h2 via ALPN, else 1.1."
         " [default: the --as client's: 1.1 for the Python SDKs, else auto]",
         panel=PATH,
+        commands=WITH_DEMO,
+        per_command={"demo": {"default": "2", "metavar": "1.1|2|3", "help": "HTTP version."}},
+    ),
+    Flag(
+        dest="hop",
+        decls=("--hop",),
+        type=str | None,
+        default=None,
+        metavar="buffering|idle-timeout|compression|ghost-stream|clean",
+        help="Put a misbehaving hop of this kind between the client and the endpoint,"
+        " and run the probe that finds it.",
+        panel=PATH,
+        commands=DEMO_ONLY,
     ),
     Flag(
         dest="resolve",
@@ -366,8 +408,7 @@ FLAGS: tuple[Flag, ...] = (
         type=list[str] | None,
         default=None,
         metavar="NAME",
-        help="Run a probe after the trace: buffering, idle-timeout, dns-cache,"
-        " ghost-stream, ratelimit, tls, cors, path, mtu or all (repeatable).",
+        help=f"Run a probe after the trace: {listed_names()} or all (repeatable).",
         panel=PROBES,
         commands=RUN,
     ),
@@ -535,15 +576,8 @@ FLAGS: tuple[Flag, ...] = (
         panel=SERIES,
         commands=RUN,
     ),
-    # -- output and exports ------------------------------------------------------------
-    Flag(
-        dest="json_out",
-        decls=("--json",),
-        type=bool,
-        default=False,
-        help="Print one JSON object on stdout.",
-        panel=OUTPUT,
-    ),
+    # -- output and exports: the formats' rows come from outputs/formats.py ----------------
+    *(output_flag(fmt) for fmt in going("stdout")),
     Flag(
         dest="fail_on",
         decls=("--fail-on",),
@@ -561,77 +595,7 @@ FLAGS: tuple[Flag, ...] = (
         help="Show request headers (keys redacted).",
         panel=OUTPUT,
     ),
-    Flag(
-        dest="junit",
-        decls=("--junit",),
-        type=str | None,
-        default=None,
-        metavar="FILE",
-        help="Also write the run as JUnit XML to FILE.",
-        panel=OUTPUT,
-        commands=RUN,
-    ),
-    Flag(
-        dest="har",
-        decls=("--har",),
-        type=str | None,
-        default=None,
-        metavar="FILE",
-        help="Also write the run as a HAR 1.2 log to FILE.",
-        panel=OUTPUT,
-        commands=RUN,
-    ),
-    Flag(
-        dest="prom_textfile",
-        decls=("--prom-textfile",),
-        type=str | None,
-        default=None,
-        metavar="FILE",
-        help="Also write Prometheus metrics to FILE (node_exporter textfile collector; atomic).",
-        panel=OUTPUT,
-        commands=RUN,
-    ),
-    Flag(
-        dest="pushgateway",
-        decls=("--pushgateway",),
-        type=str | None,
-        default=None,
-        metavar="URL",
-        help="Also push Prometheus metrics to this Pushgateway (job promptpath).",
-        panel=OUTPUT,
-        commands=RUN,
-    ),
-    Flag(
-        dest="otlp_endpoint",
-        decls=("--otlp-endpoint",),
-        type=str | None,
-        default=None,
-        metavar="URL",
-        help="Also send the run's spans and GenAI metrics over OTLP/HTTP to this collector"
-        " (/v1/traces, /v1/metrics under URL; default $OTEL_EXPORTER_OTLP_ENDPOINT; needs the"
-        " otel extra).",
-        panel=OUTPUT,
-        commands=RUN,
-    ),
-    Flag(
-        dest="html",
-        decls=("--html",),
-        type=str | None,
-        default=None,
-        metavar="FILE",
-        help="Also write the report as one self-contained HTML page (opens offline, prints)"
-        " to FILE: for a ticket.",
-        panel=OUTPUT,
-    ),
-    Flag(
-        dest="svg",
-        decls=("--svg",),
-        type=str | None,
-        default=None,
-        metavar="FILE",
-        help="Also write the waterfall and token timeline as one SVG image to FILE.",
-        panel=OUTPUT,
-    ),
+    *(output_flag(fmt) for fmt in going("file", "push", "collector")),
     Flag(
         dest="label",
         decls=("--label",),
@@ -676,6 +640,16 @@ FLAGS: tuple[Flag, ...] = (
         commands=EXPORTER_ONLY,
     ),
     Flag(
+        dest="enable_lifecycle",
+        decls=("--web.enable-lifecycle",),
+        type=bool,
+        default=False,
+        help="Answer POST /-/reload (off by default, as in Prometheus: a web page must not"
+        " reload the config; SIGHUP reloads either way).",
+        panel=EXPORTER,
+        commands=EXPORTER_ONLY,
+    ),
+    Flag(
         dest="check_config",
         decls=("--check-config",),
         type=bool,
@@ -703,21 +677,34 @@ def defaults() -> dict[str, object]:
 def signature(leading: Iterable[inspect.Parameter], command: str) -> inspect.Signature:
     """The signature typer reads for ``command``: ``leading`` (context, arguments), then
     every option the table gives it."""
-    params = [*leading, *(flag.parameter() for flag in flags_of(command))]
+    params = [*leading, *(flag.parameter(command) for flag in flags_of(command))]
     return inspect.Signature(params, return_annotation=None)
 
 
 def declare(command: str, *leading: inspect.Parameter) -> Callable[[F], F]:
     """Decorator: give a ``(ctx, ..., **values)`` function the table's options as its
-    signature, so typer declares them and passes them back as keyword arguments."""
+    signature, so typer declares them and passes them back as keyword arguments.
+
+    The signature is made when the command is built (``signed``), not when the module is
+    imported: `promptpath --help` and `promptpath run` build no other command's options."""
 
     def apply(func: F) -> F:
-        sig = signature(leading, command)
-        func.__signature__ = sig  # type: ignore[attr-defined]
-        func.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
+        func.__promptpath_declared__ = (command, leading)  # type: ignore[attr-defined]
         return func
 
     return apply
+
+
+def signed(func: F) -> F:
+    """``func`` with the signature ``declare`` gave it, made on first use; a function
+    that was not declared is returned as it is."""
+    declared = getattr(func, "__promptpath_declared__", None)
+    if declared is not None and "__signature__" not in vars(func):
+        command, leading = declared
+        sig = signature(leading, command)
+        func.__signature__ = sig  # type: ignore[attr-defined]
+        func.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
+    return func
 
 
 __all__ = [
@@ -728,5 +715,7 @@ __all__ = [
     "declare",
     "defaults",
     "flags_of",
+    "output_flag",
     "signature",
+    "signed",
 ]

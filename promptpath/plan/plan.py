@@ -77,3 +77,5 @@ class ExporterPlan:
     port: int
     drain_timeout_s: float = 10.0
     check_only: bool = False
+    #: --web.enable-lifecycle: POST /-/reload answers (as Prometheus' flag of that name).
+    enable_lifecycle: bool = False

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from promptpath.core.errors import UsageError
-from promptpath.options import check_timeout
+from promptpath.core.files import MAX_CONFIG_BYTES
+from promptpath.options import InputFileError, check_timeout, read_input
 
 #: Profile keys and the types they must have.
 PROFILE_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -65,15 +66,12 @@ def config_path(environ: dict[str, str] | None = None) -> Path:
 
 def load_profile(name: str, path: Path) -> dict[str, Any]:
     """The profile's values, type-checked; UsageError naming the file and key otherwise."""
-    try:
-        data = tomllib.loads(_read_utf8(path))
-    except FileNotFoundError as exc:
+    if not path.exists() and not path.is_symlink():
         raise UsageError(
             f"{name!r} is not a URL and there is no config file at {path} to define it",
             kind="bad_target",
-        ) from exc
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"cannot read config {path}: {exc}", kind="bad_config") from exc
+        )
+    data = read_toml(path)
     profiles = data.get("profiles", {})
     if not isinstance(profiles, dict) or name not in profiles:
         known = ", ".join(sorted(profiles)) if isinstance(profiles, dict) else ""
@@ -105,16 +103,22 @@ _STRING_ITEMS = ("headers", "resolve", "probes", "modules")
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML file's tables; UsageError (bad_config) naming the file when it cannot be read."""
+    """A TOML file's tables; UsageError (bad_config) naming the file when it cannot be read:
+    not a regular file, past MAX_CONFIG_BYTES, not UTF-8, not TOML, or nested deeper than
+    the parser's recursion goes (tomllib recurses per level of nesting)."""
     try:
         return tomllib.loads(_read_utf8(path))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (InputFileError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"cannot read config {path}: {exc}", kind="bad_config") from exc
+    except RecursionError:
+        raise UsageError(
+            f"cannot read config {path}: arrays or tables nested too deeply", kind="bad_config"
+        ) from None
 
 
 def _read_utf8(path: Path) -> str:
     """The file's text: TOML is UTF-8 (and a UnicodeDecodeError is no OSError)."""
-    raw = path.read_bytes()
+    raw = read_input(path, MAX_CONFIG_BYTES)
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -3,7 +3,7 @@
 The one place where options are checked against each other: every conflict between two
 options is a UsageError raised here (tests/unit/test_usage_sites.py holds that), and nothing
 below re-checks. A value that is wrong on its own (a bad URL, a malformed --resolve entry)
-is found by its parser (options.py, proxies.py, core/slo.py, export.py), called from here.
+is found by its parser (options.py, proxies.py, core/slo.py, outputs/deliver.py), called from here.
 
 Values arrive as typer parsed them, keyed by each option's ``dest`` (promptpath/plan/flags.py);
 ``values_for(**given)`` builds them for library callers and tests, the defaults filled in.
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
 from promptpath.core.errors import UsageError
+from promptpath.core.files import MAX_PEM_BYTES, special_kind
 from promptpath.core.headers import KEY_HEADERS
-from promptpath.core.series_plan import SeriesPlan
+from promptpath.core.series_plan import MAX_INTERVAL_S, SeriesPlan
 from promptpath.dialects.plugins import (
     detect_provider,
     dialect,
@@ -37,6 +38,7 @@ from promptpath.options import (
     ClientName,
     Guardrail,
     HTTPChoice,
+    InputFileError,
     Provider,
     RunOptions,
     Target,
@@ -47,7 +49,9 @@ from promptpath.options import (
     parse_headers,
     parse_resolve,
     parse_target,
+    read_input,
 )
+from promptpath.outputs.formats import MACHINE_EXPORTS, going
 from promptpath.plan import flags
 from promptpath.plan.plan import ExporterPlan, FailOn, Outputs, Plan
 from promptpath.probes.settings import ProbeSettings
@@ -167,8 +171,25 @@ def check_cacert(path: str, flag: str = "--cacert") -> None:
     """A CA option must name a readable PEM bundle: find out now, not as a TLS failure."""
     import ssl
 
-    if not os.path.isfile(path):
-        raise UsageError(f"{flag} file not found: {path}")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise UsageError(f"{flag} file not found: {path}") from None
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from exc
+    kind = special_kind(mode)
+    if kind == "directory":
+        raise UsageError(
+            f"{flag} {path}: is a directory; give the PEM bundle file of the CAs to trust"
+        )
+    if kind is not None:
+        raise UsageError(
+            f"{flag} {path}: is a {kind}, not a file; give the PEM bundle file of the CAs to trust"
+        )
+    try:  # a huge file, or one swapped for a FIFO since: refused before the ssl module
+        read_input(path, MAX_PEM_BYTES)
+    except InputFileError as exc:
+        raise UsageError(f"{flag} {path}: cannot read the file ({exc})") from exc
     try:
         ssl.create_default_context(cafile=path)
     except (ssl.SSLError, OSError) as exc:
@@ -439,6 +460,11 @@ def parse_plan(
         raise UsageError(
             f"--interval must be 0 or more seconds, got {interval_s:g}", kind="bad_option"
         )
+    if interval_s > MAX_INTERVAL_S:
+        raise UsageError(
+            f"--interval must be at most {MAX_INTERVAL_S:g} s (a day), got {interval_s:g}",
+            kind="bad_option",
+        )
     levels: tuple[int, ...] = ()
     if concurrency is not None:
         levels = parse_levels(concurrency)
@@ -627,14 +653,9 @@ def resolve(
     from promptpath.outputs.deliver import plan_exports
 
     exports = plan_exports(
-        junit=values.text("junit"),
-        har=values.text("har"),
-        prom_textfile=values.text("prom_textfile"),
-        pushgateway=values.text("pushgateway"),
+        {fmt.dest: values.text(fmt.dest) for fmt in going("file", "push")},
         labels=values.texts("label"),
         fail_on=fail_on,
-        html=values.text("html"),
-        svg=values.text("svg"),
     )
     otlp_given = values.text("otlp_endpoint") is not None
     probes: tuple[Any, ...] = ()
@@ -696,7 +717,7 @@ def _compare_runs(
             ("--probe", probes),
             ("--warm", options.warm),
             ("--http", http not in (None, "auto")),
-            ("--junit/--har/--prom-textfile/--pushgateway", exports),
+            (MACHINE_EXPORTS, exports),
             ("--otlp-endpoint", otlp),
         )
         if given
@@ -765,6 +786,7 @@ def exporter_plan(values: Values, environ: Mapping[str, str]) -> ExporterPlan:
         port=port,
         drain_timeout_s=drain,
         check_only=values.flag("check_config"),
+        enable_lifecycle=values.flag("enable_lifecycle"),
     )
 
 

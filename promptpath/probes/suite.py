@@ -12,52 +12,45 @@ from promptpath.core.errors import UsageError
 from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions
 from promptpath.probes.base import REGISTRY, Probe, ProbeContext
+from promptpath.probes.catalog import NAMES, module_of
 from promptpath.probes.settings import ProbeSettings
 from promptpath.tracer.orchestrator import TraceResult
-
-#: Built-in probe modules; each registers its class on import.
-BUILTIN = (
-    "promptpath.probes.buffering",
-    "promptpath.probes.idle_timeout",
-    "promptpath.probes.dns_cache",
-    "promptpath.probes.ghost_stream",
-    "promptpath.probes.ratelimit",
-    "promptpath.probes.tls",
-    "promptpath.probes.cors",
-    "promptpath.probes.path",
-    "promptpath.probes.mtu",
-    "promptpath.probes.upgrade",
-)
 
 #: Slack over a probe's declared seconds before we stop it (scheduling noise, teardown).
 GRACE_S = 5.0
 
 
+def load(name: str) -> type[Probe]:
+    """The class of probe ``name`` (a name from the catalogue), its module imported."""
+    importlib.import_module(module_of(name))  # part of the package: a failure is a bug
+    return REGISTRY[name]
+
+
 def load_builtin() -> dict[str, type[Probe]]:
-    for module in BUILTIN:
-        importlib.import_module(module)  # each is part of the package: a failure is a bug
-    return REGISTRY
+    """Every probe of the catalogue, by name."""
+    return {name: load(name) for name in NAMES}
 
 
 def select(names: list[str]) -> list[type[Probe]]:
-    registry = load_builtin()
+    """The probes asked for (names, comma lists, ``all``), checked against the catalogue
+    before any probe's module is imported; each once, in the order asked."""
     wanted: list[str] = []
     for name in names:
         for part in name.split(","):
             part = part.strip()
             if part == "all":
-                wanted.extend(sorted(registry))
+                wanted.extend(sorted(NAMES))
             elif part:
                 wanted.append(part)
-    unknown = [n for n in wanted if n not in registry]
+    unknown = [n for n in wanted if n not in NAMES]
     if unknown:
-        known = ", ".join(sorted(registry)) or "none"
+        known = ", ".join(sorted(NAMES))
         raise UsageError(f"unknown probe {unknown[0]!r} (known: {known}, or 'all')")
     seen: list[str] = []
     for n in wanted:
         if n not in seen:
             seen.append(n)
-    return [registry[n] for n in seen]
+    return [load(n) for n in seen]
 
 
 async def run_probes(

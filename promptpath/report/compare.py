@@ -24,6 +24,7 @@ from promptpath.core.compare import (
     summary,
 )
 from promptpath.core.timeline import ErrorInfo, Timeline
+from promptpath.options import display_url
 from promptpath.report.terminal import STAGE_STYLE, bar, stage_spans
 from promptpath.result import TraceResult
 
@@ -166,7 +167,8 @@ def _render_compare(console: Console, results: Sequence[TraceResult]) -> None:
     console.print(
         Text.assemble(
             ("promptpath ", "bold"),
-            f"→ {a.options.target.url}  {names[0]} vs {names[1]}, fresh connections each,"
+            f"→ {display_url(a.options.target.url)}  {names[0]} vs {names[1]}, fresh connections"
+            " each,"
             f" {len(runs_a)}+{len(runs_b)} runs (waterfalls: the median run of each)",
         )
     )

@@ -14,7 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from promptpath.core.redaction import MARKER
 from promptpath.core.textsafe import visible
+from promptpath.core.verdict import tone_of
 from promptpath.report import charts, svg
 from promptpath.report.labels import STAGE_LABELS
 from promptpath.report.pathrows import hop_rows
@@ -25,6 +27,8 @@ body { font: 14px/1.4 'DejaVu Sans', Arial, sans-serif; color: #222; margin: 24p
 h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 24px 0 8px; }
 .sub { color: #555; } .verdict { padding: 8px 12px; border-radius: 4px; font-weight: bold; }
 .ok { background: #e6f4ea; color: #1e5e2e; } .failed { background: #fde8e8; color: #8a1c1c; }
+.warned { background: #fff4d6; color: #6b5200; } .caution { border-left: 4px solid #d4a000;
+ padding: 4px 10px; background: #fffaeb; }
 table { border-collapse: collapse; margin: 4px 0; } td, th { padding: 2px 10px 2px 0;
  text-align: left; vertical-align: top; } th { color: #555; font-weight: normal; }
 td.n { text-align: right; font-variant-numeric: tabular-nums; }
@@ -32,7 +36,10 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .skip { color: #777; } pre { background: #f6f6f6; padding: 8px; overflow-x: auto;
  white-space: pre-wrap; word-break: break-all; } code { background: #f6f6f6; }
 svg { max-width: 100%; height: auto; }
-@media print { body { margin: 0; } details { display: block; } }
+.evidence-title { color: #555; margin: 8px 0 0; }
+pre.evidence { max-height: 16em; overflow: auto; font-size: 12px; white-space: pre-wrap;
+ margin-top: 2px; }
+@media print { body { margin: 0; } pre.evidence { max-height: none; overflow: visible; } }
 """
 
 
@@ -73,9 +80,30 @@ def _facts(pairs: Iterable[tuple[str, object]]) -> str:
     return _table((k, _cell(v)) for k, v in pairs if v not in (None, "", [], {}))
 
 
+#: The banner's class for each tone of the verdict line.
+_BANNER = {"ok": "ok", "warn": "warned", "fail": "failed"}
+
+
 def _verdict(line: str) -> str:
-    cls = "failed" if line.startswith("FAILED") else "ok"
-    return f"<p class='verdict {cls}'>{t(line)}</p>"
+    return f"<p class='verdict {_BANNER[tone_of(line)]}'>{t(line)}</p>"
+
+
+def _joined(*parts: object, sep: str = " · ") -> str | None:
+    """The parts that are present, joined; None when none is (a row then stays out)."""
+    shown = [str(p) for p in parts if p not in (None, "", [], {})]
+    return sep.join(shown) or None
+
+
+def _unverified(tls: Mapping[str, Any] | None) -> bool:
+    """A handshake that completed with its certificate not checked (``-k``)."""
+    return tls is not None and tls.get("verified") is None and bool(tls.get("version"))
+
+
+#: What -k means, where a ticket reader sees it.
+UNVERIFIED = (
+    "certificate not verified (-k): this run accepted whatever certificate the server sent,"
+    " so it cannot tell a trusted server from an impostor"
+)
 
 
 def _stages(body: Mapping[str, Any]) -> str:
@@ -91,18 +119,23 @@ def _tls(tls: Mapping[str, Any] | None) -> str:
         return ""
     cert = tls.get("cert") or {}
     client = tls.get("client_cert") or {}
+    offered = ", ".join(tls.get("alpn_offered") or [])
+    alpn = tls.get("alpn") or ("none agreed" if tls.get("version") else "no handshake")
+    verified: object = tls.get("verified")
+    if _unverified(tls):
+        verified = "no: certificate not verified (-k)"
     return _facts(
         [
             ("SNI sent", tls.get("sni")),
-            ("ALPN", f"{tls.get('alpn')} (offered {', '.join(tls.get('alpn_offered') or [])})"),
-            ("version · cipher", f"{tls.get('version')} · {tls.get('cipher')}"),
-            ("resumed", tls.get("resumed")),
-            ("verified", tls.get("verified")),
+            ("ALPN", f"{alpn} (offered {offered})" if offered else alpn),
+            ("version · cipher", _joined(tls.get("version"), tls.get("cipher"))),
+            ("resumed", tls.get("resumed") if tls.get("version") else None),
+            ("verified", verified),
             ("verify error", tls.get("verify_error")),
             ("certificate", cert.get("subject")),
             ("issuer", cert.get("issuer")),
             ("names", ", ".join(cert.get("sans") or [])),
-            ("valid", f"{cert.get('not_before')} → {cert.get('not_after')}" if cert else None),
+            ("valid", _joined(cert.get("not_before"), cert.get("not_after"), sep=" → ")),
             ("days left", cert.get("days_left")),
             ("chain", cert.get("chain")),
             ("client certificate", client.get("subject") if client.get("sent") else None),
@@ -114,7 +147,11 @@ def _tls(tls: Mapping[str, Any] | None) -> str:
 def _dns(dns: Mapping[str, Any] | None) -> str:
     if not dns:
         return ""
-    answers = ", ".join(f"{a.get('ip')} ({a.get('family')})" for a in dns.get("answers") or [])
+    answers = ", ".join(
+        f"{a.get('ip')} ({a.get('family')})" if a.get("family") else str(a.get("ip"))
+        for a in dns.get("answers") or []
+        if a.get("ip")
+    )
     return _facts(
         [
             ("resolver", dns.get("resolver")),
@@ -143,6 +180,13 @@ def _first_output(body: Mapping[str, Any]) -> str | None:
     )
 
 
+def _counted(tok: Mapping[str, Any]) -> str | None:
+    count, source = tok.get("count"), tok.get("count_source")
+    if count is None:
+        return None
+    return f"{count} (counted by {source})" if source else str(count)
+
+
 def _tokens(body: Mapping[str, Any]) -> str:
     tok = body.get("tokens") or {}
     gaps = tok.get("gaps_ms") or {}
@@ -151,7 +195,7 @@ def _tokens(body: Mapping[str, Any]) -> str:
         [
             ("TTFT ms (first content of any kind)", (body.get("ttft_ms") or {}).get("from_start")),
             ("first output (answer text)", _first_output(body)),
-            ("tokens", f"{tok.get('count')} (counted by {tok.get('count_source')})"),
+            ("tokens", _counted(tok)),
             ("content events", tok.get("events")),
             ("tokens/s", tok.get("per_second")),
             ("mean inter-token latency ms", tok.get("mean_itl_ms")),
@@ -191,9 +235,19 @@ def _findings(findings: Sequence[Mapping[str, Any]]) -> str:
         if advice:
             out.append("<ul>" + "".join(f"<li>{t(a)}</li>" for a in advice) + "</ul>")
         out.append(_hops(f))
-        evidence = json.dumps(f.get("evidence"), indent=2, ensure_ascii=False)
-        out.append(f"<details><summary>evidence</summary><pre>{t(evidence)}</pre></details>")
+        out.append(_evidence(f.get("evidence")))
     return "".join(out)
+
+
+def _evidence(evidence: object) -> str:
+    """A finding's evidence as indented JSON in a preformatted block: its layout's line
+    breaks kept, each line's control characters spelled out (JSON already escapes those
+    inside strings). A scroll box on screen, printed whole."""
+    if not evidence:
+        return ""
+    text = json.dumps(evidence, indent=2, ensure_ascii=False, default=str)
+    lines = "\n".join(t(line) for line in text.split("\n"))
+    return f"<p class='evidence-title'>evidence</p><pre class='evidence'>{lines}</pre>"
 
 
 def _run_sections(body: Mapping[str, Any]) -> list[str]:
@@ -284,7 +338,8 @@ def _series_sections(body: Mapping[str, Any]) -> list[str]:
     marks = {k: float(ttft[k]) for k in ("p50", "p95") if isinstance(ttft.get(k), (int, float))}
     runs = body.get("runs") or []
     failed = sum(1 for r in runs if not r.get("ok"))
-    line = (
+    # The series' own verdict line; a report from before it carried one is still drawn.
+    line = str(body.get("headline") or "") or (
         f"{'FAILED' if not body.get('ok') else 'OK'}: {len(runs)} runs, {failed} failed;"
         f" TTFT p50 {_ms(ttft.get('p50'))} ms, p95 {_ms(ttft.get('p95'))} ms"
     )
@@ -336,6 +391,74 @@ def _compare_sections(body: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _run_bodies(body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Every run object the report holds: a series' runs, a compare's results, or itself."""
+    schema = str(body.get("schema", ""))
+    if schema.startswith("promptpath.series"):
+        return list(body.get("runs") or [])
+    if schema.startswith("promptpath.compare"):
+        return list(body.get("results") or [])
+    return [body]
+
+
+def _context(runs: Sequence[Mapping[str, Any]], schema: str) -> str:
+    """Under the title: the dialect, the model, the HTTP version(s) and when the runs
+    happened (the first's start, and the last's when a series spans time)."""
+    first = runs[0] if runs else {}
+    target = first.get("target") or {}
+    versions = " and ".join(
+        dict.fromkeys(str(r["http_version"]) for r in runs if r.get("http_version"))
+    )
+    starts = [str(r["started_at"]) for r in runs if r.get("started_at")]
+    when = None
+    if starts:
+        when = starts[0] if starts[0] == starts[-1] else f"{starts[0]} to {starts[-1]}"
+    shown = (target.get("provider"), target.get("model"), versions, when, f"schema {schema}")
+    return " · ".join(str(v) for v in shown if v)
+
+
+def _reproduce(command: Sequence[str]) -> str:
+    """The command that reproduces the run, without the credential it carried: a
+    redacted ``-H 'Authorization: [redacted]'`` pasted back would send ``[redacted]``,
+    so such a header is left out and the page says so, as for a credential elsewhere."""
+    import shlex
+
+    kept: list[str] = []
+    left_out: list[str] = []
+    args = iter(command)
+    for arg in args:
+        if arg in ("-H", "--header"):
+            value = next(args, "")
+            if MARKER in value:
+                left_out.append(value.split(":", 1)[0].strip())
+            else:
+                kept += [arg, value]
+            continue
+        attached = arg.removeprefix("--header=") if arg.startswith("--header=") else None
+        if attached is None and arg.startswith("-H") and arg != "-H":
+            attached = arg[2:]
+        if attached is not None and MARKER in attached:
+            left_out.append(attached.split(":", 1)[0].strip())
+            continue
+        kept.append(arg)
+    notes = []
+    if left_out:
+        names = ", ".join(dict.fromkeys(left_out))
+        several = len(set(left_out)) > 1
+        notes.append(
+            f"The credential header{'s' if several else ''} {names}"
+            f" {'were' if several else 'was'} left out of this command: add your own with -H,"
+            " or set the API key's variable."
+        )
+    if any(MARKER in arg for arg in kept):
+        notes.append(
+            f"A credential was left out where the command says {MARKER}: put your own"
+            " back before running it."
+        )
+    note = "".join(f"<p class='caution'>{t(n)}</p>" for n in notes)
+    return f"<h2>Reproduce</h2><pre>{t(shlex.join(kept))}</pre>{note}"
+
+
 def render_html(body: Mapping[str, Any], *, command: Sequence[str] = ()) -> str:
     """The whole page for a run, series or compare report object; ``command`` (already
     redacted) is shown as the way to reproduce it."""
@@ -347,21 +470,12 @@ def render_html(body: Mapping[str, Any], *, command: Sequence[str] = ()) -> str:
         sections = _compare_sections(body)
     else:
         sections = _run_sections(body)
-    sub = " · ".join(
-        str(v)
-        for v in (
-            target.get("provider"),
-            target.get("model"),
-            body.get("http_version"),
-            body.get("started_at"),
-            f"schema {schema}",
-        )
-        if v
-    )
+    runs = _run_bodies(body)
+    if any(_unverified(run.get("tls")) for run in runs):
+        sections.insert(1, f"<p class='caution'>{t(UNVERIFIED)}</p>")
+    sub = _context(runs, schema)
     if command:
-        import shlex
-
-        sections.append("<h2>Reproduce</h2><pre>" + t(shlex.join(command)) + "</pre>")
+        sections.append(_reproduce(command))
     # No "<" at all inside the data block: "</script>" or "<!--" in a string cannot end it.
     data = json.dumps(body, ensure_ascii=True).replace("<", "\\u003c").replace(">", "\\u003e")
     return (

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from promptpath.core.addr import fmt_addr
 from promptpath.core.analysis import (
@@ -30,11 +31,15 @@ from promptpath.core.timeline import (
     TLSInfo,
     content_events,
 )
+from promptpath.core.verdict import run_line
 from promptpath.core.wsclose import close_meaning
 from promptpath.dialects.plugins import dialect
 from promptpath.options import RunOptions, display_url
 from promptpath.report.redact import Redactor, headers_json
 from promptpath.result import TraceResult
+
+if TYPE_CHECKING:
+    from promptpath.core.slo import SLOResult  # a plain run never loads the SLO grammar
 
 SCHEMA_VERSION = "promptpath.run/1"
 
@@ -446,7 +451,15 @@ def client_json(options: RunOptions, sent: SentRequest | None) -> dict[str, Any]
     }
 
 
-def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
+def result_json(
+    result: TraceResult,
+    *,
+    exit_code: int,
+    fail_on: str = "fail",
+    slos: Sequence[SLOResult] = (),
+) -> dict[str, Any]:
+    """The ``promptpath.run/1`` object; its ``headline`` leads with what makes the run
+    fail under ``fail_on`` and ``slos`` (the verdict line the terminal prints)."""
     opts = result.options
     body: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
@@ -462,11 +475,19 @@ def result_json(result: TraceResult, *, exit_code: int) -> dict[str, Any]:
         },
     }
     body["client"] = client_json(opts, result.timeline.request)
-    body.update(timeline_json(result.timeline))
+    metrics = compute(result.timeline)
+    body.update(timeline_json(result.timeline, metrics))
     body["proxy_note"] = opts.proxy_note
     body["warm"] = None if result.warm is None else timeline_json(result.warm.timeline)
     body["h3"] = result.h3
     body["findings"] = [f.as_dict() for f in result.findings]
+    body["headline"] = run_line(
+        result.timeline,
+        metrics,
+        findings=result.findings,
+        fail_on=fail_on,
+        slos=slos,
+    )
     # Last, over the whole object: a key echoed anywhere (an error event, a finding's
     # evidence) leaves the values it sits in, and the JSON stays JSON. Lone surrogates
     # (a server's "\ud800") become U+FFFD here, so every export made from this object

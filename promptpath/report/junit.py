@@ -3,7 +3,9 @@
 A pure renderer over the JSON report (a single-run object or a ``promptpath.series/1``
 object). One ``<testsuite>`` per target; in it a test case per stage (per run, for a
 series), per SLO entry and per probe finding. The stage a run failed in is a
-``<failure>`` carrying the error's message, so a CI page shows where the path broke.
+``<failure>`` carrying the error's message, so a CI page shows where the path broke; a
+finding's ``<failure>`` message is the words it leads the verdict line with, and the
+verdict line itself is the suite's ``<system-out>`` and its ``headline`` property.
 """
 
 from __future__ import annotations
@@ -75,10 +77,13 @@ def _finding_cases(
         verdict = str(finding.get("verdict"))
         summary = str(finding.get("summary", ""))
         detail = "\n".join([summary, *(str(a) for a in finding.get("advice") or [])])
+        # The message a CI page lists: the finding as the verdict line leads with it.
+        lead = finding.get("lead")
+        message = f"{verdict.upper()} {finding.get('probe')}: {lead}" if lead else summary
         if verdict == "fail" or (verdict == "warn" and fail_on == "warn"):
-            _fail(case, "failure", summary, verdict, detail)
+            _fail(case, "failure", message, verdict, detail)
         elif verdict == "error":
-            _fail(case, "error", summary, verdict, detail)
+            _fail(case, "error", message, verdict, detail)
         elif verdict == "skip":
             ET.SubElement(case, "skipped", {"message": _text(summary)})
         else:
@@ -111,10 +116,17 @@ def _suite(report: Mapping[str, Any], *, fail_on: str) -> ET.Element:
     )
     if first.get("started_at"):
         suite.set("timestamp", _text(first["started_at"]))
+    headline = str(report.get("headline") or "")
     properties = ET.SubElement(suite, "properties")
-    for name, value in (("exit_code", report.get("exit_code")), ("runs", len(runs))):
+    facts: list[tuple[str, object]] = [("exit_code", report.get("exit_code")), ("runs", len(runs))]
+    if headline:
+        facts.append(("headline", headline))
+    for name, value in facts:
         ET.SubElement(properties, "property", {"name": name, "value": _text(value)})
     suite.extend(cases)
+    if headline:
+        # The verdict line, what is wrong first, as the suite's output a CI page shows.
+        ET.SubElement(suite, "system-out").text = _text(headline)
     return suite
 
 

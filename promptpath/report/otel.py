@@ -181,7 +181,8 @@ def url_full(url: str) -> str:
             for k, v in parse_qsl(query, keep_blank_values=True)
         ]
         query = urlencode(pairs)
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+    # The fragment is never sent (and may hold a pasted #token=…): never exported.
+    return urlunsplit(parts._replace(netloc=netloc, query=query, fragment=""))
 
 
 def provider_name(provider: str) -> str:

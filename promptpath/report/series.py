@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from promptpath.core.analysis import compute
+from promptpath.core.exitcodes import ExitCode
 from promptpath.core.series import (
     MIN_SAMPLES,
     MetricStats,
@@ -21,6 +22,7 @@ from promptpath.core.series import (
 )
 from promptpath.core.slo import SLOResult
 from promptpath.core.stats import sparkline
+from promptpath.core.verdict import wrong_first
 from promptpath.options import display_url
 from promptpath.report.json import result_json
 from promptpath.result import TraceResult
@@ -105,6 +107,7 @@ def series_json(
             | _level_json(level.summary)
             for level in levels
         ]
+    body["headline"] = series_line(total, slo, exit_code)
     body["exit_code"] = exit_code
     return body
 
@@ -235,7 +238,7 @@ def _render_series(
         )
     for verdict in slo or ():
         console.print(Text(verdict.describe(), style="green" if verdict.ok else "red"))
-    console.print(Text(_verdict(total, slo, exit_code), style="red" if exit_code else "green"))
+    console.print(Text(series_line(total, slo, exit_code), style="red" if exit_code else "green"))
 
 
 def sweep_table(levels: Sequence[Level]) -> Table:
@@ -257,17 +260,26 @@ def sweep_table(levels: Sequence[Level]) -> Table:
     return table
 
 
-def _verdict(total: SeriesSummary, slo: Sequence[SLOResult] | None, exit_code: int) -> str:
+def series_line(total: SeriesSummary, slo: Sequence[SLOResult] | None, exit_code: int) -> str:
+    """The series' verdict line (terminal, ``headline``, the HTML banner): each SLO it
+    breached first (``FAILED: ttft_p95 < 800ms breached (912 ms) — …``), then the runs."""
     ttft = total.aggregate.get("ttft")
     figures = "" if ttft is None else f", TTFT p50 {ttft.p50:.0f} ms, p95 {ttft.p95:.0f} ms"
     failed = sum(total.failures.values())
     runs = f"{total.runs - failed} of {total.runs} runs ok{figures}"
-    breached = [r.slo.metric for r in slo or () if not r.ok]
     if exit_code == 0:
         return f"OK: {runs}"
-    if breached and exit_code == 9:
-        return f"SLO BREACHED ({', '.join(dict.fromkeys(breached))}): {runs} (exit 9)"
+    wrong = wrong_first((), "fail", slo or ())
+    if wrong is not None and exit_code == ExitCode.SLO:
+        return f"{wrong} — {runs} (exit {exit_code})"
     return f"FAILED: {runs} (exit {exit_code})"
 
 
-__all__ = ["SCHEMA_VERSION", "Level", "render_series", "series_json", "summary_table"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Level",
+    "render_series",
+    "series_json",
+    "series_line",
+    "summary_table",
+]

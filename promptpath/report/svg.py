@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import itertools
 import math
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from promptpath.core.textsafe import visible
+from promptpath.core.textsafe import visible_xml
+from promptpath.core.verdict import Tone, tone_of
 from promptpath.report.labels import STAGE_LABELS
 
 #: Colours per stage, the terminal's hues in print-safe shades.
@@ -36,6 +38,10 @@ STAGE_FILL = {
     "first_token": "#cc3333",
     "streaming": "#2e9e44",
 }
+#: The first-token bar in the verdict's colour: the wait a user felt, judged.
+FIRST_TOKEN_FILL: dict[Tone, str] = {"ok": "#5b8c2a", "warn": "#e07b00", "fail": "#cc3333"}
+#: The verdict line's colour in the image, by its tone.
+VERDICT_FILL: dict[Tone, str] = {"ok": "#2e7d32", "warn": "#8a6d00", "fail": "#cc3333"}
 ARRIVAL = "#2e9e44"
 COALESCED = "#e07b00"
 SENT = "#3366cc"
@@ -48,6 +54,9 @@ PLOT_W = WIDTH - PLOT_X - 20
 ROW_H = 20
 BAR_H = 14
 FONT = "font-family='DejaVu Sans, Arial, sans-serif'"
+#: The verdict line wraps at this many columns (12 px DejaVu Sans: ~6.5 px a column; a
+#: wide CJK character takes two).
+VERDICT_CHARS = 135
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,20 +93,51 @@ def num(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+def _columns(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def wrap(text: str, columns: int) -> list[str]:
+    """``text`` in rows of at most ``columns`` columns, broken at spaces where it can be
+    (one ``<text>`` never wraps; a word longer than a row is cut)."""
+    rows: list[str] = []
+    row = ""
+    for word in text.split(" "):
+        candidate = f"{row} {word}" if row else word
+        if _columns(candidate) <= columns:
+            row = candidate
+            continue
+        if row:
+            rows.append(row)
+        row = ""
+        for char in word:
+            if _columns(row + char) > columns:
+                rows.append(row)
+                row = ""
+            row += char
+    if row:
+        rows.append(row)
+    return rows
+
+
 def label(x: float, y: float, text: str, extra: str = "", size: int = 12) -> str:
     """A line of text; ``extra`` holds more attributes (never a second font-size)."""
     return (
         f"<text x='{num(x)}' y='{num(y)}' {FONT} font-size='{size}'{extra}>"
-        f"{escape(visible(text))}</text>"
+        f"{escape(visible_xml(text))}</text>"
     )
 
 
 def _ticks(axis: Axis, top: float, bottom: float) -> list[str]:
-    """Gridlines at a 1-2-5 step, about six of them, labelled in ms."""
+    """Gridlines at a 1-2-5 step, about six of them, labelled in ms (the unit said once,
+    left of the first)."""
     raw = axis.total_ms / 6
     power = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
     step = next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
-    out = []
+    out = [
+        f"<text class='axis-unit' x='{num(PLOT_X - 12)}' y='{num(top - 4)}' {FONT}"
+        " font-size='10' fill='#666666' text-anchor='end'>time, ms</text>"
+    ]
     t = 0.0
     while t <= axis.total_ms + 1e-9:
         x = axis.x(t)
@@ -120,6 +160,7 @@ def waterfall(body: Mapping[str, Any], axis: Axis, y: float, title: str = "") ->
     bottom = top + max(1, len(spans)) * ROW_H
     parts += _ticks(axis, top, bottom)
     cut = (body.get("error") or {}).get("cut_stage")
+    tone = tone_of(str(body.get("headline") or ""))
     for row, span in enumerate(spans):
         key = str(span["stage"])
         start, end = float(span["start"]), float(span["end"])
@@ -130,12 +171,18 @@ def waterfall(body: Mapping[str, Any], axis: Axis, y: float, title: str = "") ->
         parts.append(
             f"<rect class='stage' data-stage={quoteattr(key)} data-ms='{num(end - start)}'"
             f" x='{num(axis.x(start))}' y='{num(ry + 3)}' width='{num((end - start) * axis.scale)}'"
-            f" height='{BAR_H}' fill='{STAGE_FILL.get(key, '#777777')}'/>"
+            f" height='{BAR_H}' fill='{_fill(key, tone)}'/>"
         )
     if not spans:
         parts.append(label(PLOT_X, top + 14, "no stage completed", " fill='#cc3333'"))
     parts += _output_mark(body, axis, top, bottom)
     return "\n".join(parts), bottom - y + 6
+
+
+def _fill(stage: str, tone: Tone) -> str:
+    if stage == "first_token":
+        return FIRST_TOKEN_FILL[tone]
+    return STAGE_FILL.get(stage, "#777777")
 
 
 def _output_mark(body: Mapping[str, Any], axis: Axis, top: float, bottom: float) -> list[str]:
@@ -208,7 +255,7 @@ def document(figures: Sequence[str], height: float, title: str) -> str:
     return (
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{num(height)}'"
         f" viewBox='0 0 {WIDTH} {num(height)}' role='img'>\n"
-        f"<title>{escape(visible(title))}</title>\n"
+        f"<title>{escape(visible_xml(title))}</title>\n"
         f"<rect width='100%' height='100%' fill='#ffffff'/>\n" + "\n".join(figures) + "\n</svg>\n"
     )
 
@@ -253,6 +300,13 @@ def render_svg(body: Mapping[str, Any]) -> str:
     target = target_of(body).get("url", "")
     figures.append(label(4, y + 12, f"promptpath → {target}", " font-weight='bold'"))
     y += 22
+    line = str(body.get("headline") or (runs[0][1].get("headline") if runs else "") or "")
+    # What is wrong comes first in the picture too, wrapped: one <text> does not wrap.
+    fill = VERDICT_FILL[tone_of(line)]
+    for row in wrap(visible_xml(line), VERDICT_CHARS):
+        figures.append(label(4, y + 12, row, f" class='verdict' fill='{fill}'"))
+        y += 16
+    y += 6
     for title, run in runs:
         markup, height = waterfall(run, axis, y, title)
         figures.append(markup)
@@ -261,9 +315,5 @@ def render_svg(body: Mapping[str, Any]) -> str:
         markup, height = token_timeline(runs[0][1], axis, y)
         figures.append(markup)
         y += height
-        line = str(runs[0][1].get("headline") or "")
-        if line:
-            failed = line.startswith("FAILED")
-            figures.append(label(4, y + 14, line, f" fill='{'#cc3333' if failed else '#2e7d32'}'"))
-            y += 22
-    return document(figures, y + 8, f"promptpath report: {target}")
+    title = f"{line} (promptpath → {target})" if line else f"promptpath report: {target}"
+    return document(figures, y + 8, title)

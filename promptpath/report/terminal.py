@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.segment import Segment
 from rich.table import Table
@@ -10,7 +13,6 @@ from rich.text import Text
 from promptpath.core.analysis import (
     Metrics,
     compute,
-    headline,
     open_stage_at_error,
     output_note,
 )
@@ -23,11 +25,15 @@ from promptpath.core.servertime import server_account, split_words, stream_time,
 from promptpath.core.stats import sparkline
 from promptpath.core.stopped import said
 from promptpath.core.timeline import Interception, Timeline, TLSInfo
+from promptpath.core.verdict import Tone, run_line, tone_of
 from promptpath.core.wsclose import close_words
 from promptpath.options import display_url
 from promptpath.report.labels import STAGE_LABELS
 from promptpath.report.pathtable import path_table
 from promptpath.result import TraceResult
+
+if TYPE_CHECKING:
+    from promptpath.core.slo import SLOResult  # a plain run never loads the SLO grammar
 
 STAGE_STYLE = {
     "proxy_dns": "cyan",
@@ -46,6 +52,9 @@ STAGE_STYLE = {
 
 #: Below this width the cold and warm waterfalls are stacked instead of side by side.
 SIDE_BY_SIDE_MIN_WIDTH = 120
+
+#: The verdict line's colour, by its tone.
+TONE_STYLE: dict[Tone, str] = {"ok": "green", "warn": "yellow", "fail": "red"}
 
 _VERDICT_STYLE = {
     Verdict.PASS: "green",
@@ -290,6 +299,11 @@ def token_lines(metrics: Metrics, width: int) -> list[str]:
         )
         + (f", {tok.filter_events} content-filter events" if tok.filter_events else "")
     ]
+    if tok.usage_untrusted:
+        lines.append(
+            f"the server's usage sent impossible counts ({', '.join(tok.usage_untrusted)}):"
+            " untrusted, ignored"
+        )
     g = tok.gap_summary
     if g is not None:
         lines.append(
@@ -425,17 +439,35 @@ def client_hello_line(timeline: Timeline) -> str | None:
     return f"client CPU: {ms:.2f} ms building the ClientHello before it was sent (not in TLS)"
 
 
-def render(console: Console, result: TraceResult) -> None:
+def render(
+    console: Console,
+    result: TraceResult,
+    *,
+    fail_on: str = "fail",
+    slos: Sequence[SLOResult] = (),
+) -> None:
     """The report of one run; every line redacted and shown with its control characters
-    spelled out (report/sanitise.py): much of it is text the server or a hop chose."""
+    spelled out (report/sanitise.py): much of it is text the server or a hop chose. The
+    SLO verdicts come before the verdict line, which stays last (a CI log's last line)."""
     from promptpath.report.redact import Redactor
     from promptpath.report.sanitise import sanitised
 
     with sanitised(console, Redactor.for_options(result.options)):
-        _render(console, result)
+        metrics = _render(console, result)
+        for slo in slos:
+            console.print(Text(slo.describe(), style="green" if slo.ok else "red"))
+        line = run_line(
+            result.timeline,
+            metrics,
+            findings=result.findings,
+            fail_on=fail_on,
+            slos=slos,
+        )
+        console.print(Text(line, style=TONE_STYLE[tone_of(line)]))
 
 
-def _render(console: Console, result: TraceResult) -> None:
+def _render(console: Console, result: TraceResult) -> Metrics:
+    """Everything above the SLO lines and the verdict; the cold request's metrics."""
     tl = result.timeline
     opts = result.options
     addr = ""
@@ -524,6 +556,4 @@ def _render(console: Console, result: TraceResult) -> None:
         hops = path_table(f)
         if hops is not None:
             print_trimmed(console, hops)
-    verdict = headline(tl, metrics)
-    style = "red" if tl.error else "green"
-    console.print(Text(verdict, style=style))
+    return metrics

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from promptpath.net import dontfrag
 from promptpath.server.app import ReferenceApp
 from promptpath.server.behaviour import Behaviour
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
@@ -115,6 +116,9 @@ def _bind(host: str, port: int, *, udp: bool) -> tuple[socket.socket, socket.soc
             dgram = None
             if udp:
                 dgram = socket.socket(family, socket.SOCK_DGRAM)
+                # QUIC is never fragmented (RFC 9000 §14), by the reference endpoint either:
+                # with DF set it answers like the QUIC servers it stands in for.
+                dontfrag.forbid_fragmentation(dgram, "do")
                 try:
                     dgram.bind((address, chosen))
                 except OSError:

@@ -11,7 +11,14 @@ import re
 from typing import Literal, Protocol
 
 from promptpath.core.errors import StreamError
-from promptpath.core.timeline import ContentType, EventKind, ServerControls, StreamEvent, Usage
+from promptpath.core.timeline import (
+    MAX_TOKEN_COUNT,
+    ContentType,
+    EventKind,
+    ServerControls,
+    StreamEvent,
+    Usage,
+)
 from promptpath.streams.eventstream import EventStreamMessage
 from promptpath.streams.ndjson import NDJSONLine
 from promptpath.streams.sse import SSEMessage
@@ -58,6 +65,11 @@ class DialectDecoder(Protocol):
 
     @property
     def framing(self) -> Framing: ...
+
+    @property
+    def raw_json(self) -> bool:
+        """SSE only: a JSON object outside data: lines is a message too (streams/sse.py)."""
+        ...
 
     def decode(self, frame: Frame, *, read_index: int = -1) -> list[StreamEvent]: ...
 
@@ -118,12 +130,34 @@ def _error_text(value: object) -> str:
     return message or label or json.dumps(value, default=str)[:200]
 
 
+def _token_count(value: object) -> int | Literal[False] | None:
+    """A usage count as sent: the count, None when absent (not a number), or False for a
+    number no request can have (negative, fractional, infinite, past MAX_TOKEN_COUNT).
+    A float with no fraction counts (Cohere's SDK types its counts as floats)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float):
+        if not value.is_integer():  # nan and the infinities too
+            return False
+        value = int(value)
+    return value if 0 <= value <= MAX_TOKEN_COUNT else False
+
+
 def _usage(input_tokens: object, output_tokens: object, reasoning: object = None) -> Usage | None:
-    usage = Usage(
-        input_tokens=_int(input_tokens),
-        output_tokens=_int(output_tokens),
-        reasoning_tokens=_int(reasoning),
-    )
+    """The counts of one usage object; the impossible ones named as untrusted, not kept."""
+    counts: dict[str, int] = {}
+    untrusted: list[str] = []
+    for name, value in (
+        ("input_tokens", input_tokens),
+        ("output_tokens", output_tokens),
+        ("reasoning_tokens", reasoning),
+    ):
+        count = _token_count(value)
+        if count is False:
+            untrusted.append(name)
+        elif count is not None:
+            counts[name] = count
+    usage = Usage(**counts, untrusted=tuple(untrusted))
     return None if usage == Usage() else usage
 
 
@@ -221,6 +255,7 @@ def _comment(frame: SSEMessage, read_index: int) -> StreamEvent:
 
 class _Dialect:
     framing: Framing = "sse"
+    raw_json: bool = False
 
     def decode(self, frame: Frame, *, read_index: int = -1) -> list[StreamEvent]:
         """Events for one framed message (an SSE comment becomes a ``comment`` event)."""

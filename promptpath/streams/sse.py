@@ -21,6 +21,14 @@ Spec points that surprise people, kept on purpose:
 One limit the specification does not have: a line, and the data one event collects, may
 not grow past ``max_line`` (``FrameTooLarge``).  It is counted in decoded characters,
 each of which took at least one byte, so nothing shorter than the cap in bytes is refused.
+
+One addition a dialect may ask for (``raw_json``): a JSON object written outside any
+``data:`` line, over as many lines as it takes, is one message (``raw_json=True`` on it).
+Gemini sends an error in a 200 stream that way, pretty-printed; google-genai reads each
+line that does not start with ``data: `` into a buffer until the braces outside strings
+balance, then parses it. Here such an object starts with a line whose first non-blank
+character is ``{`` (the spec ignores that line as a field named ``{``); blank lines inside
+it are skipped, as the SDK skips them.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from typing import NoReturn
 
 from promptpath.streams.framing import INVALID_UTF8_MARK, MAX_LINE_BYTES, FrameTooLarge, head_of
 
-__all__ = ["SSEDecoder", "SSEMessage"]
+__all__ = ["RawJSON", "SSEDecoder", "SSEMessage"]
 
 #: CRLF must come first so a CR LF pair is one line break.
 _EOL = re.compile(r"\r\n|\r|\n")
@@ -51,6 +59,7 @@ class SSEMessage:
     t_ns: int  # stamp of the feed() whose bytes completed the message
     comment: bool = False  # True for a ":" comment line
     invalid_utf8: int = 0  # invalid UTF-8 sequences replaced by U+FFFD in ``data``
+    raw_json: bool = False  # a JSON object sent outside any data: line (see the module)
 
 
 class SSEDecoder:
@@ -71,12 +80,15 @@ class SSEDecoder:
         "_max_line",
         "_partial",
         "_partial_len",
+        "_raw",
         "_retry",
         "_utf8",
     )
 
-    def __init__(self, *, max_line: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, *, max_line: int = MAX_LINE_BYTES, raw_json: bool = False) -> None:
         self._max_line = max_line
+        #: The JSON object being collected outside data: lines; None: not asked for.
+        self._raw: RawJSON | None = RawJSON() if raw_json else None
         # Invalid sequences become U+FFFD, as the spec's UTF-8 decode does, by way of a
         # mark that the message they land in counts first (framing.INVALID_UTF8_MARK).
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="promptpath-mark")
@@ -104,7 +116,8 @@ class SSEDecoder:
     @property
     def pending(self) -> bool:
         """Bytes or fields are buffered that no dispatched message accounts for."""
-        return self._fields_pending or any(self._partial) or bool(self._utf8.getstate()[0])
+        raw = self._raw is not None and bool(self._raw.lines)
+        return self._fields_pending or raw or any(self._partial) or bool(self._utf8.getstate()[0])
 
     @property
     def last_event_id(self) -> str | None:
@@ -182,13 +195,21 @@ class SSEDecoder:
 
     # -- the spec's per-line steps -----------------------------------------------------
     def _line(self, line: str, t_ns: int, out: list[SSEMessage]) -> None:
+        raw = self._raw
         if not line:
-            self._dispatch(t_ns, out)
+            if raw is None or not raw.lines:  # inside a raw JSON object: skipped
+                self._dispatch(t_ns, out)
             return
         invalid = 0
         if INVALID_UTF8_MARK in line:
             invalid = line.count(INVALID_UTF8_MARK)
             line = line.replace(INVALID_UTF8_MARK, "\ufffd")
+        if raw is not None and (raw.lines or line.lstrip()[:1] == "{"):
+            if raw.add(line, invalid):
+                self._raw_message(raw, t_ns, out)
+            elif raw.size > self._max_line:
+                self._too_large("event data", raw.lines, out)
+            return
         if line[0] == ":":
             body = line[1:]
             if body[:1] == " ":
@@ -224,6 +245,22 @@ class SSEDecoder:
             self._retry = int(value)
         # any other field name, an id with NUL, a retry with non-digits: ignored
 
+    def _raw_message(self, raw: RawJSON, t_ns: int, out: list[SSEMessage]) -> None:
+        text, invalid = raw.take()
+        if len(text) > self._max_line:
+            self._too_large("event data", [text], out)
+        out.append(
+            SSEMessage(
+                event="message",
+                data=text,
+                id=self._last_id,
+                retry=self._retry,
+                t_ns=t_ns,
+                invalid_utf8=invalid,
+                raw_json=True,
+            )
+        )
+
     def _too_large(self, what: str, fragments: Iterable[str], out: list[SSEMessage]) -> NoReturn:
         head = head_of(fragments)
         # Give the memory back at once: the caller abandons this stream anyway.  What
@@ -233,6 +270,8 @@ class SSEDecoder:
         self._partial_len = 0
         self._data = []
         self._data_len = 0
+        if self._raw is not None:
+            self._raw.take()
         self._fields_pending = True
         raise FrameTooLarge(what, self._max_line, head, out)
 
@@ -256,3 +295,48 @@ class SSEDecoder:
         self._data = []
         self._data_len = 0
         self._event = ""
+
+
+class RawJSON:
+    """The lines of one JSON object sent outside data: lines, until its braces balance
+    (braces inside strings, escapes included, do not count)."""
+
+    __slots__ = ("depth", "escaped", "in_string", "invalid", "lines", "size")
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.size = 0  # the lines joined by LF: what the message's data will be
+        self.invalid = 0
+        self.depth = 0
+        self.in_string = False
+        self.escaped = False
+
+    def add(self, line: str, invalid: int) -> bool:
+        """Take one line; whether the object is complete with it."""
+        for ch in line:
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif ch == "\\":
+                    self.escaped = True
+                elif ch == '"':
+                    self.in_string = False
+            elif ch == '"':
+                self.in_string = True
+            elif ch == "{":
+                self.depth += 1
+            elif ch == "}":
+                self.depth -= 1
+        self.size += len(line) + (1 if self.lines else 0)
+        self.lines.append(line)
+        self.invalid += invalid
+        # A stray closing brace ends it too: what is collected is then parsed (and found
+        # malformed) rather than held until the stream ends.
+        return self.depth <= 0
+
+    def take(self) -> tuple[str, int]:
+        """The object's text and its invalid UTF-8 count; the buffer starts again."""
+        text, invalid = "\n".join(self.lines), self.invalid
+        self.lines, self.size, self.invalid = [], 0, 0
+        self.depth, self.in_string, self.escaped = 0, False, False
+        return text, invalid

@@ -15,6 +15,7 @@ from promptpath.core.headers import (
     redact_headers,
 )
 from promptpath.core.timeline import SentRequest
+from promptpath.core.urlsafe import shown_path
 from promptpath.dialects.plugins import dialect, dialects
 from promptpath.dialects.registry import CLIENTS
 from promptpath.dialects.spec import ClientShape
@@ -217,7 +218,8 @@ def sent_request(options: RunOptions, prepared: PreparedRequest) -> SentRequest:
     shape = SHAPES[options.client]
     return SentRequest(
         method=prepared.method,
-        path=options.target.path,
+        # Key-like query values out by their place, whatever their length.
+        path=shown_path(options.target.path),
         headers=tuple(redact_headers(prepared.headers)),
         body_bytes=len(prepared.body) + sum(len(m.encode()) for m in prepared.messages),
         key_sent=carries_key(prepared.headers),

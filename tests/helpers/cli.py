@@ -35,3 +35,13 @@ def run_cli(
     )
     code = main(list(argv), env=env)
     return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def fresh_import_shows(code: str) -> str:
+    """What ``code`` prints in a new interpreter: a module's import side effects, seen
+    where no earlier test imported it first."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return out.stdout.strip()

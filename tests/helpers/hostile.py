@@ -21,6 +21,7 @@ import contextlib
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -43,7 +44,8 @@ class Request:
         return "\n".join(f"{k}: {v}" for k, v in self.headers)
 
 
-Respond = Callable[[Request], bytes]
+#: The answer to a request: its bytes, or pieces written ``gap_s`` apart.
+Respond = Callable[[Request], bytes | list[bytes]]
 
 
 def _read_request(conn: socket.socket) -> Request | None:
@@ -78,6 +80,39 @@ def forbidden(secret: str) -> list[str]:
     for text in (secret, encoded):
         out.update(text[i : i + PIECE] for i in range(len(text) - PIECE + 1))
     return sorted(out)
+
+
+def said_as_credentials(request: Request) -> str:
+    """The request as a hop that explains a refusal quotes it: its request line, then
+    every header as ``name: value`` on one line, so that each credential sits where the
+    text itself says a credential follows (``Bearer …``, ``x-api-key: …``, ``api_key=…``)."""
+    return f"{request.line}; " + "; ".join(f"{k}: {v}" for k, v in request.headers)
+
+
+@dataclass
+class Recorded:
+    """What a recording peer was sent: each request, in order."""
+
+    requests: list[Request] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def bodies(self) -> str:
+        with self.lock:
+            return "\n".join(r.body.decode("utf-8", "replace") for r in self.requests)
+
+
+@contextlib.contextmanager
+def recording_origin(respond: Respond) -> Iterator[tuple[int, Recorded]]:
+    """``hostile_origin`` that also keeps every request it read (a Pushgateway's PUT)."""
+    recorded = Recorded()
+
+    def keep(request: Request) -> bytes:
+        with recorded.lock:
+            recorded.requests.append(request)
+        return respond(request)
+
+    with hostile_origin(keep) as port:
+        yield port, recorded
 
 
 def response(
@@ -142,14 +177,29 @@ def _listening(handle: Callable[[socket.socket], None]) -> Iterator[int]:
         listener.sock.close()
 
 
+def paced(status: str, headers: list[tuple[str, str]], events: list[bytes]) -> list[bytes]:
+    """One HTTP/1.1 response in pieces: the head with the first event, then one event
+    each (for ``hostile_origin(..., gap_s=)``: events that arrive apart in time)."""
+    whole = response(status, headers, b"".join(events))
+    head = len(whole) - sum(map(len, events))
+    cuts = [head + sum(map(len, events[: n + 1])) for n in range(len(events))]
+    return [whole[a:b] for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
+
+
 @contextlib.contextmanager
-def hostile_origin(respond: Respond) -> Iterator[int]:
-    """An HTTP/1.1 origin on 127.0.0.1 answering each request with ``respond(request)``."""
+def hostile_origin(respond: Respond, *, gap_s: float = 0.0) -> Iterator[int]:
+    """An HTTP/1.1 origin on 127.0.0.1 answering each request with ``respond(request)``
+    (a list of pieces: each written ``gap_s`` after the one before)."""
 
     def handle(conn: socket.socket) -> None:
         request = _read_request(conn)
-        if request is not None:
-            conn.sendall(respond(request))
+        if request is None:
+            return
+        answer = respond(request)
+        for n, piece in enumerate([answer] if isinstance(answer, bytes) else answer):
+            if n and gap_s:
+                time.sleep(gap_s)
+            conn.sendall(piece)
 
     with _listening(handle) as port:
         yield port
@@ -189,4 +239,16 @@ def hostile_proxy(answer: Respond) -> Iterator[int]:
         yield port
 
 
-__all__ = ["Request", "chunk", "hostile_origin", "hostile_proxy", "response", "sse"]
+__all__ = [
+    "Recorded",
+    "Request",
+    "chunk",
+    "forbidden",
+    "hostile_origin",
+    "hostile_proxy",
+    "paced",
+    "recording_origin",
+    "response",
+    "said_as_credentials",
+    "sse",
+]

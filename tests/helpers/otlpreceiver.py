@@ -4,7 +4,9 @@ A tiny ``http.server`` in a thread: POST /v1/traces is parsed as an
 ``ExportTraceServiceRequest``, POST /v1/metrics as an ``ExportMetricsServiceRequest``
 (opentelemetry-proto, the definitions collectors are generated from), each kept with its
 raw bytes and headers. ``status`` makes it answer with an error instead (a collector that
-refuses); ``stall`` makes it read the request and never answer (a collector that hangs).
+refuses), and ``location`` adds a Location header to that answer (a redirect); ``stall``
+makes it read the request and never answer (a collector that hangs). ``posted`` lists
+the path of every POST, those it does not decode too.
 """
 
 from __future__ import annotations
@@ -46,7 +48,9 @@ class OtlpReceiver:
     port: int
     received: list[Received] = field(default_factory=list)
     status: int = 200
+    location: str | None = None
     stall: threading.Event | None = None
+    posted: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -60,6 +64,7 @@ class OtlpReceiver:
     def clear(self) -> None:
         with self.lock:
             self.received.clear()
+            self.posted.clear()
 
 
 def value_of(any_value: AnyValue) -> object:
@@ -87,6 +92,8 @@ def otlp_receiver() -> Iterator[OtlpReceiver]:
             body = self.rfile.read(length)
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)
+            with receiver.lock:
+                receiver.posted.append(self.path)
             if receiver.stall is not None:
                 receiver.stall.wait(30)
                 return
@@ -103,6 +110,8 @@ def otlp_receiver() -> Iterator[OtlpReceiver]:
                 )
             answer = response_type().SerializeToString()
             self.send_response(receiver.status)
+            if receiver.location is not None:
+                self.send_header("Location", receiver.location)
             self.send_header("Content-Type", "application/x-protobuf")
             self.send_header("Content-Length", str(len(answer)))
             self.end_headers()

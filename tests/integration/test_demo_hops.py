@@ -11,6 +11,8 @@ delivers all 60 events in one burst at the end to a gzip client; the ghost hop l
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -23,9 +25,10 @@ pytestmark = pytest.mark.integration
 
 
 def _through(kind: HopKind, tmp_path: Path) -> dict[str, dict[str, object]]:
-    """``promptpath demo --hop KIND --json --html FILE``: the findings, by probe."""
-    page = tmp_path / "report.html"
-    result = run_cli("demo", "--hop", kind, "--json", "--html", str(page))
+    """``promptpath demo --hop KIND --json --html FILE --svg FILE``: the findings, by probe;
+    the verdict line leading with the failing one in every channel."""
+    page, image = tmp_path / "report.html", tmp_path / "report.svg"
+    result = run_cli("demo", "--hop", kind, "--json", "--html", str(page), "--svg", str(image))
     body = json.loads(result.stdout)
     assert body["error"] is None, result.stderr
     findings = {f["probe"]: f for f in body["findings"]}
@@ -34,6 +37,20 @@ def _through(kind: HopKind, tmp_path: Path) -> dict[str, dict[str, object]]:
     # The page a ticket carries holds the same findings.
     text = page.read_text(encoding="utf-8")
     assert all(f"[{f['verdict'].upper()}] {name}" in text for name, f in findings.items())
+    # One verdict line, what is wrong first: the terminal's last line, the JSON's headline,
+    # the page's banner (its colour the verdict's) and the image's title.
+    line = body["headline"]
+    assert result.stderr.rstrip("\n").splitlines()[-1] == line
+    (failing,) = [f for f in findings.values() if f["verdict"] == "fail"] or [None]
+    if failing is None:
+        assert line.startswith("OK: first token after")
+    else:
+        lead = f"FAIL {failing['probe']}: {failing['lead']} — first token after "
+        assert line.startswith(lead), line
+    banner = "failed" if failing else "ok"
+    assert f"<p class='verdict {banner}'>{escape(line)}</p>" in text
+    title = ET.parse(image).getroot().find("{http://www.w3.org/2000/svg}title")
+    assert title is not None and (title.text or "").startswith(line)
     return findings
 
 
@@ -44,6 +61,10 @@ def test_the_buffering_hop_is_a_size_triggered_buffer(tmp_path: Path) -> None:
     # 4096 wire bytes a block, less the chunk framing of the ~12 events in it.
     assert mechanism["kind"] == "size_buffer" and 3900 <= mechanism["block_bytes"] <= 4096
     assert "demo-buffering" in str(f["summary"])  # the hop is named, by its Via
+    kib = mechanism["block_bytes"] / 1024
+    assert (
+        f["lead"] == f"a hop delivers the stream in {kib:.1f} KiB blocks (Via: 1.1 demo-buffering)"
+    )
 
 
 def test_the_compression_hop_holds_a_gzip_client_to_the_end(tmp_path: Path) -> None:

@@ -233,7 +233,7 @@ def test_the_key_is_in_no_answer_and_no_log_line(shared: Exporter) -> None:
 def test_reload_keeps_the_old_config_when_the_new_one_is_invalid(
     refserver_tls: RefServer, tmp_path: Path
 ) -> None:
-    with exporter(tmp_path, _config(refserver_tls)) as running:
+    with exporter(tmp_path, _config(refserver_tls), args=("--web.enable-lifecycle",)) as running:
         good = running.config.read_text()
         running.config.write_text(good + "\n[targets.new]\nbogus = 1\n")
         status, body, _ = running.post("/-/reload")
@@ -258,6 +258,13 @@ def test_reload_keeps_the_old_config_when_the_new_one_is_invalid(
         assert "unknown key 'bogus'" in reloads[0]["error"]
 
 
+def _in_flight(running: Exporter, count: int) -> None:
+    deadline = time.monotonic() + 5
+    while _value(running.get("/metrics")[1], "promptpath_exporter_probes_in_flight") != count:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
 def test_sigterm_lets_the_probe_in_flight_finish_then_exits_143(
     refserver_tls: RefServer, tmp_path: Path
 ) -> None:
@@ -267,11 +274,18 @@ def test_sigterm_lets_the_probe_in_flight_finish_then_exits_143(
             target=lambda: answers.append(running.get("/probe?target=local&module=slow"))
         )
         thread.start()
-        deadline = time.monotonic() + 5
-        while _value(running.get("/metrics")[1], "promptpath_exporter_probes_in_flight") != 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        _in_flight(running, 1)
         running.signal(signal.SIGTERM)
+        # Draining: still reachable, not ready, starting no probe (docs/exporter.md).
+        deadline = time.monotonic() + 5
+        while (ready := running.get("/-/ready"))[0] != 503:
+            assert ready[0] == 200 and time.monotonic() < deadline
+            time.sleep(0.05)
+        assert "draining" in ready[1]
+        assert running.get("/metrics")[0] == 200
+        assert running.get("/-/healthy")[0] == 200
+        status, body, _ = running.get("/probe?target=local&module=chat")
+        assert status == 503 and "shutting down" in body
         thread.join(30)
         assert running.process.wait(15) == 143
         [(status, body, _)] = answers
@@ -280,6 +294,72 @@ def test_sigterm_lets_the_probe_in_flight_finish_then_exits_143(
         assert stopped == [stopped[0]] and stopped[0]["cut"] == 0
         assert stopped[0]["in_flight_at_signal"] == 1
         assert "Traceback" not in running.stderr.read_text()
+
+
+def test_a_probe_the_drain_cuts_is_answered_503_naming_its_stage(
+    refserver_tls: RefServer, tmp_path: Path
+) -> None:
+    with exporter(tmp_path, _config(refserver_tls), args=("--drain-timeout", "0.5")) as running:
+        answers: list[tuple[int, str, float]] = []
+
+        def scrape() -> None:
+            answers.append(running.get("/probe?target=local&module=slow"))
+
+        # One scrape runs the probe (3 s to its first token), the other waits for it.
+        threads = [threading.Thread(target=scrape) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        _in_flight(running, 1)
+        time.sleep(0.2)  # the second scrape joined
+        running.signal(signal.SIGTERM)
+        for thread in threads:
+            thread.join(30)
+        assert running.process.wait(15) == 143
+        assert len(answers) == 2
+        for status, body, seconds in answers:
+            assert status == 503, body
+            assert "SIGTERM" in body and "'first_token'" in body
+            assert seconds < 3  # cut after the 0.5 s drain, not the probe's 3 s
+        [line] = [e for e in running.log() if e["event"] == "probe"]
+        assert line["cut_by"] == "SIGTERM" and line["timed_out_in"] == "first_token"
+        assert line["exit_code"] == 143 and "interrupted by SIGTERM" in line["message"]
+        [stopped] = [e for e in running.log() if e["event"] == "stopped"]
+        assert stopped["cut"] == 1
+        assert "Traceback" not in running.stderr.read_text()
+
+
+def test_a_reload_that_changes_a_targets_url_drops_its_cached_result(
+    refserver_tls: RefServer, tmp_path: Path
+) -> None:
+    steady = (
+        f'\n[targets.steady]\nurl = "{refserver_tls.url}/v1/chat/completions"\n'
+        f'cacert = "{refserver_tls.ca}"\nmodules = ["chat"]\nmin_interval_s = 300\n'
+    )
+    with exporter(tmp_path, _config(refserver_tls, steady)) as running:
+        for target in ("cached", "steady"):
+            for cached in (0, 1):
+                body = running.get(f"/probe?target={target}&module=chat")[1]
+                assert _value(body, "promptpath_exporter_cached") == cached
+        old = f'url = "{refserver_tls.url}/v1/chat/completions"\ncacert = "{refserver_tls.ca}"\n'
+        text = running.config.read_text()
+        moved = text.replace(
+            "[targets.cached]\n" + old,
+            "[targets.cached]\n" + old.replace("completions", "completions?moved=1"),
+        )
+        assert moved != text
+        running.config.write_text(moved)
+        running.signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while not [e for e in running.log() if e["event"] == "reload"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # The moved target is probed afresh at its new URL; the other keeps its result.
+        body = running.get("/probe?target=cached&module=chat")[1]
+        assert _value(body, "promptpath_exporter_cached") == 0
+        line = [e for e in running.log() if e["event"] == "probe"][-1]
+        assert line["target"] == "cached" and line["url"].endswith("?moved=1")
+        body = running.get("/probe?target=steady&module=chat")[1]
+        assert _value(body, "promptpath_exporter_cached") == 1
 
 
 _PROMQL_WORDS = frozenset(

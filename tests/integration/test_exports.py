@@ -217,6 +217,12 @@ def test_an_unwritable_export_path_is_refused_before_any_request(flag: str, tmp_
         (["--label", "stage=x"], "sets that label itself"),
         (["--label", "a=1", "--label", "a=2"], "given twice"),
         (["--pushgateway", "ftp://127.0.0.1:9091"], "http(s)://HOST:PORT"),
+        # Before: exit 70 (ValueError, then httpx's InvalidURL after the run); the userinfo
+        # is not quoted back.
+        (["--pushgateway", "http://u:Pw9@[::1"], "--pushgateway wants http(s)://HOST:PORT"),
+        (["--pushgateway", "http://u:Pw9@h:abc"], "--pushgateway wants http(s)://HOST:PORT"),
+        (["--pushgateway", "http://u:Pw9@h:99999"], "--pushgateway wants http(s)://HOST:PORT"),
+        (["--pushgateway", "http://[::1"], "--pushgateway wants http(s)://HOST:PORT"),
         (["--junit", "same.out", "--har", "same.out"], "--junit and --har name the same file"),
     ],
 )
@@ -226,6 +232,7 @@ def test_bad_labels_and_pushgateway_urls_are_usage_errors(
     monkeypatch.chdir(tmp_path)  # relative export paths land here
     res = run_cli("run", f"http://127.0.0.1:{closed_port()}/v1/chat/completions", *args)
     assert res.exit_code == ExitCode.USAGE and said in res.stderr
+    assert "Pw9" not in res.stderr
 
 
 def test_a_pushgateway_that_is_down_gives_exit_10_after_the_runs_own_result(

@@ -18,6 +18,7 @@ import json
 import re
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,6 +132,15 @@ def surrogates(request: Request) -> bytes:
     return response("400 Bad Request", [("content-type", "application/json")], body)
 
 
+def not_xml_characters(request: Request) -> bytes:
+    """An error body holding what XML 1.0 forbids even escaped (U+FFFE, U+FFFF, a vertical
+    tab): the headline quotes it, and the SVG shows the headline."""
+    body = json.dumps({"error": {"message": "bad \ufffe\uffff\x0b bytes"}}, ensure_ascii=False)
+    return response(
+        "500 Internal Server Error", [("content-type", "application/json")], body.encode()
+    )
+
+
 def surrogate_event(request: Request) -> bytes:
     body = b'data: {"error": {"message": "lone \\ud83d in an event"}}\n\n'
     return response("200 OK", [("content-type", "text/event-stream")], body)
@@ -224,6 +234,9 @@ CASES = [
     Case("lone surrogates in an error body", surrogates, 6, ("\\ud800", MARK)),
     Case("a lone surrogate in a stream error event", surrogate_event, 7, ("\\ud83d",)),
     Case(
+        "characters XML 1.0 forbids in an error body", not_xml_characters, 6, ("bad \ufffe\uffff",)
+    ),
+    Case(
         "proxy echoes Proxy-Authorization on a tunnel",
         proxy_tunnel_echo,
         0,
@@ -280,6 +293,8 @@ def _run(case: Case, url: str, extra: tuple[str, ...], tmp_path: Path) -> Output
         "junit": tmp_path / "run.xml",
         "har": tmp_path / "run.har",
         "prom": tmp_path / "run.prom",
+        "html": tmp_path / "run.html",
+        "svg": tmp_path / "run.svg",
     }
     args = (*_common(url), *extra, *case.extra)
     json_run = run_cli(
@@ -291,6 +306,10 @@ def _run(case: Case, url: str, extra: tuple[str, ...], tmp_path: Path) -> Output
         str(files["har"]),
         "--prom-textfile",
         str(files["prom"]),
+        "--html",
+        str(files["html"]),
+        "--svg",
+        str(files["svg"]),
         environ=env,
     )
     tty_run = run_cli(*args, environ={**env, "NO_COLOR": "1"}, stdout_isatty=True)
@@ -353,7 +372,10 @@ def test_hostile_hop_leaks_no_secret_and_no_control_character(
     body = _strict_json(out.json_run.stdout, "--json")
     assert body["exit_code"] == case.code
     _strict_json(out.files["--har"], "--har")
-    assert set(out.files) == {"--junit", "--har", "--prom"}
+    assert set(out.files) == {"--junit", "--har", "--prom", "--html", "--svg"}
+    # Well-formed XML whatever the peer sent (Chromium refuses the whole image otherwise).
+    ET.fromstring(out.files["--junit"])
+    ET.fromstring(out.files["--svg"])
 
     secrets = list(SECRETS) + ([PROXY_BASIC] if case.proxied else [])
     for channel, text in out.channels().items():

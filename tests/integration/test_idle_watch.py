@@ -20,8 +20,8 @@ import anyio
 import pytest
 
 from promptpath.options import RunOptions, parse_target
-from promptpath.probes.idle_measure import IdleWatch
-from promptpath.probes.idle_watch import watch_idle
+from promptpath.probes.idle_timeout.measure import IdleWatch
+from promptpath.probes.idle_timeout.watch import watch_idle
 from tests.helpers.refserver import reference_server
 
 Mode = Literal["fin", "rst", "blackhole", "alive", "close_header"]

@@ -43,6 +43,15 @@ RECORDED = [
         1,
         "UNAVAILABLE (503): The model is overloaded",
     ),
+    # The same error as plain, pretty-printed JSON after the data: events (no data:
+    # prefix): reported as truncated before (issue 30, item 6).
+    (
+        "gemini_error_plain.sse",
+        "gemini",
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+        1,
+        'UNAVAILABLE (503): The model is overloaded. Please try again later. {"retry": "}"}',
+    ),
 ]
 
 
@@ -164,3 +173,28 @@ def test_a_stream_cut_before_its_end_is_truncated_in_every_dialect(
     assert body["error"]["kind"] == "truncated" and body["ok"] is False
     assert body["stream"]["end"] == "truncated"
     assert body["tokens"]["events"] == 3
+
+
+def test_google_genai_raises_the_plain_json_error_we_report() -> None:
+    # The SDK is the proof of how the format reads: it yields the token before the error,
+    # then raises ServerError with the error's code, status and message (google-genai
+    # 3.6.1: lines outside data: are buffered until their braces balance).
+    genai = pytest.importorskip("google.genai")
+    from google.genai import errors, types
+
+    raw = response_bytes((STREAMS / "gemini_error_plain.sse").read_bytes(), ndjson=False)
+    with raw_server(raw, ending="fin") as port:
+        client = genai.Client(
+            api_key="k",
+            http_options=types.HttpOptions(
+                base_url=f"http://127.0.0.1:{port}",
+                retry_options=types.HttpRetryOptions(attempts=1),
+            ),
+        )
+        texts = []
+        with pytest.raises(errors.ServerError) as caught:
+            for chunk in client.models.generate_content_stream(model="m", contents="hi"):
+                texts.append(chunk.text)
+    assert texts == ["A flapping"]
+    assert (caught.value.code, caught.value.status) == (503, "UNAVAILABLE")
+    assert caught.value.message == 'The model is overloaded. Please try again later. {"retry": "}"}'

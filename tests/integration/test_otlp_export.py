@@ -281,12 +281,49 @@ def test_a_dead_collector_costs_the_timeout_and_one_warning(
     assert elapsed < 10, elapsed
 
 
+def test_a_redirect_is_not_a_delivery(refserver_tls: RefServer) -> None:
+    """A collector (or a load balancer before it) that answers 307 took nothing: the
+    OpenTelemetry SDK 1.45 counts any status below 400 as exported and does not follow
+    the redirect (checked by hand: OTLPSpanExporter.export returned SUCCESS for a 307
+    and nothing reached the Location), so the report said ``exported: true``."""
+    with otlp_receiver() as moved:
+        moved.status = 307
+        moved.location = f"{moved.url}/elsewhere/v1/traces"
+        result = _run(refserver_tls, moved, "--otlp-endpoint", moved.url, *FAST)
+    assert result.exit_code == 0, result.stderr  # the run's own code
+    otlp = json.loads(result.stdout)["otlp"]
+    assert otlp["exported"] is False
+    assert "307" in otlp["error"] and "nothing delivered" in otlp["error"]
+    # Not followed: the redirect's target never saw a request.
+    assert not [p for p in moved.posted if p.startswith("/elsewhere")], moved.posted
+    assert "OTLP export" in result.stderr
+
+
 def test_compare_http_takes_no_otlp_endpoint(refserver_tls: RefServer) -> None:
     result = run_cli(
         "run", refserver_tls.path("/v1/chat/completions"), "--compare-http",
         "--otlp-endpoint", "http://127.0.0.1:4318",
     )  # fmt: skip
     assert result.exit_code == 2 and "--otlp-endpoint" in result.stderr
+
+
+@pytest.mark.parametrize("environ", [False, True])
+def test_an_unclosed_ipv6_bracket_is_exit_2_naming_the_option_in_json_too(
+    environ: bool, refserver_tls: RefServer
+) -> None:
+    # urlsplit's ValueError ("Invalid IPv6 URL") ended the run with exit 70 before.
+    url = "http://collector:pw0tlp@[::1"
+    if environ:
+        args, env = (), {"OTEL_EXPORTER_OTLP_ENDPOINT": url}
+    else:
+        args, env = ("--otlp-endpoint", url), {}
+    target = refserver_tls.path("/v1/chat/completions")
+    result = run_cli("run", target, "--json", *args, environ=env)
+    assert result.exit_code == 2, result.stderr
+    error = json.loads(result.stdout)["error"]
+    said = "OTEL_EXPORTER_OTLP_ENDPOINT" if environ else "--otlp-endpoint"
+    assert error["stage"] == "config" and f"{said} is not a valid URL" in error["message"]
+    assert "pw0tlp" not in result.stdout + result.stderr
 
 
 def test_send_report_exports_a_finished_report_for_other_callers(

@@ -58,7 +58,12 @@ def test_twenty_runs_breaching_a_ttft_p95_slo_exit_9_naming_the_metric(slow: Ref
     assert breach.startswith("SLO ttft_p95 < 100.0 ms: BREACHED (measured ")
     measured = float(breach.split("measured ")[1].split(" ms")[0])
     assert measured >= 300  # the injected delay is a floor: nothing answers sooner
-    assert "SLO BREACHED (ttft_p95): 20 of 20 runs ok" in res.stderr
+    # The verdict line, last, names the SLO and what was measured before the runs.
+    last = res.stderr.rstrip("\n").splitlines()[-1]
+    lead, runs = last.split(" — ", 1)
+    assert lead.startswith("FAILED: ttft_p95 < 100ms breached (") and lead.endswith(" ms)")
+    assert abs(float(lead.split("(")[1].split(" ms")[0]) - measured) <= 0.5
+    assert runs.startswith("20 of 20 runs ok") and runs.endswith("(exit 9)")
 
 
 def test_twenty_runs_within_the_slo_exit_0_with_a_series_object(slow: RefServer) -> None:

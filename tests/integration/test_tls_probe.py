@@ -10,7 +10,9 @@ looking-only handshake (TLS 1.0 allowed, security level 0) agrees TLSv1.1 with
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -67,6 +69,45 @@ def test_certificate_expiry(
     else:
         assert found["evidence"]["chain"]["checked"] is True
         assert found["evidence"]["chain"]["missing_issuer"] is None
+
+
+def _shown(page: str) -> str:
+    """The page's text as a reader sees it: no markup, no JSON data block."""
+    page = page.split("<script type='application/json'", 1)[0]
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def test_an_expired_certificate_with_k_leads_the_verdict_and_the_page_warns(
+    start_refserver: StartRefServer, tmp_path: Path
+) -> None:
+    # Checked by hand: `promptpath run URL --probe tls -k` against `serve --cert-days -1`
+    # completes the request (exit 1 from the finding) and ended its terminal report with
+    # "OK: first token after ..." in green under "[FAIL] tls: the certificate expired on".
+    srv = start_refserver(extra_args=["--cert-days", "-1"])
+    page, junit = tmp_path / "tls.html", tmp_path / "tls.xml"
+    code, body, found = tls_finding(
+        srv.path(PATH), "-k", "--html", str(page), "--junit", str(junit)
+    )
+    assert code == ExitCode.FINDING and found["verdict"] == "fail"
+    line = body["headline"]
+    assert line.startswith("FAIL tls: the certificate expired on ") and " — first token" in line
+    shown = _shown(page.read_text(encoding="utf-8"))
+    assert line in shown and "certificate not verified (-k)" in shown
+    assert re.search(r"\bNone\b", shown) is None
+    assert line in junit.read_text(encoding="utf-8")
+
+
+def test_a_refused_certificate_page_shows_no_python_none(
+    start_refserver: StartRefServer, tmp_path: Path
+) -> None:
+    # Checked by hand: the page of this run showed "ALPN None (offered http/1.1)" and
+    # "version · cipher None · None" (the handshake never completed).
+    srv = start_refserver(extra_args=["--cert-days", "-1"])
+    page = tmp_path / "tls.html"
+    code, body, _found = tls_finding(srv.path(PATH), "--html", str(page))
+    assert code == ExitCode.TLS and body["tls"]["version"] is None
+    shown = _shown(page.read_text(encoding="utf-8"))
+    assert body["headline"] in shown and re.search(r"\bNone\b", shown) is None, shown
 
 
 def test_thresholds_come_from_the_options(start_refserver: StartRefServer) -> None:

@@ -28,7 +28,7 @@ import pytest
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.options import RunOptions, parse_target
-from promptpath.probes.idle_timeout import pause_controls
+from promptpath.probes.idle_timeout.probe import pause_controls
 from promptpath.probes.suite import run_probes, select
 from tests.helpers import litellmlab, proxylab
 from tests.helpers.probesettings import probe_settings

@@ -19,7 +19,7 @@ side (``/tmp`` script, Dec 2026):
   event per read (60-64 reads).
 - Event sizes differ: ~290 bytes for Gemini, ~300 Azure, ~230-340 Bedrock, ~176 Cohere. 60
   Cohere events fill only 2 whole blocks (reads of 4,130 / 4,104 / 3,596), fewer than the 3
-  flushes the mechanism needs to call a size steady (buffering_mechanism.MIN_FLUSHES), so
+  flushes the mechanism needs to call a size steady (buffering.mechanism.MIN_FLUSHES), so
   the probe names irregular bursts there; still a FAIL at nginx.
 - ``proxy_read_timeout 3s``: each dialect's paused stream is cut after 2.9 s of silence
   with a FIN mid-body (nginx's lazy timer fires up to 0.3 s early). serve's SSE keepalive

@@ -25,7 +25,7 @@ from promptpath.net.dnsquery import Querier, lookup, resolve_with
 from promptpath.net.dnswalk import find_authoritative
 from promptpath.options import RunOptions, parse_target
 from promptpath.probes.base import ProbeContext
-from promptpath.probes.dns_cache import DNSCacheProbe
+from promptpath.probes.dns_cache.probe import DNSCacheProbe
 from promptpath.report.json import dns_json
 from promptpath.tracer.orchestrator import TraceResult
 from tests.helpers.dnslab import NSD, Dnsmasq, Unbound, ask, free_port

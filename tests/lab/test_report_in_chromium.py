@@ -98,6 +98,29 @@ def _bars(page: chromium.Page) -> list[dict[str, float]]:
     )
 
 
+def _texts_outside_their_figure(page: chromium.Page) -> list[str]:
+    """Every SVG text the browser laid out (even partly) beyond its figure's left or right
+    edge: a label cut at the edge (the histogram's p95 was)."""
+    return list(
+        page.evaluate(
+            "Array.from(document.querySelectorAll('svg text')).filter(t => {"
+            " const r = t.getBoundingClientRect(), f = t.ownerSVGElement.getBoundingClientRect();"
+            " return r.width > 0 && (r.left < f.left - 0.5 || r.right > f.right + 0.5); })"
+            ".map(t => t.textContent)"
+        )
+    )
+
+
+def _clipped_evidence(page: chromium.Page) -> list[bool]:
+    """For each evidence block: is part of it hidden (scrolled out of its box)?"""
+    return list(
+        page.evaluate(
+            "Array.from(document.querySelectorAll('pre.evidence'))"
+            ".map(e => e.offsetHeight === 0 || e.scrollHeight > e.clientHeight + 1)"
+        )
+    )
+
+
 def _spans(body: dict[str, Any]) -> list[dict[str, Any]]:
     """Every run object's spans in the order the report draws them."""
     schema = body["schema"]
@@ -136,6 +159,8 @@ def test_each_mode_opens_offline_and_its_bars_are_the_json_to_scale(
         scale = longest["px"] / longest["ms"]
         for bar in figure:
             assert abs(bar["px"] - bar["ms"] * scale) <= 1.0, (bar, scale)
+    # No label cut at a figure's edge (the histogram's p95 label was, at the right).
+    assert _texts_outside_their_figure(loaded.page) == []
     assert _png_is_not_blank(loaded.page.screenshot())
 
 
@@ -167,6 +192,12 @@ def test_the_svg_renders_in_chromium_with_its_bars_to_scale(
     scale = max(bars, key=lambda b: b["ms"])
     for bar in bars:
         assert abs(bar["px"] - bar["ms"] * scale["px"] / scale["ms"]) <= 1.0
+    # The verdict line leads the image, wrapped inside its width.
+    rows = loaded.page.evaluate(
+        "Array.from(document.querySelectorAll('text.verdict')).map(t => t.textContent)"
+    )
+    assert " ".join(rows) == body["headline"]
+    assert _texts_outside_their_figure(loaded.page) == []
     assert _png_is_not_blank(loaded.page.screenshot())
 
 
@@ -195,4 +226,23 @@ def test_each_demo_hop_report_written_by_html_opens_offline_with_its_findings(
         assert finding in text
     assert "promptpath demo --hop " + hop in text  # the command that reproduces it
     assert _bars(loaded.page), "no stage bar drawn"
+    # The banner leads with the failing finding, in the verdict's colour.
+    banner = loaded.page.evaluate(
+        "(() => { const b = document.querySelector('p.verdict');"
+        " return [b.textContent, getComputedStyle(b).backgroundColor]; })()"
+    )
+    if hop == "clean":
+        assert banner == [banner[0], "rgb(230, 244, 234)"] and banner[0].startswith("OK: ")
+    else:
+        assert banner == [banner[0], "rgb(253, 232, 232)"], banner
+        assert banner[0].startswith(HOP_FINDINGS[hop][0].replace("[FAIL] ", "FAIL ") + ": ")
+    # Each finding's evidence is real lines of text, never a literal "\n"; printed, none of
+    # it is folded away or scrolled out of sight.
+    evidence = loaded.page.evaluate(
+        "Array.from(document.querySelectorAll('pre.evidence')).map(e => e.textContent)"
+    )
+    assert len(evidence) == len(HOP_FINDINGS[hop])
+    assert all("\n" in e and "\\n" not in e for e in evidence)
+    loaded.page.call("Emulation.setEmulatedMedia", media="print")
+    assert _clipped_evidence(loaded.page) == [False] * len(evidence)
     assert _png_is_not_blank(loaded.page.screenshot())

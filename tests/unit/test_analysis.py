@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from promptpath.core.analysis import compute, token_metrics
+from promptpath.core.analysis import compute, reported_usage, token_metrics
 from promptpath.core.timeline import Read, StreamEvent, Timeline, Usage
 
 MS = 1_000_000
@@ -65,3 +65,19 @@ def test_events_our_read_loop_caught_together_are_not_coalesced() -> None:
 
 def test_ttft_from_request_sent() -> None:
     assert compute(timeline([5])).ttft_from_request_ms == 90
+
+
+def test_a_last_usage_count_that_is_impossible_is_untrusted_and_not_the_count() -> None:
+    # An earlier event's count is superseded by the last word on it, impossible or not:
+    # the rate comes from the events, and the report names the count as untrusted.
+    tl = timeline([20, 20], usage=Usage(input_tokens=3, untrusted=("output_tokens",)))
+    tl.events.insert(0, StreamEvent(t_ns=50 * MS, kind="meta", usage=Usage(output_tokens=900)))
+    tok = token_metrics(tl)
+    assert tok.count == 3 and tok.count_source == "events" and tok.per_second == 50
+    assert tok.usage_untrusted == ("output_tokens",)
+    assert reported_usage(tl) == Usage(input_tokens=3, untrusted=("output_tokens",))
+    # A later possible count is believed again.
+    tl.events.append(
+        StreamEvent(t_ns=tl.events[-1].t_ns, kind="meta", usage=Usage(output_tokens=7))
+    )
+    assert token_metrics(tl).count == 7 and token_metrics(tl).usage_untrusted == ()

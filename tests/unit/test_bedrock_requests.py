@@ -252,7 +252,7 @@ def test_a_guardrail_goes_where_each_api_takes_it() -> None:
 
 def test_only_a_synchronous_guardrail_on_bedrock_is_a_provider_hold() -> None:
     from promptpath.options import parse_guardrail
-    from promptpath.probes.buffering import provider_hold
+    from promptpath.probes.buffering.probe import provider_hold
 
     assert provider_hold(options(guardrail=parse_guardrail("g:1"))) is not None
     assert provider_hold(options(guardrail=parse_guardrail("g:1:async"))) is None

@@ -8,13 +8,13 @@ from promptpath.core.findings import Verdict
 from promptpath.core.timeline import Timeline
 from promptpath.options import RunOptions, parse_target
 from promptpath.probes.base import ProbeContext
-from promptpath.probes.buffering import BufferingProbe, identity_options
-from promptpath.probes.buffering_compression import (
+from promptpath.probes.buffering.compression import (
     for_this_client,
     wants_identity_check,
     with_identity_check,
 )
-from promptpath.probes.buffering_verdict import judge
+from promptpath.probes.buffering.probe import BufferingProbe, identity_options
+from promptpath.probes.buffering.verdict import judge
 from promptpath.tracer.request import offered_encodings, prepare
 from tests.unit.test_buffering_verdict import streamed, whole
 

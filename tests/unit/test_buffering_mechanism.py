@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 
 from promptpath.core.findings import Finding, Verdict
-from promptpath.probes.buffering_mechanism import TIMER_FAIL_MS
-from promptpath.probes.buffering_verdict import judge
+from promptpath.probes.buffering.mechanism import TIMER_FAIL_MS
+from promptpath.probes.buffering.verdict import judge
 from tests.unit.test_buffering_verdict import timeline
 
 RATES = (10.0, 20.0, 50.0, 100.0)
@@ -159,6 +159,24 @@ def test_a_200ms_timer_warns_at_every_rate(rate: float, canary: bool) -> None:
     assert any("http-no-delay" in a for a in f.advice)
     if canary:
         assert m["first_event_held_ms"] == pytest.approx(200.0, abs=1000 / rate)
+
+
+def test_a_timer_stays_a_timer_when_a_few_deliveries_come_late() -> None:
+    # As a loaded CI client read haproxy's 250 ms cork: 2 of 20 deliveries late (a missed
+    # tick, ~500 ms, and one read 170 ms late), the rest on the beat.
+    beats = [250.0 * k for k in range(1, 21) if k != 7]
+    beats[11] += 170.0
+    f = judged(irregular(beats), 20.0, canary=False)
+    m = mechanism(f)
+    assert m["kind"] == "time_coalescing", f.summary
+    assert m["interval_ms"] == pytest.approx(250.0, abs=5.0)
+    assert f.verdict is Verdict.WARN
+
+
+def test_a_beat_lost_more_than_a_quarter_of_the_time_is_no_timer() -> None:
+    beats = [250.0, 500.0, 900.0, 1150.0, 1400.0, 1800.0, 2050.0, 2300.0, 2700.0, 2950.0]
+    m = mechanism(judged(irregular(beats), 20.0, canary=False))
+    assert m["kind"] == "irregular_bursts"
 
 
 @pytest.mark.parametrize("rate", RATES)

@@ -9,8 +9,8 @@ import pytest
 
 from promptpath.core.findings import Verdict
 from promptpath.core.timeline import BodyChunk, Read, StreamEvent, Timeline, Usage
-from promptpath.probes.buffering_verdict import holds_of, judge
-from promptpath.probes.delivery import MIN_EVENTS, buffer_size_of, bursts_of, units_of
+from promptpath.probes.buffering.delivery import MIN_EVENTS, buffer_size_of, bursts_of, units_of
+from promptpath.probes.buffering.verdict import holds_of, judge
 from promptpath.probes.hophints import header_hints
 
 MS = 1_000_000

@@ -18,8 +18,8 @@ from promptpath.probes.canary import (
     with_controls,
     without_canary_part,
 )
-from promptpath.probes.idle_measure import PauseRun
-from promptpath.probes.idle_timeout import comments_lost
+from promptpath.probes.idle_timeout.measure import PauseRun
+from promptpath.probes.idle_timeout.probe import comments_lost
 from promptpath.server.behaviour import BODY_FIELD, Behaviour, applied, from_request
 from promptpath.server.dialect import RequestInfo, frame
 from promptpath.server.routing import DIALECTS

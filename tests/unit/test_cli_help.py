@@ -14,7 +14,7 @@ import pytest
 from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
 from promptpath.options import ClientName, HTTPChoice, Provider
-from tests.helpers.cli import run_cli
+from tests.helpers.cli import fresh_import_shows, run_cli
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "promptpath/report/schema.json").read_text())
 
@@ -143,3 +143,14 @@ def test_a_misspelt_command_is_named_with_the_nearest_real_one() -> None:
     res = run_cli("rnu", "https://h/v1/messages")
     assert res.exit_code == ExitCode.USAGE
     assert "No such command 'rnu'. Did you mean 'run'?" in res.stderr
+
+
+def test_importing_the_faces_makes_no_commands_options() -> None:
+    # Each command's options (run and probe: ~100 typer.Options each) are made when that
+    # command is built, not when the CLI module loads: `promptpath --help` makes none.
+    made = fresh_import_shows(
+        "import promptpath.cli.faces as f\n"
+        "print([n for n in ('run', 'probe', 'demo', 'exporter')"
+        " if '__signature__' in vars(getattr(f, n))])\n"
+    )
+    assert made == "[]", made

@@ -156,6 +156,8 @@ def test_done_line_ends_it_as_the_sdk_stops_there_and_unknown_events_are_meta() 
     done = SSEMessage(event="message", data="[DONE]", id=None, retry=None, t_ns=1)
     assert [e.kind for e in d.decode(done)] == ["end"]
     assert [e.kind for e in d.decode(sse({"type": "debug", "prompt": "x"}))] == ["meta"]
-    # A fractional or boolean count is no count.
+    # A fractional count is no count: named as untrusted; a boolean is not a number at all.
     bad = {"type": "message-end", "delta": {"usage": {"tokens": {"output_tokens": 1.5}}}}
-    assert d.decode(sse(bad))[0].usage is None
+    assert d.decode(sse(bad))[0].usage == Usage(untrusted=("output_tokens",))
+    flag = {"type": "message-end", "delta": {"usage": {"tokens": {"output_tokens": True}}}}
+    assert d.decode(sse(flag))[0].usage is None

@@ -57,6 +57,10 @@ def test_profile_api_key_needs_a_private_file(tmp_path: Path) -> None:
         ("[profiles.prod]\nurl = 'https://h/v1/messages'\ncolour = 'red'\n", "unknown key"),
         ("not toml ===", "cannot read config"),
         ("[profiles.other]\nurl = 'https://h/v1/messages'\n", "no profile 'prod'"),
+        # tomllib recurses once per level: RecursionError, exit 70, before.
+        ("[profiles.prod]\nheaders = " + "[" * 5000 + "]" * 5000, "nested too deeply"),
+        ("[profiles.prod]\nheaders = " + "{a=" * 5000 + "1" + "}" * 5000, "nested too deeply"),
+        ("# " + "x" * (4 << 20) + "\n", "is larger than 4 MiB"),  # read whole before
     ],
 )
 def test_bad_config_is_a_usage_error_naming_the_problem(
@@ -191,3 +195,22 @@ def test_a_config_that_is_not_utf8_is_a_usage_error_not_a_crash(tmp_path: Path) 
     assert "not UTF-8 (byte 0xe9 at offset 58)" in res.stderr
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
     assert json.loads(res.stdout)["error"]["kind"] == "bad_config"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_config_that_is_no_regular_file_is_refused_unread(tmp_path: Path, kind: str) -> None:
+    # A FIFO with no writer held open() for good (SIGTERM and SIGINT went unanswered);
+    # /dev/zero was read until memory ran out.
+    path = tmp_path / "config.toml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path = Path("/dev/zero")
+    env = {"PROMPTPATH_CONFIG": str(path)}
+    with pytest.raises(
+        UsageError,
+        match=r"cannot read config .*: is a (FIFO|character device|directory), not a regular file",
+    ):
+        build_options(RunArgs(target="prod"), environ=env)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from promptpath.core.findings import Verdict
-from promptpath.probes.cors_verdict import PROBE_ORIGIN, Preflight, judge
+from promptpath.probes.cors.verdict import PROBE_ORIGIN, Preflight, judge
 
 pytestmark = pytest.mark.unit
 

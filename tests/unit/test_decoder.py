@@ -39,6 +39,7 @@ RECORDED: list[tuple[str, Provider]] = [
     ("gemini.sse", "gemini"),
     ("gemini_tools.sse", "gemini"),
     ("gemini_error.sse", "gemini"),
+    ("gemini_error_plain.sse", "gemini"),
     ("gemini_blocked.sse", "vertex"),
     ("azure_chat.sse", "azure"),
     ("cohere.sse", "cohere"),
@@ -222,6 +223,7 @@ def test_terminal_turns_true_with_the_read_that_decodes_the_end_marker_or_an_err
         ("anthropic_overloaded.sse", "anthropic"),
         ("ollama_error.ndjson", "ollama"),
         ("gemini_error.sse", "gemini"),
+        ("gemini_error_plain.sse", "gemini"),
     ],
 )
 def test_an_error_event_is_terminal_while_the_body_is_still_open(

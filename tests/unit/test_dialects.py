@@ -439,3 +439,29 @@ def test_ollama_generate_api_response_field() -> None:
 def test_openai_odd_shapes_are_meta_not_crashes(data: str) -> None:
     [e] = OpenAIChatDecoder().decode(sse(data))
     assert e.kind == "meta" and e.usage is None
+
+
+@pytest.mark.parametrize(
+    ("value", "want"),
+    [
+        ("0", Usage(output_tokens=0)),
+        ("1000000000", Usage(output_tokens=10**9)),  # MAX_TOKEN_COUNT itself
+        ("7.0", Usage(output_tokens=7)),  # a float with no fraction is a count
+        ("1000000001", Usage(untrusted=("output_tokens",))),
+        ("-5", Usage(untrusted=("output_tokens",))),
+        ("2.5", Usage(untrusted=("output_tokens",))),
+        ("1e308", Usage(untrusted=("output_tokens",))),
+        ("Infinity", Usage(untrusted=("output_tokens",))),
+        ("NaN", Usage(untrusted=("output_tokens",))),
+        ("1" + "0" * 400, Usage(untrusted=("output_tokens",))),
+        ('"5"', None),  # not a number: no count at all, as before
+        ("true", None),
+        ("null", None),
+    ],
+)
+def test_a_usage_count_is_kept_only_when_a_request_can_have_it(
+    value: str, want: Usage | None
+) -> None:
+    chunk = '{"choices":[],"usage":{"completion_tokens":' + value + "}}"
+    [event] = OpenAIChatDecoder().decode(sse(chunk))
+    assert event.usage == want

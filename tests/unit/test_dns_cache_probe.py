@@ -10,7 +10,7 @@ from promptpath.core.timeline import ConnectAttempt, ErrorInfo, Timeline
 from promptpath.net.dns import DNSAnswer
 from promptpath.options import RunOptions, parse_target
 from promptpath.probes.base import REGISTRY, ProbeContext
-from promptpath.probes.dns_cache import (
+from promptpath.probes.dns_cache.probe import (
     DEFAULT_RECHECK_S,
     MAX_QUERIES,
     MIN_RECHECK_S,
@@ -55,7 +55,7 @@ def test_recheck_defaults_reads_and_clamps_the_probe_setting() -> None:
 def test_the_shortest_useful_recheck_is_published_for_the_command_line() -> None:
     # Two whole-second TTLs under 2 s apart may legitimately be equal: the bound the
     # command line checks (probes/settings.py) is the countdown the signals need.
-    from promptpath.probes.dns_signals import MIN_COUNTDOWN_S
+    from promptpath.probes.dns_cache.signals import MIN_COUNTDOWN_S
 
     assert MIN_RECHECK_S == MIN_COUNTDOWN_S == 2.0
     assert DEFAULT_RECHECK_S >= MIN_RECHECK_S

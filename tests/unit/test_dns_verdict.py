@@ -8,8 +8,8 @@ import json
 from promptpath.core.findings import Verdict
 from promptpath.net.dnsmsg import Lookup
 from promptpath.net.dnswalk import AuthHop, AuthResult, AuthStatus
-from promptpath.probes.dns_signals import MIN_COUNTDOWN_S, find_signals
-from promptpath.probes.dns_verdict import Observations, ResolverCheck, judge, skipped
+from promptpath.probes.dns_cache.signals import MIN_COUNTDOWN_S, find_signals
+from promptpath.probes.dns_cache.verdict import Observations, ResolverCheck, judge, skipped
 
 HOST = "api.example.com"
 RES = "127.0.0.1:5353"

@@ -90,6 +90,12 @@ def test_pairs_are_resolved_as_profiles_with_the_targets_path_and_the_modules_re
         (("[exporter]", "[exporter]\napi_key = 'x'"), "[exporter] has unknown key 'api_key'"),
         (("[modules.chat]", "[modules.chat]\napi_key = 'sk'"), "unknown key 'api_key'"),
         (('otlp_endpoint = "http', 'otlp_endpoint = "ftp'), "otlp_endpoint wants http(s)"),
+        (('"http://127.0.0.1:4318"', '"http://[::1"'), "otlp_endpoint is not a valid URL"),
+        # RecursionError from tomllib, exit 70, before.
+        (
+            ("[targets.lab]", "[targets.x]\nm = " + "[" * 5000 + "]" * 5000 + "\n[targets.lab]"),
+            "nested too deeply",
+        ),
         (("min_interval_s = 5", "min_interval_s = -1"), "min_interval_s must be between"),
     ],
 )

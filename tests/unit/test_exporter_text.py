@@ -120,3 +120,26 @@ def test_health_counts_each_outcome_and_shows_the_guard_and_the_process() -> Non
     assert got["process_open_fds"] == [({}, 12.0)]
     assert got["process_resident_memory_bytes"] == [({}, float(5 << 20))]
     assert got["promptpath_exporter_asyncio_tasks"] == [({}, 5.0)]
+
+
+def test_health_shows_the_connections_open_and_each_reason_the_server_closed_one() -> None:
+    from promptpath.exporter.http import CLOSE_REASONS, ConnectionStats
+
+    stats = ConnectionStats(open=7)
+    stats.closed["evicted"] += 3
+    text = health_text(
+        Health(),
+        GuardState(in_flight=0, max_in_flight=4, budgets={}),
+        ProcessState(
+            open_fds=None, max_fds=None, resident_bytes=None, cpu_seconds=0, start_unix=0, tasks=1
+        ),
+        version="9.9",
+        pairs=[("prod", "chat")],
+        connections=stats,
+    )
+    got = samples(text)
+    assert got["promptpath_exporter_http_connections"] == [({}, 7.0)]
+    closed = {
+        s[0]["reason"]: s[1] for s in got["promptpath_exporter_http_connections_closed_total"]
+    }
+    assert closed == {reason: 3.0 if reason == "evicted" else 0.0 for reason in CLOSE_REASONS}

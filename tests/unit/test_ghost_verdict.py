@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from promptpath.core.findings import Verdict
-from promptpath.probes.ghost_verdict import PASS_MAX_TOKENS, GhostRun, judge
+from promptpath.probes.ghost_stream.verdict import PASS_MAX_TOKENS, GhostRun, judge
 
 MS = 1_000_000
 LEFT = 1_000_000 * MS

@@ -4,7 +4,9 @@ self-contained, and untrusted text shown inert."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
+from html import escape, unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -146,6 +148,19 @@ def test_hostile_text_is_inert_in_the_page_and_the_image() -> None:
     assert json.loads(data)["response_headers"]["server"] == HOSTILE
 
 
+@pytest.mark.parametrize("char", ["\uffff", "\ufffe", "\x0b", "\x1f"])
+def test_the_svg_stays_xml_when_a_string_holds_what_xml_forbids(char: str) -> None:
+    # XML 1.0's Char production leaves out C0 (tab, LF, CR aside), surrogates and the
+    # noncharacters U+FFFE and U+FFFF: an XML parser (Chromium's included) refuses the
+    # whole image when one appears even once.
+    body = _body()
+    body["headline"] = f"FAILED: HTTP 500 — bad{char}byte"
+    body["target"]["url"] = f"https://h/v1/x?m={char}"
+    image = render_svg(body)
+    ET.fromstring(image)
+    assert f"bad\\u{ord(char):04x}byte" in image or f"bad\\x{ord(char):02x}byte" in image
+
+
 def test_visible_escapes_controls_and_keeps_text() -> None:
     assert visible("tok\x00en\x1b[31m ü 💡\ud800") == "tok\\x00en\\x1b[31m ü 💡\\ud800"
 
@@ -237,3 +252,161 @@ def test_the_path_probe_draws_its_hop_table() -> None:
     page = render_html(body)
     assert "<td>10.0.0.1</td>" in page and "<td>silent</td>" in page
     assert "<td>+20.0</td>" in page and "<td>destination</td>" in page
+
+
+def _visible_text(page: str) -> str:
+    """What a reader sees: the markup and the JSON data block taken out, entities read."""
+    page = page.split("<script type='application/json'", 1)[0]
+    return unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+@pytest.mark.parametrize(
+    ("line", "banner"),
+    [
+        ("FAIL buffering: a hop delivers the stream in 3.9 KiB blocks — first token", "failed"),
+        ("WARN tls: the certificate expires in 19 days — first token", "warned"),
+        ("FAILED: ttft_p95 < 800ms breached (912 ms) — 3 of 3 runs ok", "failed"),
+        ("OK: first token after 363 ms", "ok"),
+    ],
+)
+def test_the_banner_takes_the_colour_of_the_verdict_line(line: str, banner: str) -> None:
+    body = _body()
+    body["headline"] = line
+    assert f"<p class='verdict {banner}'>{escape(line)}</p>" in render_html(body)
+
+
+def _finding(evidence: dict[str, Any]) -> dict[str, Any]:
+    return {"probe": "buffering", "verdict": "fail", "summary": "s", "evidence": evidence}
+
+
+def test_evidence_is_preformatted_text_with_its_line_breaks() -> None:
+    body = _body()
+    body["findings"] = [_finding({"mechanism": {"block_bytes": 4012}, "said": "a\nb\x1b"})]
+    page = render_html(body)
+    assert "<details" not in page  # nothing a printout would leave folded
+    pre = page.split("<pre class='evidence'>", 1)[1].split("</pre>", 1)[0]
+    assert pre.splitlines() == [
+        "{",
+        "  &quot;mechanism&quot;: {",
+        "    &quot;block_bytes&quot;: 4012",
+        "  },",
+        # A newline inside a string stays spelled out (JSON's escape), an ESC made visible.
+        "  &quot;said&quot;: &quot;a\\nb\\u001b&quot;",
+        "}",
+    ]
+
+
+def test_the_print_stylesheet_lets_the_evidence_out_of_its_scroll_box() -> None:
+    css = render_html(_body()).split("@media print", 1)[1].split("</style>", 1)[0]
+    assert "pre.evidence" in css and "max-height: none" in css and "overflow: visible" in css
+
+
+def test_a_tls_failure_page_shows_no_python_none() -> None:
+    body = _body()
+    body.update(ok=False, exit_code=5, http_version=None, status=None)
+    body["headline"] = "FAILED in tls: the certificate's issuer is not a trusted CA"
+    body["error"] = {"stage": "tls", "kind": "unknown_ca", "message": "m", "at_ms": 3.0}
+    body["tls"].update(alpn=None, version=None, cipher=None, verified=False)
+    body["tls"]["verify_error"] = "unable to get local issuer certificate"
+    body["tls"]["cert"]["not_before"] = None
+    body["tokens"].update(count=None, count_source=None)
+    body["dns"]["answers"] = [{"ip": "127.0.0.1", "family": None}]
+    text = _visible_text(render_html(body))
+    assert re.search(r"\bNone\b", text) is None, text
+    assert "no handshake (offered http/1.1, h2)" in text
+
+
+def test_an_unverified_certificate_is_a_warning_on_the_page() -> None:
+    body = _body()
+    assert "certificate not verified" not in render_html(body)  # verified: true
+    body["tls"]["verified"] = None  # -k: the handshake completed, nothing checked
+    page = render_html(body)
+    assert "<p class='caution'>certificate not verified (-k):" in page
+    assert "<td>no: certificate not verified (-k)</td>" in page
+
+
+def test_series_and_compare_pages_say_the_model_the_http_version_and_when() -> None:
+    run = _body()
+    later = dict(run, started_at="2026-12-02T09:00:05.000+00:00")
+    series = {"schema": "promptpath.series/1", "ok": True, "target": run["target"]["url"]}
+    series["runs"] = [run, later]
+    sub = render_html(series).split("<p class='sub'>", 1)[1].split("</p>", 1)[0]
+    assert (
+        f"{run['target']['model']} · HTTP/2 · {run['started_at']} to {later['started_at']}" in sub
+    )
+    compare = {"schema": "promptpath.compare/1", "ok": True}
+    compare["results"] = [run, dict(run, http_version="HTTP/3")]
+    sub = render_html(compare).split("<p class='sub'>", 1)[1].split("</p>", 1)[0]
+    assert f"{run['target']['model']} · HTTP/2 and HTTP/3 · {run['started_at']}" in sub
+
+
+def test_the_waterfall_axis_says_its_unit() -> None:
+    root = ET.fromstring(render_svg(_body()))
+    units = [x.text for x in root.iter(f"{NS}text") if x.get("class") == "axis-unit"]
+    assert units and all(u == "time, ms" for u in units)
+
+
+@pytest.mark.parametrize(
+    ("line", "tone"),
+    [
+        ("OK: first token after 363 ms", "ok"),
+        ("WARN tls: expires soon — first token", "warn"),
+        ("FAIL buffering: a hop — first token", "fail"),
+    ],
+)
+def test_the_first_token_bar_takes_the_verdicts_colour(line: str, tone: str) -> None:
+    body = _body()
+    body["headline"] = line
+    [bar] = [r for r in _stage_rects(render_svg(body)) if r.get("data-stage") == "first_token"]
+    # Red only when the verdict is a failure: the wait a user felt, judged.
+    assert (bar.get("fill") == "#cc3333") is (tone == "fail")
+    assert bar.get("fill") == svg.FIRST_TOKEN_FILL[tone]  # type: ignore[index]
+    assert len(set(svg.FIRST_TOKEN_FILL.values())) == 3
+
+
+def test_the_image_leads_with_the_verdict_line_wrapped_to_its_width() -> None:
+    body = _body()
+    body["headline"] = "FAIL buffering: a hop delivers the stream in 3.9 KiB blocks — " + " ".join(
+        ["first token after 584 ms"] * 12
+    )
+    root = ET.fromstring(render_svg(body))
+    assert (root.findtext(f"{NS}title") or "").startswith(body["headline"])
+    rows = [x for x in root.iter(f"{NS}text") if x.get("class") == "verdict"]
+    assert len(rows) > 1 and " ".join(r.text or "" for r in rows) == body["headline"]
+    assert all(len(r.text or "") <= svg.VERDICT_CHARS for r in rows)
+    assert {r.get("fill") for r in rows} == {svg.VERDICT_FILL["fail"]}
+    # It comes before the first waterfall bar.
+    first_bar = _stage_rects(render_svg(body))[0]
+    assert float(rows[-1].get("y", "")) < float(first_bar.get("y", ""))
+
+
+def test_the_histogram_marks_are_not_rounded_and_the_p95_label_stays_inside() -> None:
+    from promptpath.report import charts
+
+    figure = ET.fromstring(charts.histogram([4.5, 4.8, 5.6], {"p50": 4.8, "p95": 5.6}))
+    texts = {x.text: x for x in figure.iter(f"{NS}text")}
+    assert {"4.5 ms", "5.6 ms", "p50 4.8 ms", "p95 5.6 ms"} <= set(texts)
+    # The p95 line is at the right edge: its label is drawn leftwards from it.
+    p95 = texts["p95 5.6 ms"]
+    assert p95.get("text-anchor") == "end" and float(p95.get("x", "")) < charts.W
+    # p50 and p95 close together: each label has a row of its own.
+    assert texts["p50 4.8 ms"].get("y") != p95.get("y")
+    # Runs within a millisecond: a hundredth of one.
+    tight = ET.fromstring(charts.histogram([4.51, 4.83], {"p50": 4.51}))
+    assert {"4.51 ms", "4.83 ms", "p50 4.51 ms"} <= {x.text for x in tight.iter(f"{NS}text")}
+
+
+def test_the_reproduce_line_leaves_the_credential_out_and_says_so() -> None:
+    command = (
+        "promptpath", "run", "https://h/v1/chat/completions?api_key=[redacted]",
+        "-H", "Authorization: [redacted]", "-Hx-api-key: [redacted]",
+        "--header=X-Trace: 1", "--json",
+    )  # fmt: skip
+    page = render_html(_body(), command=command)
+    section = page.split("<h2>Reproduce</h2>", 1)[1].split("<script", 1)[0]
+    pre = section.split("<pre>", 1)[1].split("</pre>", 1)[0]
+    assert "Authorization" not in pre and "x-api-key" not in pre
+    assert "--header=X-Trace: 1" in unescape(pre) and "--json" in pre
+    notes = unescape(section.split("</pre>", 1)[1])
+    assert "The credential headers Authorization, x-api-key were left out" in notes
+    assert "A credential was left out where the command says [redacted]" in notes

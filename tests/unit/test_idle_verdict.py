@@ -13,9 +13,9 @@ from promptpath.core.errors import HTTPStatusError, StreamError, TraceTimeout
 from promptpath.core.findings import Verdict
 from promptpath.core.timeline import CloseKind, CloseRecord, StreamEvent, Timeline
 from promptpath.net.transport import TransportError
-from promptpath.probes.idle_measure import IdleWatch, Outcome, PauseRun, measure_pause
-from promptpath.probes.idle_timeout import keepalive_interval, no_comments, outcome_of
-from promptpath.probes.idle_verdict import judge
+from promptpath.probes.idle_timeout.measure import IdleWatch, Outcome, PauseRun, measure_pause
+from promptpath.probes.idle_timeout.probe import keepalive_interval, no_comments, outcome_of
+from promptpath.probes.idle_timeout.verdict import judge
 
 MS = 1_000_000
 S = 1_000_000_000
@@ -404,7 +404,10 @@ def test_other_http_errors_are_not_cuts() -> None:
 
 def test_the_socket_watch_needs_the_observations_not_the_verdict() -> None:
     # One job per module: net.idle fills an IdleWatch; judging it is the probe's business.
-    code = "import sys, promptpath.net.idle; print('promptpath.probes.idle_verdict' in sys.modules)"
+    code = (
+        "import sys, promptpath.net.idle;"
+        " print('promptpath.probes.idle_timeout.verdict' in sys.modules)"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )

@@ -49,8 +49,18 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.otel": ("promptpath.report.runs", "promptpath.dialects"),
     # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
     "promptpath.outputs.otlp_sdk": ("promptpath.report.otel",),
-    # The option table is read by every --help: typer and the probes' plain settings only.
-    "promptpath.plan.flags": ("promptpath.probes.settings", "promptpath.dialects.registry"),
+    # The option table is read by every --help: typer, the probes' plain settings and
+    # names, the output formats' table and the dialects' names only.
+    "promptpath.plan.flags": (
+        "promptpath.probes.settings",
+        "promptpath.probes.catalog",
+        "promptpath.outputs.formats",
+        "promptpath.dialects.registry",
+    ),
+    # The probes' names, read by --help: nothing else.
+    "promptpath.probes.catalog": (),
+    # The formats' table is read by every --help: it names its writers, never imports them.
+    "promptpath.outputs.formats": (),
     # The dialects' names, read by every --help: nothing of promptpath, no plug-in.
     "promptpath.dialects.registry": (),
     # A plug-in builds on the framing and decoding toolkit (streams), the emulation toolkit
@@ -62,8 +72,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "promptpath.server.dialect",
         "promptpath.server.tokens",
     ),
-    # (net.dnsmsg parses --authoritative, imported only when one is given)
-    "promptpath.probes.settings": ("promptpath.net.dnsmsg",),
+    # (net.dnsmsg parses --authoritative, core.urlsafe quotes a bad --canary-admin: each
+    # imported only when one is given)
+    "promptpath.probes.settings": ("promptpath.net.dnsmsg", "promptpath.core.urlsafe"),
 }
 #: The top floor, bottom up: options -> plan -> outputs' destinations -> modes -> cli.
 _ABOVE_PLAN = ("promptpath.modes", "promptpath.report", "promptpath.cli")

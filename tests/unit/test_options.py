@@ -126,6 +126,28 @@ def test_display_url_hides_credential_query_values() -> None:
     assert display_url("https://h/v1/x") == "https://h/v1/x"
 
 
+def test_the_fragment_is_never_kept_in_the_target() -> None:
+    target = parse_target("https://h/v1/chat/completions?m=1#token=FRAG")
+    assert target.url == "https://h/v1/chat/completions?m=1"
+    assert target.path == "/v1/chat/completions?m=1"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://u:Pw7@[::1/v1/x?api_key=Zq7#t=F1",  # not a valid URL
+        "ftp://u:Pw7@h/v1/x?api_key=Zq7#t=F1",  # not http(s)
+        "https://u:Pw7@h:99999/v1/x?api_key=Zq7#t=F1",  # a bad port
+        "https://u:Pw7@h:0/v1/x?api_key=Zq7#t=F1",
+    ],
+)
+def test_a_refused_target_is_quoted_without_its_credentials(url: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        parse_target(url)
+    message = refused.value.message
+    assert not any(s in message for s in ("Pw7", "Zq7", "F1")), message
+
+
 @pytest.mark.parametrize("timeout", [float("nan"), float("inf"), 0.0, -1.0, 1e300, 86_400.5])
 def test_timeout_must_be_a_finite_positive_number(timeout: float) -> None:
     with pytest.raises(UsageError, match="--timeout"):
@@ -135,6 +157,27 @@ def test_timeout_must_be_a_finite_positive_number(timeout: float) -> None:
 def test_cacert_that_is_not_pem_is_a_usage_error(tmp_path: object) -> None:
     with pytest.raises(UsageError, match="not a PEM"):
         build_options(RunArgs(target="https://h/v1/messages", cacert="/etc/hostname"), environ={})
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("/dev/zero", "/dev/zero: is a character device, not a file"),
+        ("/tmp", "/tmp: is a directory"),
+        ("/nonexistent/ca.pem", "file not found"),
+    ],
+)
+def test_a_cacert_that_is_no_file_says_what_it_is(path: str, says: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        build_options(RunArgs(target="https://h/v1/messages", cacert=path), environ={})
+    assert says in refused.value.message and refused.value.exit_code == 2
+
+
+def test_a_cacert_fifo_is_refused_without_opening_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "ca.fifo"
+    os.mkfifo(fifo)  # nobody writes: opening it would block for ever
+    with pytest.raises(UsageError, match="is a FIFO, not a file"):
+        build_options(RunArgs(target="https://h/v1/messages", cacert=str(fifo)), environ={})
 
 
 def test_connect_to_reads_curls_four_fields_with_bracketed_ipv6() -> None:
@@ -314,3 +357,104 @@ def test_an_sslkeylogfile_fifo_with_a_reader_is_taken(tmp_path: Path) -> None:
         assert options.keylog_file == str(fifo)
     finally:
         os.close(reader)
+
+
+LONG_LABEL = "a" * 64
+
+
+@pytest.mark.parametrize(
+    ("host", "wire"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        ("::1", "::1"),
+        ("example.test", "example.test"),
+        ("example.test.", "example.test."),  # fully qualified: the root's dot kept
+        ("a" * 63 + ".test", "a" * 63 + ".test"),  # RFC 1035's longest label
+        (".".join(["a" * 63] * 3 + ["b" * 61]), ".".join(["a" * 63] * 3 + ["b" * 61])),  # 253
+        # IDNA 2008, lower-cased first, as httpx (the SDKs' client) writes it.
+        ("exämple.invalid", "xn--exmple-cua.invalid"),
+        ("EXÄMPLE.invalid", "xn--exmple-cua.invalid"),
+        ("bücher.例え.テスト", "xn--bcher-kva.xn--r8jz45g.xn--zckzah"),
+    ],
+)
+def test_a_host_name_goes_on_the_wire_in_ascii(host: str, wire: str) -> None:
+    from promptpath.core.addr import wire_host
+
+    assert wire_host(host) == wire
+
+
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [
+        (f"{LONG_LABEL}.test", "has a label longer than 63 characters"),
+        (".".join(["a" * 63] * 3 + ["b" * 62]), "is longer than 253 characters"),
+        ("a..test", "has an empty label"),
+        (f"ä{LONG_LABEL}.test", "is not a valid internationalised name"),
+        ("a\u200db.test", "is not a valid internationalised name"),  # ZWJ outside its context
+    ],
+)
+def test_a_name_no_dns_can_carry_is_refused_with_why(host: str, said: str) -> None:
+    from promptpath.core.addr import wire_host
+
+    with pytest.raises(ValueError, match=said):
+        wire_host(host)
+
+
+def test_an_idn_target_resolve_and_connect_to_all_speak_the_ascii_name() -> None:
+    # Python's own idna codec (getaddrinfo, the TLS handshake) and httpcore's header
+    # check refused the U-label deep in the run: exit 70 before.
+    target = parse_target("https://exämple.invalid:8443/v1/chat/completions")
+    assert target.host == "xn--exmple-cua.invalid"
+    assert target.url == "https://exämple.invalid:8443/v1/chat/completions"  # as given
+    assert parse_resolve("Exämple.invalid:8443:127.0.0.1")[0] == "xn--exmple-cua.invalid"
+    rule = parse_connect_to("exämple.invalid:8443:bücher.invalid:9443")
+    assert (rule.host, rule.to_host) == ("xn--exmple-cua.invalid", "xn--bcher-kva.invalid")
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "said"),
+    [
+        (parse_target, f"https://{LONG_LABEL}.invalid/v1", "target host name has a label"),
+        (parse_resolve, f"{LONG_LABEL}.invalid:443:127.0.0.1", "--resolve: the host name"),
+        (parse_connect_to, f"::{LONG_LABEL}.invalid:443", "--connect-to: the host name"),
+    ],
+)
+def test_a_label_over_63_characters_is_a_usage_error_naming_the_option(
+    parse: object, text: str, said: str
+) -> None:
+    with pytest.raises(UsageError, match=said) as caught:
+        parse(text)  # type: ignore[operator]
+    assert caught.value.exit_code == 2
+
+
+def test_an_input_file_is_read_whole_up_to_its_limit_and_never_past_it(tmp_path: Path) -> None:
+    from promptpath.options import InputFileError, read_input
+
+    path = tmp_path / "ca.pem"
+    path.write_bytes(b"x" * 1000)
+    assert read_input(path, 1000) == b"x" * 1000
+    with pytest.raises(InputFileError, match="is larger than"):
+        read_input(path, 999)
+    with pytest.raises(InputFileError, match="No such file"):
+        read_input(tmp_path / "absent.pem", 1000)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "socket"])
+def test_an_input_file_that_is_no_regular_file_is_refused_without_blocking(
+    tmp_path: Path, kind: str
+) -> None:
+    from promptpath.options import InputFileError, read_input
+
+    path = tmp_path / "cert.pem"
+    if kind == "fifo":
+        os.mkfifo(path)  # no writer: a plain open() for reading blocks until one comes
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    else:
+        path = Path("/dev/zero")
+    with pytest.raises(InputFileError, match=r"not a regular file|No such device"):
+        read_input(path, 1 << 20)

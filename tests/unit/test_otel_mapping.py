@@ -238,10 +238,39 @@ def test_sdk_disabled_turns_the_environment_off_only() -> None:
     assert _plan("http://h:2", **env)[0] is not None
 
 
-@pytest.mark.parametrize("url", ["127.0.0.1:4318", "ftp://h:1", "http://h:1/?a=b", "http://h:x"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "127.0.0.1:4318",
+        "ftp://h:1",
+        "http://h:1/?a=b",
+        "http://h:x",
+        "http://[::1",
+    ],
+)
 def test_bad_endpoints_are_usage_errors(url: str) -> None:
     with pytest.raises(UsageError, match="--otlp-endpoint"):
         _plan(url)
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+    ],
+)
+def test_an_unclosed_ipv6_bracket_is_a_usage_error_naming_where_not_the_password(
+    variable: str,
+) -> None:
+    # urlsplit raises ValueError ("Invalid IPv6 URL"): exit 70 before.
+    with pytest.raises(UsageError, match="not a valid URL") as caught:
+        _plan(None, **{variable: "http://user:s3cr3tpw@[::1"})
+    assert "OTEL_EXPORTER_OTLP" in caught.value.message
+    assert "s3cr3tpw" not in caught.value.message
+    with pytest.raises(UsageError, match=r"--otlp-endpoint is not a valid URL"):
+        _plan("http://user:s3cr3tpw@[::1")
 
 
 def test_userinfo_never_shows(monkeypatch: pytest.MonkeyPatch) -> None:

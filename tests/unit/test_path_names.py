@@ -11,7 +11,8 @@ from rich.console import Console
 
 from promptpath.core.findings import Verdict
 from promptpath.net.dnsmsg import read_ptr
-from promptpath.probes.path_verdict import Sample, judge
+from promptpath.probes.path.hops import Sample
+from promptpath.probes.path.verdict import judge
 from promptpath.report.pathrows import hop_rows
 from promptpath.report.pathtable import path_table
 from promptpath.report.sanitise import sanitised

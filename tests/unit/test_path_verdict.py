@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from promptpath.core.findings import Verdict
-from promptpath.probes.mtu_verdict import Attempt
-from promptpath.probes.path_verdict import Sample, hops_of, judge, read
+from promptpath.probes.mtu.verdict import Attempt
+from promptpath.probes.path.hops import Sample, hops_of
+from promptpath.probes.path.verdict import judge, read
 
 DEST = "192.0.2.9"
 
@@ -116,7 +117,7 @@ def test_the_probe_skips_with_its_reason_where_there_is_no_path_to_trace() -> No
     from promptpath.core.timeline import Timeline
     from promptpath.options import RunOptions, parse_target
     from promptpath.probes.base import ProbeContext
-    from promptpath.probes.path import PathProbe
+    from promptpath.probes.path.probe import PathProbe
     from promptpath.proxies import ProxyChoice
     from promptpath.tracer.orchestrator import TraceResult
 
@@ -173,7 +174,7 @@ def _attempt(mss: int | None, ok: bool, received: int = 5000) -> Attempt:
 
 
 def test_mtu_black_hole_bracketed_by_the_search() -> None:
-    from promptpath.probes.mtu_verdict import judge as judge_mtu
+    from promptpath.probes.mtu.verdict import judge as judge_mtu
 
     attempts = [
         _attempt(None, False),
@@ -192,7 +193,7 @@ def test_mtu_black_hole_bracketed_by_the_search() -> None:
 
 
 def test_mtu_full_size_passes_and_a_dead_server_is_not_called_a_black_hole() -> None:
-    from promptpath.probes.mtu_verdict import judge as judge_mtu
+    from promptpath.probes.mtu.verdict import judge as judge_mtu
 
     ok = judge_mtu([_attempt(None, True)], largest_working_mss=None, headers=40)
     assert ok.verdict is Verdict.PASS
@@ -216,3 +217,79 @@ def test_the_quic_probe_parses_as_a_whole_long_header_every_time() -> None:
         assert len(datagram) == QUIC_PROBE_BYTES
         header = pull_quic_header(Buffer(data=datagram), host_cid_length=8)
         assert header.version == 0x1A2A3A4A and header.token == b""
+
+
+def test_a_sub_millisecond_path_places_nothing_below_the_measurement_floor() -> None:
+    # Figures from the lab chain with no delay at all (tests/lab/test_path_probe.py): the
+    # destination's median 0.5 ms above the routers' is the probe's own timing (the
+    # destination's SYN/ACK and our thread's wake-up), not a link.
+    samples = _path(
+        _hop(1, "10.0.0.1", 0.065, 0.076, 0.209),
+        _hop(2, "10.0.0.2", 0.103, 0.134, 0.155),
+        _hop(3, "10.0.0.3", 0.113, 0.126, 0.145),
+        _hop(4, DEST, 0.092, 0.645, 0.765, dest=True),
+    )
+    finding = judge(
+        destination=DEST, port=443, tcp=samples, udp=None, connect_ms=None, elapsed_s=1.0
+    )
+    assert "most of it" not in finding.summary
+    assert "nothing measurable is added at any hop" in finding.summary
+    assert "below the 1.0 ms measurement floor" in finding.summary
+    assert finding.evidence["measurement_floor_ms"] == 1.0
+    # The same path 1.2 ms longer after hop 3: a step above the floor is placed.
+    longer = [
+        Sample(ttl=s.ttl, kind=s.kind, responder=s.responder, rtt_ms=(s.rtt_ms or 0) + 1.2)
+        if s.ttl == 4
+        else s
+        for s in samples
+    ]
+    placed = judge(destination=DEST, port=443, tcp=longer, udp=None, connect_ms=None, elapsed_s=1)
+    assert "is added between hop 3 (10.0.0.3) and hop 4 (192.0.2.9)" in placed.summary
+    # Two of the destination's three probes 1.5 ms late (a busy machine's wake-ups): the
+    # median steps past the floor, the fastest probe does not; noise only ever adds.
+    late = [Sample(ttl=4, kind="synack", responder=DEST, rtt_ms=rtt) for rtt in (0.09, 1.6, 1.7)]
+    noisy = [*(s for s in samples if s.ttl < 4), *late]
+    reading = read(hops_of(noisy, DEST))
+    assert reading.added_ms[4] >= 1.0 and reading.added_fastest_ms[4] < 1.0
+    quiet = judge(destination=DEST, port=443, tcp=noisy, udp=None, connect_ms=None, elapsed_s=1)
+    assert "nothing measurable is added at any hop" in quiet.summary
+
+
+def _reached(hops: int = 4) -> list[Sample]:
+    return _path(
+        *(_hop(t, f"10.0.0.{t}", 1.0, 1.0, 1.0) for t in range(1, hops)),
+        _hop(hops, DEST, 1.0, 1.0, 1.0, dest=True),
+    )
+
+
+def test_fragmentation_needed_reads_as_a_path_mtu_below_1200_after_the_hop_that_sent_it() -> None:
+    # What the lab's 1100-byte r2-r3 link gives a DF datagram: time-exceeded from r1 and
+    # r2 at TTL 1 and 2, then r2's "fragmentation needed" (MTU 1100) for TTL 3.
+    udp = _path(_hop(1, "10.0.0.1", 1.0, 1.0, 1.0), _hop(2, "10.0.0.2", 1.0, 1.0, 1.0))
+    udp += [Sample(ttl=3, kind="too_big", responder="10.0.0.2", rtt_ms=1.0, mtu=1100)] * 3
+    finding = judge(
+        destination=DEST, port=443, tcp=_reached(), udp=udp, connect_ms=None, elapsed_s=1.0
+    )
+    assert finding.verdict is Verdict.WARN
+    assert (
+        "the path MTU is below 1200-byte UDP datagrams after hop 2 (10.0.0.2): the next link"
+        " carries packets of at most 1100 bytes (ICMP 'fragmentation needed'), a 1200-byte"
+        " datagram is a 1228-byte packet"
+    ) in finding.summary
+    assert "get through" not in finding.summary and "UDP is filtered" not in finding.summary
+    quic = finding.evidence["udp"]
+    assert isinstance(quic, dict)
+    assert quic["path_mtu"] == {"after_hop": 2, "responder": "10.0.0.2", "bytes": 1100}
+    assert quic["quic_answered"] is False and quic["dont_fragment"] is True
+    assert [h["ttl"] for h in quic["hops"]] == [1, 2]  # the "too big" answers are not a hop
+    assert any("raise the MTU of the link after hop 2" in a for a in finding.advice)
+
+
+def test_a_datagram_this_hosts_own_route_refuses_is_named_so() -> None:
+    udp = [Sample(ttl=1, kind="too_big", responder=None, rtt_ms=None, mtu=1100)] * 3
+    finding = judge(
+        destination=DEST, port=443, tcp=_reached(), udp=udp, connect_ms=None, elapsed_s=1.0
+    )
+    assert finding.verdict is Verdict.WARN
+    assert "below 1200-byte UDP datagrams on this host's own route" in finding.summary
+    assert "at most 1100 bytes (EMSGSIZE)" in finding.summary

@@ -104,3 +104,18 @@ def test_no_proxy_configured_means_no_note() -> None:
         None,
         None,
     )
+
+
+@pytest.mark.parametrize(
+    ("url", "host"),
+    [("http://bücher.invalid:3128", "xn--bcher-kva.invalid"), ("http://[::1]:3128", "::1")],
+)
+def test_a_proxy_host_goes_on_the_wire_in_ascii(url: str, host: str) -> None:
+    assert parse_proxy_url(url, source="--proxy").host == host
+
+
+def test_a_proxy_label_over_63_characters_is_a_usage_error_without_the_password() -> None:
+    # getaddrinfo's idna codec raised UnicodeError on the proxy's name: exit 70 before.
+    with pytest.raises(UsageError, match="--proxy: the proxy host name has a label") as caught:
+        parse_proxy_url(f"http://user:pr0xypw@{'a' * 64}.invalid:3128", source="--proxy")
+    assert "pr0xypw" not in caught.value.message

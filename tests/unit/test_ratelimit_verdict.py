@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from promptpath.core.findings import Verdict
-from promptpath.probes.ratelimit_verdict import (
+from promptpath.probes.ratelimit.verdict import (
     Dimension,
     dimensions,
     go_duration_s,

@@ -8,7 +8,8 @@ import struct
 
 from promptpath.core.findings import Verdict
 from promptpath.net.rawicmp import PROTO_TCP, PROTO_UDP, parse, read_counter
-from promptpath.probes.path_verdict import Listening, Sample, judge
+from promptpath.probes.path.hops import Sample
+from promptpath.probes.path.verdict import Listening, judge
 
 
 def _ipv4(src: str, dst: str, protocol: int, payload: bytes, ttl: int = 64) -> bytes:
@@ -52,6 +53,49 @@ def test_an_icmpv6_unreachable_quoting_udp_is_read_from_the_message_alone() -> N
     assert heard.responder == "2001:db8::7" and heard.icmp == (1, 4)
     assert (heard.protocol, heard.source_port, heard.destination_port) == (PROTO_UDP, 50000, 8443)
     assert heard.destination == "2001:db8::9"
+
+
+def test_fragmentation_needed_and_packet_too_big_carry_the_next_links_mtu() -> None:
+    # RFC 1191: ICMP type 3 code 4, 2 unused bytes then the next-hop MTU (16 bits).
+    inner = _ipv4("10.0.0.1", "192.0.2.9", PROTO_UDP, struct.pack(">HHHH", 40000, 443, 8, 0))
+    icmp = bytes([3, 4, 0, 0, 0, 0]) + struct.pack(">H", 1100) + inner
+    heard = parse(_ipv4("10.0.1.1", "10.0.0.1", 1, icmp), socket.AF_INET, "")
+    assert heard is not None and heard.icmp == (3, 4) and heard.mtu == 1100
+    # RFC 4443: ICMPv6 type 2, the MTU in 32 bits.
+    src = socket.inet_pton(socket.AF_INET6, "2001:db8::1")
+    dst = socket.inet_pton(socket.AF_INET6, "2001:db8::9")
+    inner6 = struct.pack(">IHBB", 0x60000000, 8, PROTO_UDP, 1) + src + dst
+    inner6 += struct.pack(">HHHH", 50000, 443, 8, 0)
+    big = parse(bytes([2, 0, 0, 0]) + struct.pack(">I", 1280) + inner6, socket.AF_INET6, "::7")
+    assert big is not None and big.icmp == (2, 0) and big.mtu == 1280
+    # Other errors carry none (the same bytes in a port unreachable mean nothing).
+    unreachable = bytes([3, 3, 0, 0, 0, 0]) + struct.pack(">H", 1100) + inner
+    other = parse(_ipv4("10.0.1.1", "10.0.0.1", 1, unreachable), socket.AF_INET, "")
+    assert other is not None and other.mtu is None
+
+
+def _ancillary(origin: int, icmp: tuple[int, int], info: int, offender: bytes) -> bytes:
+    return struct.pack("=IBBBBII", 90, origin, icmp[0], icmp[1], 0, info, 0) + offender
+
+
+def test_the_error_queue_says_who_sent_too_big_and_the_mtu_or_that_this_host_refused() -> None:
+    from promptpath.net.errqueue import queued_error, too_big
+
+    # As Linux hands it over (checked on the lab's 1100-byte link): sock_extended_err
+    # (errno EMSGSIZE, origin ICMP, type 3, code 4, ee_info 1100), then the router's
+    # sockaddr_in (SO_EE_OFFENDER).
+    router = struct.pack("=HH4s8x", socket.AF_INET, 0, socket.inet_aton("10.203.2.2"))
+    got = queued_error([(socket.IPPROTO_IP, 11, _ancillary(2, (3, 4), 1100, router))])
+    assert got is not None
+    assert (got.responder, got.icmp, got.info, got.errno) == ("10.203.2.2", (3, 4), 1100, 90)
+    assert too_big(socket.AF_INET, got.icmp) and not too_big(socket.AF_INET, (3, 3))
+    assert too_big(socket.AF_INET6, (2, 0)) and not too_big(socket.AF_INET6, (1, 4))
+    # Origin local: this host refused the datagram itself (a send above the path MTU it
+    # knows with IP_PMTUDISC_DO), no router, the MTU in ee_info.
+    local = queued_error([(socket.IPPROTO_IP, 11, _ancillary(1, (0, 0), 1100, bytes(16)))])
+    assert local is not None and local.responder is None and local.icmp is None
+    assert local.info == 1100
+    assert queued_error([(socket.IPPROTO_IP, 11, b"short")]) is None
 
 
 def test_echo_replies_and_truncated_quotes_are_not_ours() -> None:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from promptpath.core.errors import HTTPStatusError, http_status_kind
 from promptpath.core.findings import Finding, Verdict
-from promptpath.core.headers import is_secret_header
+from promptpath.core.headers import is_credential, is_secret_header, redact_headers
 from promptpath.core.timeline import (
     CertInfo,
     CloseKind,
@@ -88,6 +88,72 @@ def test_a_short_key_is_not_searched_for_in_text() -> None:
     assert Redactor.of(["2026", "true", "0"]).text(f"expires {NOT_AFTER}, ok true") == (
         f"expires {NOT_AFTER}, ok true"
     )
+
+
+@pytest.mark.parametrize(
+    ("echoed", "shown"),
+    [
+        ("invalid credentials: Bearer Zq7Kp.", f"invalid credentials: Bearer {MARKER}."),
+        ("Authorization: Basic Zq7Kp", f"Authorization: Basic {MARKER}"),
+        ("x-api-key: Zq7Kp", f"x-api-key: {MARKER}"),
+        ("X-Api-Key-V2=Zq7Kp;", f"X-Api-Key-V2={MARKER};"),
+        ("GET /v1/x?api_key=Zq7Kp&m=1", f"GET /v1/x?api_key={MARKER}&m=1"),
+        ('{"api_key": "Zq7Kp"}', f'{{"api_key": "{MARKER}"}}'),
+        ("password = 'Zq7Kp'", f"password = '{MARKER}'"),
+        # Outside such a place a short key is not searched for (see above) ...
+        ("Zq7Kp is not a valid key", "Zq7Kp is not a valid key"),
+        # ... nor inside a longer token that merely starts with it.
+        ("Bearer Zq7Kpxyz", "Bearer Zq7Kpxyz"),
+    ],
+)
+def test_a_short_key_is_redacted_where_the_text_says_a_credential_follows(
+    echoed: str, shown: str
+) -> None:
+    assert Redactor.of(["Zq7Kp"]).text(echoed) == shown
+
+
+def test_a_short_key_echoed_in_json_or_url_spelling_is_redacted_in_place_too() -> None:
+    redactor = Redactor.of(['k"y/1'])
+    assert redactor.text('token: k\\"y/1') == f"token: {MARKER}"
+    assert redactor.text("?token=k%22y%2F1&a=b") == f"?token={MARKER}&a=b"
+
+
+def test_url_userinfo_in_any_text_is_redacted_whoever_it_belongs_to() -> None:
+    text = "cannot reach http://adm:Pw@127.0.0.1:9/stats (see https://h/x@y)"
+    assert Redactor.of([]).text(text) == (
+        f"cannot reach http://{MARKER}@127.0.0.1:9/stats (see https://h/x@y)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("Authentication", "Bearer Zq7Kp"),
+        ("X-Api-Key-V2", "Basic dTpw"),
+        ("X-Custom", "bearer  tok"),
+        ("X-Api-Key-V2", "Zq7Kp"),
+        ("api-key-2", "Zq7Kp"),
+    ],
+)
+def test_a_credential_header_is_known_by_its_value_or_a_versioned_name(
+    name: str, value: str
+) -> None:
+    assert is_credential(name, value)
+    assert redact_headers([(name, value)]) == [(name, MARKER)]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("X-Note", "Bearer"),
+        ("Accept", "text/event-stream"),
+        ("x-v2", "1"),
+        ("WWW-Authenticate", 'Bearer realm="api", error="invalid_token"'),
+        ("Proxy-Authenticate", 'Basic realm="squid"'),
+    ],
+)
+def test_a_header_that_only_mentions_a_scheme_is_not_a_credential(name: str, value: str) -> None:
+    assert not is_credential(name, value)
 
 
 def _result(options: RunOptions, echo: str) -> TraceResult:

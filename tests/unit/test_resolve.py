@@ -68,6 +68,12 @@ def test_the_plan_is_frozen_and_split_by_reader() -> None:
         (URL, {"idle_max": 0.0}, "--idle-max must be positive"),
         (URL, {"dns_recheck": 1.0}, "--dns-recheck must be at least 2 s"),
         (URL, {"canary_controls": "query"}, "--canary-controls must be one of both"),
+        # Before: a probe error after the run (httpx's InvalidURL), or a message about
+        # "notaurl/stats/requests/…"; the userinfo is not quoted back.
+        (URL, {"canary_admin": "http://u:Pw9@[::1"}, "--canary-admin wants http(s)://HOST"),
+        (URL, {"canary_admin": "http://u:Pw9@h:abc/"}, "--canary-admin wants http(s)://HOST"),
+        (URL, {"canary_admin": "notaurl"}, "--canary-admin wants http(s)://HOST"),
+        (URL, {"canary_admin": "http://h:1/?k=Pw9"}, "--canary-admin takes no query"),
         (URL, {"path_names": True}, "--path-names names the hops the path probe finds"),
         (URL, {"path_names": True, "probe": ["tls,mtu"]}, "add --probe path (or all)"),
     ],
@@ -78,6 +84,7 @@ def test_conflicts_and_bad_values_are_one_usage_error_before_anything_is_sent(
     with pytest.raises(UsageError) as caught:
         plan(url, **given)
     assert words in caught.value.message
+    assert "Pw9" not in caught.value.message
 
 
 def test_path_names_goes_to_the_path_probes_settings_and_is_off_by_default() -> None:

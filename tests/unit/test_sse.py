@@ -389,3 +389,50 @@ def test_an_endless_line_is_refused_after_the_cap_not_buffered() -> None:
             d.feed(chunk, fed)
             fed += len(chunk)
     assert MAX_LINE_BYTES < fed + len(chunk) <= MAX_LINE_BYTES + len(chunk)
+
+
+# -- raw JSON objects outside data: lines (Gemini's plain error, streams/google.py) ----
+PLAIN = (
+    b'data: {"a": 1}\r\n\r\n'
+    b"{\n"
+    b'  "error": {\n'
+    b"\n"  # a blank line inside: skipped, as google-genai skips it
+    b'    "message": "a } and a \\" and a {",\n'
+    b'    "code": 503\n'
+    b"  }\n"
+    b"}\n"
+    b": ping\n"
+)
+PLAIN_JSON = '{\n  "error": {\n    "message": "a } and a \\" and a {",\n    "code": 503\n  }\n}'
+
+
+def test_a_json_object_outside_data_lines_is_one_message_at_every_split() -> None:
+    for cut in range(len(PLAIN) + 1):
+        d = SSEDecoder(raw_json=True)
+        out = d.feed(PLAIN[:cut], 1) + d.feed(PLAIN[cut:], 2) + d.close(3)
+        assert [(m.data, m.raw_json, m.comment) for m in out] == [
+            ('{"a": 1}', False, False),
+            (PLAIN_JSON, True, False),
+            ("ping", False, True),
+        ], cut
+        # Stamped with the feed that carried its closing brace.
+        assert out[1].t_ns == (1 if cut >= PLAIN.index(b"}\n: ping") + 2 else 2)
+        assert not d.pending
+
+
+def test_without_raw_json_the_lines_are_ignored_fields_as_the_spec_says() -> None:
+    assert [m.data for m in parse_whole(PLAIN)] == ['{"a": 1}', "ping"]
+
+
+def test_an_unfinished_raw_object_is_pending_and_a_stray_brace_ends_one() -> None:
+    d = SSEDecoder(raw_json=True)
+    assert d.feed(b'{\n  "error": {\n', 1) == [] and d.pending
+    d = SSEDecoder(raw_json=True)
+    assert [m.data for m in d.feed(b"{}}\n", 1)] == ["{}}"]  # parsed (and refused) later
+    assert not d.pending
+
+
+def test_a_raw_object_past_the_cap_is_too_large() -> None:
+    d = SSEDecoder(raw_json=True, max_line=100)
+    with pytest.raises(FrameTooLarge, match="event data"):
+        d.feed(b"{\n" + b'"x": 1,\n' * 20, 1)

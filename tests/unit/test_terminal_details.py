@@ -107,3 +107,31 @@ def test_a_client_that_waited_long_for_a_cpu_says_so_and_a_quiet_one_says_nothin
     tl.cpu_wait_ns = 63_200_000
     note = cpu_wait_note(tl)
     assert note is not None and "63.2 ms for a CPU" in note and "not counted as coalesced" in note
+
+
+@pytest.mark.parametrize(
+    ("verdict", "fail_on", "starts", "colour"),
+    [
+        (Verdict.FAIL, "fail", "FAIL buffering: a hop delivers", "\x1b[31m"),
+        (Verdict.WARN, "warn", "WARN buffering: a hop delivers", "\x1b[33m"),
+        (Verdict.WARN, "fail", "OK: no content token arrived", "\x1b[32m"),
+    ],
+)
+def test_the_verdict_line_is_last_leads_with_the_finding_and_takes_its_colour(
+    verdict: Verdict, fail_on: str, starts: str, colour: str
+) -> None:
+    result = traced(dns_ns=MS)
+    result.findings = [
+        Finding(
+            probe="buffering",
+            verdict=verdict,
+            summary="a size-triggered buffer: 3 deliveries of exactly 4012 bytes",
+            lead="a hop delivers the stream in 3.9 KiB blocks (Via: 1.1 nginx)",
+        )
+    ]
+    out = io.StringIO()
+    environ = {"TERM": "xterm", "COLUMNS": "300"}  # one line: no wrap to split it
+    env = Environment(stdout=out, stderr=out, stdout_isatty=True, environ=environ)
+    terminal.render(report_console(json_out=False, env=env), result, fail_on=fail_on)
+    last = out.getvalue().rstrip("\n").splitlines()[-1]
+    assert last.startswith(colour + starts), repr(last)

@@ -11,7 +11,7 @@ from promptpath.core.analysis import (
     open_stage_at_error,
 )
 from promptpath.core.errors import ErrorStage, PromptpathError, TraceTimeout
-from promptpath.core.timeline import ErrorInfo, Read, StreamEvent, Timeline
+from promptpath.core.timeline import ErrorInfo, Read, StreamEvent, Timeline, WebSocketInfo
 from promptpath.report.terminal import axis_ms
 
 MS = 1_000_000
@@ -98,3 +98,25 @@ def test_an_error_without_a_stamp_keeps_the_milestones() -> None:
     tokens(tl, 10, 30)
     tl.error = ErrorInfo.from_error(TraceTimeout("x", stage="stream", kind="timeout"))
     assert compute(tl).stages_ms["streaming"] == 20
+
+
+def test_a_websocket_close_after_the_deadline_is_no_trickle() -> None:
+    # Our Close goes after the deadline and its drain reads the server's reply (and any
+    # frame that crossed it) on the same stamped socket: those reads are the close
+    # handshake's, not bytes of the stream. Before: "still trickling (10 bytes in ...,
+    # the last 0.00 s before the end)" for every WebSocket run that timed out.
+    tl = base()
+    tokens(tl, 10, 30, 50)
+    fail(tl, "stream", 3000)
+    tl.websocket = WebSocketInfo(close_by="client", close_code=1000, close_ns=3001 * MS)
+    tl.reads.append(Read(t_ns=3002 * MS, nbytes=10))  # the ping that crossed, the reply
+    m = compute(tl)
+    assert final_silence_ns(tl) == 2950 * MS
+    verdict = headline(tl, m)
+    assert verdict.startswith("FAILED in stream: no byte for 2.95 s in stage stream"), verdict
+    # The same reads before our Close are the stream's: a trickle is still one.
+    tl = base()
+    tokens(tl, *[10.0 + 100 * i for i in range(30)])
+    fail(tl, "stream", 3000)
+    tl.websocket = WebSocketInfo(close_by="client", close_code=1000, close_ns=3001 * MS)
+    assert headline(tl, compute(tl)).startswith("FAILED in stream: still trickling (1740 bytes")

@@ -9,7 +9,7 @@ import pytest
 
 from promptpath.core.findings import Verdict
 from promptpath.core.timeline import CertInfo
-from promptpath.probes.tls_verdict import Facts, chain_complete, judge, name_matches
+from promptpath.probes.tls.verdict import Facts, chain_complete, judge, name_matches
 
 pytestmark = pytest.mark.unit
 

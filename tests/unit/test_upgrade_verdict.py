@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from promptpath.core.findings import Verdict
-from promptpath.probes.upgrade_verdict import (
+from promptpath.probes.upgrade.verdict import (
     NGINX_LINES,
     PlainAnswer,
     UpgradeTry,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from promptpath.core.findings import Verdict
-from promptpath.probes.ws_idle_verdict import QuietWatch, judge, ping_interval
+from promptpath.probes.idle_timeout.ws_verdict import QuietWatch, judge, ping_interval
 
 pytestmark = pytest.mark.unit
 

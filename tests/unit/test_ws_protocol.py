@@ -9,6 +9,9 @@ fragments, compressed, cut short.
 from __future__ import annotations
 
 import base64
+import struct
+import tracemalloc
+import zlib
 
 import h11
 import pytest
@@ -21,7 +24,6 @@ from promptpath.net.ws_protocol import (
     CloseReceived,
     MessageReceived,
     Messages,
-    MessageTooLarge,
     PingReceived,
     PongReceived,
     Upgrade,
@@ -233,16 +235,23 @@ def test_a_frame_that_breaks_the_protocol_closes_with_the_code_we_send_back() ->
     assert messages.outgoing()  # our Close 1002 goes back
 
 
-def test_a_message_past_the_cap_raises_instead_of_growing() -> None:
+def test_a_message_past_the_cap_is_a_1009_close_instead_of_growing() -> None:
     server = Connection(ConnectionType.SERVER)
     messages = Messages(max_message=10)
     wire = server.send(TextMessage(data="x" * 6, message_finished=False))
     wire += server.send(TextMessage(data="y" * 6, message_finished=True))
-    with pytest.raises(MessageTooLarge):
-        messages.feed(wire, 1, 0)
+    items = messages.feed(wire, 1, 0)
+    assert [(i.by, i.code) for i in items if isinstance(i, CloseReceived)] == [("protocol", 1009)]
+    assert "longer than 10 bytes" in items[-1].reason  # type: ignore[union-attr]
+    assert messages.outgoing()  # our Close 1009 goes back
+    # The rest of the message (and anything after it) is not read: nothing more grows.
+    assert messages.feed(server.send(TextMessage(data="z" * 6)), 2, 1) == []
+    assert not messages.open
 
 
-def test_permessage_deflate_negotiated_and_decoded() -> None:
+def deflate_pair() -> tuple[Upgrade, Connection]:
+    """A client upgrade that offered permessage-deflate, and the server (wsproto's own
+    Connection) that accepted it: what the server sends is really compressed."""
     up = upgrade(deflate=True)
     request = up.request()
     assert b"Sec-WebSocket-Extensions: permessage-deflate" in request
@@ -265,10 +274,81 @@ def test_permessage_deflate_negotiated_and_decoded() -> None:
         )
     )
     assert got is not None and got.extensions and got.extensions[0].startswith("permessage-deflate")
-    server = Connection(ConnectionType.SERVER, extensions=[server_ext])
+    return up, Connection(ConnectionType.SERVER, extensions=[server_ext])
+
+
+def test_permessage_deflate_negotiated_and_decoded() -> None:
+    up, server = deflate_pair()
     text = '{"type":"response.output_text.delta","delta":"' + "token " * 50 + '"}'
     wire = server.send(TextMessage(data=text))
     assert len(wire) < len(text)  # it really was compressed
     messages = Messages(up.extensions())
     items = messages.feed(wire, 1, 0)
     assert [i.data for i in items if isinstance(i, MessageReceived)] == [text.encode()]
+
+
+def test_a_compressed_message_with_a_ping_between_its_fragments_at_every_split() -> None:
+    # RFC 6455 §5.4 lets a control frame sit between the fragments of a message; the
+    # message's compression (RSV1 on its first frame) goes on after it.
+    _up, server = deflate_pair()
+    head = '{"type":"a","delta":"' + "x" * 300
+    wire = server.send(TextMessage(data=head, message_finished=False))
+    wire += server.send(Ping(payload=b"mid"))
+    wire += server.send(TextMessage(data="y" * 300 + '"}', message_finished=True))
+    wire += server.send(TextMessage(data='{"type":"b"}'))
+    want = [('{"type":"a","delta":"' + "x" * 300 + "y" * 300 + '"}').encode(), b'{"type":"b"}']
+    for cut in range(1, len(wire), 7):
+        messages = Messages(deflate_pair()[0].extensions())
+        items = feed_all(messages, [wire[:cut], wire[cut:]])
+        assert [i.data for i in items if isinstance(i, MessageReceived)] == want, cut
+        assert [i.payload for i in items if isinstance(i, PingReceived)] == [b"mid"]
+
+
+def test_a_deflate_bomb_is_refused_before_it_inflates_past_the_cap() -> None:
+    up, _server = deflate_pair()
+    # 64 MiB of "a" as one compressed text frame: 64 KiB on the wire (a socket read's worth).
+    deflater = zlib.compressobj(9, zlib.DEFLATED, -15)
+    payload = deflater.compress(b"a" * (64 << 20)) + deflater.flush(zlib.Z_SYNC_FLUSH)[:-4]
+    size = struct.pack("!BH", 126, len(payload)) if len(payload) < 1 << 16 else None
+    size = size or struct.pack("!BQ", 127, len(payload))
+    wire = b"\xc1" + size + payload  # FIN, RSV1, text
+    assert len(wire) < 80_000
+    messages = Messages(up.extensions(), max_message=1 << 20)
+    tracemalloc.start()
+    try:
+        items = messages.feed(wire, 1, 0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [(i.by, i.code) for i in items if isinstance(i, CloseReceived)] == [("protocol", 1009)]
+    assert "longer than 1048576 bytes" in items[-1].reason  # type: ignore[union-attr]
+    # Inflated no further than the 1 MiB cap (and its copies): wsproto's own extension
+    # inflated the whole 64 MiB before the cap could look at it.
+    assert peak < 8 << 20, peak
+
+
+def test_frames_after_our_close_are_read_and_never_answered() -> None:
+    # A ping that crossed our Close on the wire: wsproto refuses to send its pong after our
+    # Close (LocalProtocolError), and RFC 6455 §5.5.1 lets nothing follow our Close.
+    server = Connection(ConnectionType.SERVER)
+    messages = Messages()
+    assert messages.close(1000)
+    items = messages.feed(server.send(Ping(payload=b"late")), 5, 0)
+    assert [i.payload for i in items if isinstance(i, PingReceived)] == [b"late"]
+    assert messages.outgoing() == b""
+    reply = server.send(CloseConnection(code=1000))
+    items = messages.feed(reply, 6, 1)
+    assert [(i.by, i.code) for i in items if isinstance(i, CloseReceived)] == [("server", 1000)]
+
+
+def test_a_frame_refused_after_our_close_raises_nothing_and_sends_nothing() -> None:
+    messages = Messages()
+    assert messages.close(1000)
+    items = messages.feed(b"\xc1\x02{}", 4, 0)  # RSV1 with no extension negotiated
+    assert [(i.by, i.code) for i in items if isinstance(i, CloseReceived)] == [("protocol", 1002)]
+    assert messages.outgoing() == b""
+    # And a message past the cap after our Close: a close, not an exception.
+    big = Messages(max_message=4)
+    assert big.close(1000)
+    items = big.feed(Connection(ConnectionType.SERVER).send(TextMessage(data="x" * 9)), 5, 0)
+    assert [(i.by, i.code) for i in items if isinstance(i, CloseReceived)] == [("protocol", 1009)]

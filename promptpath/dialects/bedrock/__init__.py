@@ -99,6 +99,7 @@ def _exception(msg: EventStreamMessage, mk: _Maker) -> list[StreamEvent] | None:
 
 class _Bedrock:
     framing: Framing = "eventstream"
+    raw_json = False  # SSE's option: no meaning for binary messages
 
     def decode(self, frame: Frame, *, read_index: int = -1) -> list[StreamEvent]:
         msg = _message(frame)

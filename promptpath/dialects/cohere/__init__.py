@@ -60,27 +60,20 @@ __all__ = [
 FAILED = frozenset({"ERROR", "TIMEOUT"})
 
 
-def _count(value: object) -> int | None:
-    """A token count: an integer, or a float with no fraction (the SDK's own type)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def cohere_usage(delta: dict[str, object]) -> tuple[int | None, int | None]:
-    """(input, output) tokens of a ``message-end``: ``tokens``, else ``billed_units``."""
+def cohere_usage(delta: dict[str, object]) -> tuple[object, object]:
+    """(input, output) tokens of a ``message-end`` as sent: ``tokens``, else
+    ``billed_units`` (``_usage`` judges them: the SDK types them as floats)."""
     usage = _obj(delta.get("usage"))
     tokens, billed = _obj(usage.get("tokens")), _obj(usage.get("billed_units"))
-    found_in = _count(tokens.get("input_tokens"))
-    found_out = _count(tokens.get("output_tokens"))
-    if found_in is None:
-        found_in = _count(billed.get("input_tokens"))
-    if found_out is None:
-        found_out = _count(billed.get("output_tokens"))
+    found_in, found_out = tokens.get("input_tokens"), tokens.get("output_tokens")
+    if not _number(found_in):
+        found_in = billed.get("input_tokens")
+    if not _number(found_out):
+        found_out = billed.get("output_tokens")
     return found_in, found_out
 
 

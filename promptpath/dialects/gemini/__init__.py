@@ -23,7 +23,10 @@ What surprises people:
 - An error mid-stream is an event whose object has an ``error`` member
   (``{"error": {"code": 500, "message": ..., "status": "INTERNAL"}}``), the same shape
   as the plain-JSON error bodies of a refused request; google-genai raises ``APIError``
-  on it.
+  on it. It may come as a ``data:`` event or as that plain JSON, pretty-printed over
+  several lines outside any ``data:`` line: google-genai 3.6 collects such lines until
+  their braces balance (``_RawJsonLineBuffer``) and raises the same ``APIError`` (its
+  code the error's ``code``), so the framer is asked to do the same (``raw_json``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from promptpath.streams.dialect_base import (
     _Maker,
     _obj,
     _str,
+    _token_count,
     _usage,
 )
 
@@ -82,6 +86,7 @@ class GeminiDecoder(_Dialect):
     """``models/M:streamGenerateContent?alt=sse`` (AI Studio and Vertex alike)."""
 
     framing: Framing = "sse"
+    raw_json = True
 
     def _decode(self, sse_event: str, data: str, mk: _Maker) -> list[StreamEvent]:
         obj = _load(data)
@@ -117,9 +122,12 @@ class GeminiDecoder(_Dialect):
         return events
 
 
-def _output_tokens(u: dict[str, object]) -> int | None:
-    candidates = _int(u.get("candidatesTokenCount"))
-    thoughts = _int(u.get("thoughtsTokenCount"))
+def _output_tokens(u: dict[str, object]) -> object:
+    """Candidates and thoughts together; an impossible one as sent (``_usage`` flags it)."""
+    raw_candidates, raw_thoughts = u.get("candidatesTokenCount"), u.get("thoughtsTokenCount")
+    candidates, thoughts = _token_count(raw_candidates), _token_count(raw_thoughts)
+    if candidates is False or thoughts is False:
+        return raw_candidates if candidates is False else raw_thoughts
     if candidates is None and thoughts is None:
         return None
     return (candidates or 0) + (thoughts or 0)

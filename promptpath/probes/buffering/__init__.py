@@ -1,0 +1,1 @@
+"""The ``buffering`` probe: its request, the delivery shape, the mechanism and verdict."""

@@ -1,0 +1,1 @@
+"""The ``cors`` probe: one preflight and the traced response's headers, judged."""

@@ -1,0 +1,1 @@
+"""The ``dns-cache`` probe: the lookups, the signals found in them, the verdict."""

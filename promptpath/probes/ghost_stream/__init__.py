@@ -1,0 +1,1 @@
+"""The ``ghost-stream`` probe: a client that leaves, and whether the model stopped."""

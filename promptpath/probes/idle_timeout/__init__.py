@@ -1,0 +1,1 @@
+"""The ``idle-timeout`` probe: keep-alive and paused-stream watches, and verdicts."""

@@ -1,0 +1,1 @@
+"""The ``ratelimit`` probe: rate-limit headers and who answered a 429."""

@@ -1,0 +1,1 @@
+"""The ``tls`` probe: expiry, version, chain and name from the trace and one handshake."""
