@@ -664,9 +664,10 @@ FLAGS: tuple[Flag, ...] = (
 BY_DEST: Final[Mapping[str, Flag]] = {flag.dest: flag for flag in FLAGS}
 
 
-def flags_of(command: str) -> tuple[Flag, ...]:
-    """The options ``command`` takes, in declaration (and --help) order."""
-    return tuple(flag for flag in FLAGS if command in flag.commands)
+def flags_of(command: str, table: Iterable[Flag] = FLAGS) -> tuple[Flag, ...]:
+    """The options ``command`` takes, in declaration (and --help) order (``table``: serve's
+    own, server/command.py, which only `serve` imports)."""
+    return tuple(flag for flag in table if command in flag.commands)
 
 
 def defaults() -> dict[str, object]:
@@ -674,14 +675,18 @@ def defaults() -> dict[str, object]:
     return {flag.dest: flag.default for flag in FLAGS}
 
 
-def signature(leading: Iterable[inspect.Parameter], command: str) -> inspect.Signature:
+def signature(
+    leading: Iterable[inspect.Parameter], command: str, table: Iterable[Flag] = FLAGS
+) -> inspect.Signature:
     """The signature typer reads for ``command``: ``leading`` (context, arguments), then
     every option the table gives it."""
-    params = [*leading, *(flag.parameter(command) for flag in flags_of(command))]
+    params = [*leading, *(flag.parameter(command) for flag in flags_of(command, table))]
     return inspect.Signature(params, return_annotation=None)
 
 
-def declare(command: str, *leading: inspect.Parameter) -> Callable[[F], F]:
+def declare(
+    command: str, *leading: inspect.Parameter, table: Iterable[Flag] = FLAGS
+) -> Callable[[F], F]:
     """Decorator: give a ``(ctx, ..., **values)`` function the table's options as its
     signature, so typer declares them and passes them back as keyword arguments.
 
@@ -689,7 +694,7 @@ def declare(command: str, *leading: inspect.Parameter) -> Callable[[F], F]:
     imported: `promptpath --help` and `promptpath run` build no other command's options."""
 
     def apply(func: F) -> F:
-        func.__promptpath_declared__ = (command, leading)  # type: ignore[attr-defined]
+        func.__promptpath_declared__ = (command, leading, table)  # type: ignore[attr-defined]
         return func
 
     return apply
@@ -700,8 +705,8 @@ def signed(func: F) -> F:
     that was not declared is returned as it is."""
     declared = getattr(func, "__promptpath_declared__", None)
     if declared is not None and "__signature__" not in vars(func):
-        command, leading = declared
-        sig = signature(leading, command)
+        command, leading, table = declared
+        sig = signature(leading, command, table)
         func.__signature__ = sig  # type: ignore[attr-defined]
         func.__annotations__ = {p.name: p.annotation for p in sig.parameters.values()}
     return func

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from promptpath.plan.flags import signed
 from promptpath.server.command import serve
 
 
@@ -15,7 +16,8 @@ def main() -> None:
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
-    app.command()(serve)
+    # declare() makes the signature when the command is built: signed() builds it here.
+    app.command()(signed(serve))
     app()
 
 

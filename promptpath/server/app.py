@@ -37,7 +37,14 @@ from promptpath.server.dialect import (
 from promptpath.server.routing import dialect_for_path, path_model, websocket_only
 from promptpath.server.sigv4_check import AwsTestKey, SigV4Refusal, check_sigv4
 from promptpath.server.stats import RequestRecord, ServerStats
-from promptpath.server.streaming import Exchange, Plan, Receive, Send, write_stream
+from promptpath.server.streaming import (
+    Exchange,
+    Plan,
+    Receive,
+    Send,
+    StreamSpec,
+    write_stream,
+)
 from promptpath.server.tokens import answer_tokens
 
 Scope = MutableMapping[str, Any]
@@ -362,22 +369,20 @@ class ReferenceApp:
         ex.watch()
         t_recv_unix_ns = time.time_ns() - int((loop.time() - t_recv) * 1e9)
         try:
-            complete = await write_stream(
-                ex,
-                dialect,
-                behaviour,
-                tokens,
+            spec = StreamSpec(
+                dialect=dialect,
+                behaviour=behaviour,
+                tokens=tokens,
                 finish=finish,
                 t_recv=t_recv,
                 http_version=str(scope.get("http_version", "1.1")),
                 headers=common,
-                stats=self.stats,
-                record=record,
                 report={"request_id": request_id, **applied(behaviour, sources)},
                 # A synchronous guardrail holds the answer and releases each scanned batch
                 # (the controls as asked stay as they were: this is the provider's doing).
                 hold_batch=dialect_cls.guardrail_batch if guardrail == "sync" else 1,
             )
+            complete = await write_stream(ex, spec, stats=self.stats, record=record)
             if not complete and ex.gone:
                 self.stats.disconnect(record, ex.gone_unix_ns)
             self.stats.ended(record, complete=complete, t_recv_unix_ns=t_recv_unix_ns)

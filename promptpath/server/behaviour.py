@@ -10,22 +10,23 @@ wrong, which the app turns into a 400.
 from __future__ import annotations
 
 import dataclasses
-import math
 import secrets
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from promptpath.server.controls import (
+    BODY_FIELD,
+    HEADER_PREFIX,
+    RESPONSE_HEADER,
+    SINGLE,
+    parse_header_line,
+)
 from promptpath.server.dialect import RequestInfo, RequestParams
 
-HEADER_PREFIX = "x-promptpath-"
-#: Top-level request-body field carrying the same controls as the headers:
-#: ``{"promptpath": {"pause-s": "8", ...}}``. Gateways that drop unknown x- headers pass
-#: it on: the LiteLLM proxy 1.106 forwards unknown top-level fields to an openai-compatible
-#: upstream (and drops ``metadata`` and ``user``), observed on loopback.
-BODY_FIELD = "promptpath"
-KEEPALIVE_MIN_S = 0.01  # shortest keepalive interval (0 switches keepalives off)
+#: control name (flag ``--<name>``, header ``x-promptpath-<name>``) -> its row of the table
+CONTROLS = SINGLE
 
 BodyKind = Literal["html", "json"]
 ControlSource = Literal["header", "body"]
@@ -76,139 +77,12 @@ class Behaviour:
     close_code: int | None = None
 
 
-def _parse_float(*, minimum: float = 0.0) -> Callable[[str], float]:
-    def parse(raw: str) -> float:
-        value = float(raw)
-        if not math.isfinite(value) or value < minimum:
-            raise ValueError(f"must be a number >= {minimum:g}")
-        return value
-
-    return parse
-
-
-def _parse_interval(*, floor: float) -> Callable[[str], float]:
-    """0 (off) or at least ``floor``: a keepalive every 1e-300 s never advances its own
-    deadline, and the writer would flood the connection without ever yielding."""
-
-    def parse(raw: str) -> float:
-        value = float(raw)
-        if not math.isfinite(value) or (value != 0 and value < floor):
-            raise ValueError(f"must be 0 (off) or a number >= {floor:g}")
-        return value
-
-    return parse
-
-
-def _parse_int(*, minimum: int = 0, maximum: int | None = None) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
-        value = int(raw)
-        if value < minimum or (maximum is not None and value > maximum):
-            bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-            raise ValueError(f"must be an integer {bound}")
-        return value
-
-    return parse
-
-
-def _parse_choice(*choices: str) -> Callable[[str], str]:
-    def parse(raw: str) -> str:
-        value = raw.strip().lower()
-        if value not in choices:
-            raise ValueError(f"must be one of {', '.join(choices)}")
-        return value
-
-    return parse
-
-
-def _parse_yes_no(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value not in ("yes", "no"):
-        raise ValueError("must be yes or no")
-    return value == "yes"
-
-
-def _parse_close_code(raw: str) -> int:
-    """A close code a server may send (RFC 6455 §7.4): 1000-1003, 1007-1014, 3000-4999;
-    1004-1006 and 1015 are reserved for reports, never sent."""
-    value = int(raw)
-    if not (1000 <= value <= 1003 or 1007 <= value <= 1014 or 3000 <= value <= 4999):
-        raise ValueError(
-            "must be a sendable WebSocket close code (1000-1003, 1007-1014, 3000-4999)"
-        )
-    return value
-
-
-def _parse_error_type(raw: str) -> str:
-    if not 1 <= len(raw) <= 64 or not raw.isascii() or not raw.isalnum():
-        raise ValueError("must be 1-64 ASCII letters and digits (an exception's name)")
-    return raw
-
-
-def _parse_probe_id(raw: str) -> str:
-    if not 1 <= len(raw) <= 64 or not set(raw) <= _ID_CHARS:
-        raise ValueError("must be 1-64 characters of A-Z a-z 0-9 . _ -")
-    return raw
-
-
-_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-
-
-#: control name (flag ``--<name>``, header ``x-promptpath-<name>``) -> (field, parser)
-CONTROLS: dict[str, tuple[str, Callable[[str], object]]] = {
-    "ttft-ms": ("ttft_ms", _parse_float()),
-    "tokens": ("tokens", _parse_int(maximum=1_000_000)),
-    "reasoning": ("reasoning", _parse_int(maximum=1_000_000)),
-    "rate": ("rate", _parse_float()),
-    "pause-after": ("pause_after", _parse_int()),
-    "pause-s": ("pause_s", _parse_float()),
-    "keepalive-s": ("keepalive_s", _parse_interval(floor=KEEPALIVE_MIN_S)),
-    "truncate-after": ("truncate_after", _parse_int()),
-    "error-after": ("error_after", _parse_int()),
-    "error-type": ("error_type", _parse_error_type),
-    "malformed-after": ("malformed_after", _parse_int()),
-    "status": ("status", _parse_int(minimum=200, maximum=599)),  # 1xx cannot be final
-    "body": ("body", _parse_choice("html", "json")),
-    "batch": ("batch", _parse_int(minimum=1, maximum=10_000)),
-    "filter-batch": ("filter_batch", _parse_int(minimum=1, maximum=10_000)),
-    "accel-buffering": ("accel_buffering", _parse_choice("yes", "no")),
-    "ignore-disconnect": ("ignore_disconnect", _parse_yes_no),
-    "probe-id": ("probe_id", _parse_probe_id),
-    "close-code": ("close_code", _parse_close_code),
-}
-
-
-#: The one control that may repeat: each occurrence adds one response header.
-RESPONSE_HEADER = "response-header"
-_TOKEN_CHARS = frozenset(
-    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-)
-#: Headers the server itself must own: a test that set them would break the framing.
-_RESERVED = frozenset(
-    {
-        "content-length",
-        "content-type",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "upgrade",
-        "te",
-        "trailer",
-        "host",
-    }
-)
-
-
 def parse_response_header(name: str, raw: str) -> tuple[str, str]:
     """``"Name: value"`` as one response header, or ``BehaviourError`` saying why not."""
-    key, sep, value = raw.partition(":")
-    key, value = key.strip(), value.strip()
-    if not sep or not key or not set(key) <= _TOKEN_CHARS:
-        raise BehaviourError(name, f"{raw!r} is not 'Name: value'")
-    if key.lower() in _RESERVED:
-        raise BehaviourError(name, f"{key} is set by the server itself")
-    if any(c in value for c in "\r\n\0"):
-        raise BehaviourError(name, "a header value cannot hold CR, LF or NUL")
-    return key.lower(), value
+    try:
+        return parse_header_line(raw)
+    except ValueError as exc:
+        raise BehaviourError(name, str(exc)) from None
 
 
 def _pairs(headers: HeaderPairs) -> Iterable[tuple[str, str]]:
@@ -287,8 +161,8 @@ def _apply(defaults: Behaviour, controls: Iterable[tuple[str, str, str]]) -> Beh
         if control not in CONTROLS:
             known = ", ".join(HEADER_PREFIX + c for c in (*CONTROLS, RESPONSE_HEADER))
             raise BehaviourError(name, f"unknown control (known: {known})")
-        field_name, parse = CONTROLS[control]
-        changes[field_name] = _parse_value(name, field_name, parse, value)
+        row = CONTROLS[control]
+        changes[row.field] = _parse_value(name, row.field, row.parse, value)
     if added:
         changes["response_headers"] = (*defaults.response_headers, *added)
     return dataclasses.replace(defaults, **changes) if changes else defaults  # type: ignore[arg-type]
@@ -298,15 +172,15 @@ def applied(behaviour: Behaviour, sources: Mapping[str, ControlSource]) -> dict[
     """What the endpoint reports in its first event: the value of every control it
     applied (null: off), and which of them the request set (header or body)."""
     return {
-        "controls": {name: getattr(behaviour, field) for name, (field, _) in CONTROLS.items()},
+        "controls": {name: getattr(behaviour, row.field) for name, row in CONTROLS.items()},
         "controls_from": dict(sorted(sources.items())),
     }
 
 
 def parse_control(control: str, value: str) -> object:
     """Parse one control value the way its header would be parsed (for CLI flags)."""
-    field_name, parse = CONTROLS[control]
-    return _parse_value(f"--{control}", field_name, parse, value)
+    row = CONTROLS[control]
+    return _parse_value(f"--{control}", row.field, row.parse, value)
 
 
 def _parse_value(name: str, field_name: str, parse: Callable[[str], object], value: str) -> object:

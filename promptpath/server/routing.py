@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from promptpath.dialects.plugins import (
     detect_provider,
-    dialect,
     dialects,
     emulation,
     model_from_path,
@@ -16,6 +15,8 @@ from promptpath.server.dialect import Dialect
 DIALECTS: dict[str, type[Dialect]] = {
     d.name: emulation(d.name) for d in dialects() if d.websocket_only is None and d.body is not None
 }
+#: The dialects whose path answers only a WebSocket upgrade (a plain request: 426).
+WEBSOCKET_ONLY: frozenset[str] = frozenset(d.name for d in dialects() if d.websocket_only)
 #: The emulations a WebSocket reaches (server/websocket.py), by dialect.
 WS_DIALECTS: dict[str, type[Dialect]] = {
     d.name: emulation(d.name) for d in dialects() if d.ws_messages is not None
@@ -36,8 +37,7 @@ def ws_dialect_for_path(path: str) -> type[Dialect] | None:
 
 def websocket_only(path: str) -> bool:
     """The path answers only a WebSocket upgrade: a plain request there earns a 426."""
-    provider = detect_provider(path)
-    return provider is not None and dialect(provider).websocket_only is not None
+    return detect_provider(path) in WEBSOCKET_ONLY
 
 
 def path_model(path: str) -> str | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from promptpath.server.behaviour import Behaviour
@@ -176,36 +177,40 @@ class EventWriter:
         return ok
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamSpec:
+    """What one streamed answer is: its dialect, controls, tokens and where it goes."""
+
+    dialect: Dialect
+    behaviour: Behaviour
+    tokens: Sequence[str]
+    finish: Finish
+    t_recv: float  # when the request arrived, on the ``loop.time()`` clock
+    http_version: str = "1.1"
+    headers: tuple[tuple[str, str], ...] = ()  # more response headers (not over WebSocket)
+    #: The controls applied, for the first JSON event's stamp.
+    report: JSONObject | None = None
+    #: On an accepted WebSocket: each event one text message, no HTTP head, the socket left
+    #: open at the end (the client may send the next request), and ``truncate_after`` a
+    #: Close frame with ``close_code`` (1011 unless set).
+    ws: bool = False
+    #: At least this many events per write (a provider's check releasing scanned batches).
+    hold_batch: int = 1
+
+
 async def write_stream(
-    ex: Exchange,
-    dialect: Dialect,
-    behaviour: Behaviour,
-    tokens: list[str],
-    *,
-    finish: Finish,
-    t_recv: float,
-    http_version: str,
-    headers: tuple[tuple[str, str], ...],
-    stats: ServerStats,
-    record: RequestRecord,
-    report: JSONObject | None = None,
-    ws: bool = False,
-    hold_batch: int = 1,
+    ex: Exchange, spec: StreamSpec, *, stats: ServerStats, record: RequestRecord
 ) -> bool:
     """Write the event stream. False when it stopped early (client gone, truncated).
 
-    ``ws``: on an accepted WebSocket: each event one text message, no HTTP head, the
-    socket left open at the end (the client may send the next request), and
-    ``truncate_after`` a Close frame with ``close_code`` (1011 unless set).
-
     Every content token counts as generated when it is produced. The disconnect check
     runs on every chunk (each sleep and each send): a client that left stops the
-    generation at once, unless ``ignore_disconnect`` plays a ghosting upstream.
-    ``report`` (the controls applied) goes into the first JSON event's stamp; ``hold_batch``
-    events at least go out per write (a provider's check releasing scanned batches)."""
+    generation at once, unless ``ignore_disconnect`` plays a ghosting upstream."""
+    dialect, behaviour, tokens, ws = spec.dialect, spec.behaviour, spec.tokens, spec.ws
+    t_recv, hold_batch = spec.t_recv, spec.hold_batch
     content_type = dialect.media_type + ("; charset=utf-8" if dialect.sse else "")
     raw_headers = [(b"content-type", content_type.encode())]
-    raw_headers += [(k.encode(), v.encode()) for k, v in headers]
+    raw_headers += [(k.encode(), v.encode()) for k, v in spec.headers]
     if not ws and not await ex.send(
         {"type": "http.response.start", "status": 200, "headers": raw_headers}
     ):
@@ -222,7 +227,7 @@ async def write_stream(
         held=hold_batch > 1,
         stats=stats,
         record=record,
-        report=report,
+        report=spec.report,
         ws=ws,
     )
     plan = Plan(behaviour, t_recv)
@@ -293,7 +298,7 @@ async def write_stream(
                 code = behaviour.close_code or 1011
                 await ex.send({"type": "websocket.close", "code": code, "reason": "truncate-after"})
                 return False
-            if http_version.startswith("1"):
+            if spec.http_version.startswith("1"):
                 # Return without the final body message: hypercorn then closes the
                 # connection without the chunked terminator, as a cut proxy would.
                 return False
@@ -316,7 +321,7 @@ async def write_stream(
     if not await release():
         return False
     elapsed_ns = int((asyncio.get_running_loop().time() - t_recv) * 1e9)
-    for event in dialect.closing(finish, len(tokens), elapsed_ns):
+    for event in dialect.closing(spec.finish, len(tokens), elapsed_ns):
         if not await out.emit(event):
             return False
     return await end_body()

@@ -42,7 +42,14 @@ from promptpath.server.dialect import (
 )
 from promptpath.server.routing import ws_dialect_for_path
 from promptpath.server.stats import ServerStats
-from promptpath.server.streaming import Exchange, Message, Receive, Send, write_stream
+from promptpath.server.streaming import (
+    Exchange,
+    Message,
+    Receive,
+    Send,
+    StreamSpec,
+    write_stream,
+)
 from promptpath.server.tokens import answer_tokens
 
 Scope = MutableMapping[str, Any]
@@ -231,20 +238,16 @@ class _Session:
         ex.watch()
         t_recv_unix_ns = time.time_ns() - int((loop.time() - t_recv) * 1e9)
         try:
-            complete = await write_stream(
-                ex,
-                self.dialect_cls(info),
-                behaviour,
-                answer_tokens(n_tokens),
+            spec = StreamSpec(
+                dialect=self.dialect_cls(info),
+                behaviour=behaviour,
+                tokens=answer_tokens(n_tokens),
                 finish=finish,
                 t_recv=t_recv,
-                http_version="1.1",
-                headers=(),
-                stats=self.stats,
-                record=record,
                 report={"request_id": _id("req"), **applied(behaviour, sources)},
                 ws=True,
             )
+            complete = await write_stream(ex, spec, stats=self.stats, record=record)
             if not complete and ex.gone:
                 self.stats.disconnect(record, ex.gone_unix_ns)
             self.stats.ended(record, complete=complete, t_recv_unix_ns=t_recv_unix_ns)
