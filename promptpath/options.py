@@ -7,10 +7,9 @@ import math
 import os
 import re
 import socket
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from promptpath.core.addr import wire_host
 from promptpath.core.errors import UsageError
@@ -18,23 +17,11 @@ from promptpath.core.files import MAX_PEM_BYTES, special_kind
 from promptpath.core.headers import is_credential
 from promptpath.core.urlsafe import is_secret_query as is_secret_query
 from promptpath.core.urlsafe import shown_url
+from promptpath.dialects.registry import ClientName as ClientName  # re-exported: field types
+from promptpath.dialects.registry import Provider as Provider
 from promptpath.proxies import ProxyChoice
-from promptpath.streams.dialects import Provider as Provider  # re-exported: a RunOptions field type
 
 HTTPChoice = Literal["1.1", "2", "3", "auto"]
-#: Client shapes for --as: whose headers and HTTP version the request copies (the table,
-#: with its sources, is SHAPES in tracer/request.py).
-ClientName = Literal[
-    "openai-python",
-    "anthropic-python",
-    "ollama-python",
-    "google-genai",
-    "boto3",
-    "cohere",
-    "curl",
-    "browser",
-    "identity",
-]
 
 DEFAULT_PROMPT = "Why does my BGP session keep flapping?"
 DEFAULT_MAX_TOKENS = 64
@@ -42,111 +29,6 @@ DEFAULT_TIMEOUT_S = 60.0
 #: The longest --timeout taken: a day. Longer is a typo (1e300 overflowed the deadline's
 #: nanoseconds), and no stream is worth waiting for past it.
 MAX_TIMEOUT_S = 86_400.0
-
-#: Path pattern -> provider, tried before the suffixes: APIs whose path says more than its
-#: last segment (Azure's /chat/completions would otherwise read as plain OpenAI).
-PATH_PATTERNS: tuple[tuple[re.Pattern[str], Provider], ...] = (
-    # Vertex AI: /v1/projects/P/locations/L/publishers/google/models/M:streamGenerateContent
-    (re.compile(r"/projects/[^/]+/locations/[^/]+/publishers/google/models/[^/:]+:"), "vertex"),
-    # AI Studio: /v1beta/models/M:streamGenerateContent (google-genai 3.6 says /v1/), and
-    # a tuned model's /v1beta/tunedModels/M:streamGenerateContent
-    (re.compile(r"/(?:models|tunedModels)/[^/:]+:streamGenerateContent$"), "gemini"),
-    # Azure OpenAI: /openai/deployments/D/chat/completions?api-version=..., /openai/v1/...
-    (re.compile(r"^/openai/deployments/[^/]+/chat/completions$"), "azure"),
-    (re.compile(r"^/openai/v1/chat/completions$"), "azure"),
-    # Amazon Bedrock (bedrock-runtime.REGION.amazonaws.com): /model/{id}/converse-stream and
-    # /model/{id}/invoke-with-response-stream, the id percent-encoded as boto3 sends it
-    (re.compile(r"/model/[^/]+/converse-stream$"), "bedrock"),
-    (re.compile(r"/model/[^/]+/invoke-with-response-stream$"), "bedrock-invoke"),
-    # Cohere v2 (api.cohere.com, api.cohere.ai, or a gateway's prefix): /v2/chat
-    (re.compile(r"/v2/chat$"), "cohere"),
-)
-
-#: Path suffix -> provider, for auto-detection from the target URL.
-PATH_PROVIDERS: tuple[tuple[str, Provider], ...] = (
-    ("/chat/completions", "openai"),
-    ("/responses", "responses"),
-    ("/realtime", "realtime"),
-    ("/messages", "anthropic"),
-    ("/api/chat", "ollama"),
-)
-
-DEFAULT_KEY_ENV: dict[Provider, str | None] = {
-    "openai": "OPENAI_API_KEY",
-    "responses": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "ollama": None,
-    # google-genai 3.6.1 _api_client.get_env_api_key: GOOGLE_API_KEY wins when both are
-    # set (it warns), GEMINI_API_KEY otherwise (KEY_ENV_FALLBACK).
-    "gemini": "GOOGLE_API_KEY",
-    # Vertex takes an OAuth access token (google-auth's ADC in the SDK): no variable of
-    # its own, the user names one with --api-key-env (e.g. from `gcloud auth print-access-token`).
-    "vertex": None,
-    "azure": "AZURE_OPENAI_API_KEY",
-    "realtime": "OPENAI_API_KEY",
-    # A Bedrock API key (botocore 1.39+ sends it as a bearer token); without one the
-    # request is signed with SigV4 from the AWS credentials (options.AwsCredentials).
-    "bedrock": "AWS_BEARER_TOKEN_BEDROCK",
-    "bedrock-invoke": "AWS_BEARER_TOKEN_BEDROCK",
-    # cohere 7.3.1 client.py _get_api_key_from_environment: CO_API_KEY (documented), then
-    # COHERE_API_KEY (accepted, not documented).
-    "cohere": "CO_API_KEY",
-}
-
-#: Variables read, in order, when the default one is unset (the SDKs' own order):
-#: openai's AzureOpenAI takes an Entra token from AZURE_OPENAI_AD_TOKEN when it has no
-#: key, sent as a bearer token (BEARER_KEY_ENVS).
-KEY_ENV_FALLBACK: dict[Provider, tuple[str, ...]] = {
-    "gemini": ("GEMINI_API_KEY",),
-    "azure": ("AZURE_OPENAI_AD_TOKEN",),
-    "cohere": ("COHERE_API_KEY",),
-}
-
-#: Key variables whose value is a bearer token for a provider whose API key has a header
-#: of its own (Azure: api-key for a key, Authorization: Bearer for an Entra token).
-BEARER_KEY_ENVS = frozenset({"AZURE_OPENAI_AD_TOKEN"})
-
-#: The shape of the client most people reach each provider with: its official Python
-#: SDK. Ollama's own library sends a known, fixed header set (ollama/_client.py), so it
-#: gets its own shape rather than identity.
-DEFAULT_CLIENT: dict[Provider, ClientName] = {
-    "openai": "openai-python",
-    "responses": "openai-python",
-    "anthropic": "anthropic-python",
-    "ollama": "ollama-python",
-    "gemini": "google-genai",
-    "vertex": "google-genai",
-    "azure": "openai-python",
-    "realtime": "openai-python",
-    "bedrock": "boto3",
-    "bedrock-invoke": "boto3",
-    "cohere": "cohere",
-}
-
-DEFAULT_MODEL: dict[Provider, str] = {
-    "openai": "gpt-4o-mini",
-    "responses": "gpt-4o-mini",
-    "anthropic": "claude-3-5-haiku-latest",
-    "ollama": "llama3.2",
-    # Gemini and Vertex name the model in the URL (model_from_path); these are for a
-    # URL that does not.
-    "gemini": "gemini-2.5-flash",
-    "vertex": "gemini-2.5-flash",
-    # Azure: the deployment in the URL is what answers; the SDK sends it as "model" too.
-    "azure": "gpt-4o-mini",
-    "realtime": "gpt-realtime",
-    # Bedrock names the model in the path; these are for a URL that does not.
-    "bedrock": "anthropic.claude-3-5-haiku-20241022-v1:0",
-    "bedrock-invoke": "anthropic.claude-3-5-haiku-20241022-v1:0",
-    "cohere": "command-a-03-2025",
-}
-
-_MODEL_IN_PATH = re.compile(r"/(?:models|tunedModels|deployments)/([^/:?]+)")
-#: Bedrock's model id (or an ARN, its slashes encoded): percent-encoded in the path.
-_BEDROCK_MODEL = re.compile(r"/model/([^/?]+)/(?:converse-stream|invoke-with-response-stream)")
-#: bedrock-runtime.REGION.amazonaws.com (and -fips, and the .com.cn partition)
-_BEDROCK_HOST = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
-BEDROCK_PROVIDERS = frozenset({"bedrock", "bedrock-invoke"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -388,49 +270,6 @@ def parse_target(url: str) -> Target:
         path=path,
         websocket=parts.scheme in ("ws", "wss"),
     )
-
-
-def detect_provider(path: str) -> Provider | None:
-    bare = path.split("?", 1)[0].rstrip("/")
-    for pattern, found in PATH_PATTERNS:
-        if pattern.search(bare):
-            return found
-    for suffix, provider in PATH_PROVIDERS:
-        if bare.endswith(suffix):
-            return provider
-    return None
-
-
-def model_from_path(provider: Provider, path: str) -> str | None:
-    """The model (Gemini, Vertex) or deployment (Azure) the URL names, if it names one."""
-    if provider in BEDROCK_PROVIDERS:
-        found = _BEDROCK_MODEL.search(path.split("?", 1)[0])
-        return unquote(found.group(1)) if found else None
-    if provider not in ("gemini", "vertex", "azure"):
-        return None
-    found = _MODEL_IN_PATH.search(path.split("?", 1)[0])
-    return found.group(1) if found else None
-
-
-def region_from_host(host: str) -> str | None:
-    """The AWS region a Bedrock runtime host name carries, if it carries one."""
-    found = _BEDROCK_HOST.match(host.lower())
-    return found.group(1) if found else None
-
-
-def key_from_env(
-    provider: Provider, named: str | None, env: Mapping[str, str]
-) -> tuple[str | None, str | None]:
-    """(variable, key): the variable the user named, else the provider's, else its
-    fallbacks in the SDK's order; the variable reported is the one the key came from
-    (the default one when none is set)."""
-    if named:
-        return named, env.get(named) or None
-    default = DEFAULT_KEY_ENV[provider]
-    for name in (default, *KEY_ENV_FALLBACK.get(provider, ())):
-        if name and env.get(name):
-            return name, env[name]
-    return default, None
 
 
 def parse_resolve(spec: str) -> tuple[str, int, str]:

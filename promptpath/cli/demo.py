@@ -11,17 +11,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from promptpath.cli.commands import execute, usage_failure
+from promptpath.dialects.plugins import dialects
+from promptpath.dialects.registry import DEMO
 from promptpath.environment import Environment
 from promptpath.outputs.formats import formats_of
 from promptpath.plan.resolve import values_for
 
-#: Paths per dialect on the reference endpoint.
-DEMO_PATHS = {
-    "openai": "/v1/chat/completions",
-    "responses": "/v1/responses",
-    "anthropic": "/v1/messages",
-    "ollama": "/api/chat",
-}
+
+def demo_paths() -> dict[str, str]:
+    """The dialects the demo offers, and the path of each on the reference endpoint (their
+    plug-ins' ``demo_path``)."""
+    return {d.name: d.demo_path for d in dialects() if d.demo_path is not None}
+
 
 #: What the demo endpoint does: a plausible hosted model on a good day.
 DEMO_TTFT_MS = 350.0
@@ -32,7 +33,7 @@ DEMO_TOKENS = 48
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DemoArgs:
     http: str = "2"
-    provider: str = "openai"
+    provider: str = DEMO
     warm: bool = False
     hop: str | None = None  # a misbehaving hop between client and endpoint (demo_hops.py)
     #: The output formats' values (--json, --html, --svg: outputs/formats.py's rows for
@@ -58,9 +59,10 @@ class DemoArgs:
 def run_demo(args: DemoArgs, *, env: Environment) -> int:
     from promptpath.core.errors import UsageError
 
-    if args.provider not in DEMO_PATHS:
+    paths = demo_paths()
+    if args.provider not in paths:
         return usage_failure(
-            UsageError(f"--provider must be one of {', '.join(DEMO_PATHS)}, got {args.provider!r}"),
+            UsageError(f"--provider must be one of {', '.join(paths)}, got {args.provider!r}"),
             args.json_out,
             env,
         )
@@ -94,7 +96,7 @@ def _direct(args: DemoArgs, env: Environment) -> int:
         with start_in_thread(config) as server:
             _warm_up(server.port, str(server.ca_path))
             values = values_for(
-                f"https://localhost:{server.port}{DEMO_PATHS[args.provider]}",
+                f"https://localhost:{server.port}{demo_paths()[args.provider]}",
                 provider=args.provider,
                 model="promptpath-demo",
                 max_tokens=DEMO_TOKENS,
@@ -126,7 +128,7 @@ def _through_hop(args: DemoArgs, env: Environment) -> int:
     )
     with start_in_thread(config) as server, running(kind, server.port) as hop:
         values = values_for(
-            f"http://127.0.0.1:{hop.port}{DEMO_PATHS[args.provider]}",
+            f"http://127.0.0.1:{hop.port}{demo_paths()[args.provider]}",
             provider=args.provider,
             model="promptpath-demo",
             max_tokens=DEMO_TOKENS,

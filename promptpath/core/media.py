@@ -9,6 +9,9 @@ StreamFormat = Literal["sse", "ndjson", "eventstream"]
 #: Amazon Bedrock's binary framing (streams/eventstream.py).
 EVENTSTREAM = "application/vnd.amazon.eventstream"
 
+#: Content codings the ingest decodes (zlib): the only ones a request may offer.
+DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
+
 #: Media types of an event stream, and how it is framed (RFC 9110 §8.3.1: the type and
 #: subtype are case-insensitive; parameters such as ``charset`` do not change it).
 STREAM_TYPES: dict[str, StreamFormat] = {
@@ -31,4 +34,11 @@ def stream_format(content_type: str | None) -> StreamFormat | None:
     return STREAM_TYPES.get(media_type(content_type))
 
 
-__all__ = ["EVENTSTREAM", "STREAM_TYPES", "StreamFormat", "media_type", "stream_format"]
+__all__ = [
+    "DECODABLE",
+    "EVENTSTREAM",
+    "STREAM_TYPES",
+    "StreamFormat",
+    "media_type",
+    "stream_format",
+]

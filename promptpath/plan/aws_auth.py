@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from promptpath.core.errors import UsageError
-from promptpath.options import AwsCredentials, region_from_host
+from promptpath.dialects.bedrock import region_from_host
+from promptpath.options import AwsCredentials
 
 __all__ = ["EXTRA_HINT", "load_credentials"]
 

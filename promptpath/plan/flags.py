@@ -8,12 +8,13 @@ one row here plus the code that reads it in the Plan. The output formats' rows (
 --junit, ..., --svg) come from their own table, outputs/formats.py.
 
 This module must stay cheap to import (`--help` and `--version` load it): typer, the
-standard library, the formats table (itself the standard library only) and the probes'
-names. The choices of --provider, --http and --as are spelled out rather than imported;
-tests/unit/test_cli_help.py holds them equal to the Literal types the values are checked
-against. Defaults a probe owns come from ``probes/settings.py``, a module of plain
-dataclasses kept cheap for this reason, and the probes' names from ``probes/catalog.py``,
-which imports nothing.
+standard library, the formats table (itself the standard library only), the probes' names
+and the dialects' names. The choices of --provider and --as are the names of the dialects'
+registry (``dialects/registry.py``, names only: no plug-in is loaded for them); --http's
+are spelled out, and tests/unit/test_cli_help.py holds them equal to the Literal type the
+values are checked against. Defaults a probe owns come from ``probes/settings.py``, a
+module of plain dataclasses kept cheap for this reason, and the probes' names from
+``probes/catalog.py``, which imports nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Annotated, Any, Final, TypeVar
 
 import typer
 
+from promptpath.dialects.registry import CLIENTS, DEMO, NAMES
 from promptpath.outputs.formats import Format, going
 from promptpath.probes.catalog import listed_names
 from promptpath.probes.settings import (
@@ -43,13 +45,9 @@ SERIES: Final = "Series and load"
 OUTPUT: Final = "Output and exports"
 PANELS: Final = (TARGET, PATH, PROBES, SERIES, OUTPUT)
 
-PROVIDER_CHOICES: Final = (
-    "openai|responses|anthropic|ollama|gemini|vertex|azure|realtime|bedrock|bedrock-invoke|cohere"
-)
+PROVIDER_CHOICES: Final = "|".join(NAMES)
 HTTP_CHOICES: Final = "1.1|2|3|auto"
-CLIENT_CHOICES: Final = (
-    "openai-python|anthropic-python|ollama-python|google-genai|boto3|cohere|curl|browser|identity"
-)
+CLIENT_CHOICES: Final = "|".join(CLIENTS)
 
 F = TypeVar("F", bound=Callable[..., None])
 
@@ -133,7 +131,7 @@ FLAGS: tuple[Flag, ...] = (
         help="The API dialect (default: from the URL path).",
         panel=TARGET,
         commands=WITH_DEMO,
-        per_command={"demo": {"default": "openai", "help": "The API dialect."}},
+        per_command={"demo": {"default": DEMO, "help": "The API dialect."}},
     ),
     Flag(
         dest="model",

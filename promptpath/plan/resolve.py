@@ -23,11 +23,15 @@ from promptpath.core.errors import UsageError
 from promptpath.core.files import MAX_PEM_BYTES, special_kind
 from promptpath.core.headers import KEY_HEADERS
 from promptpath.core.series_plan import MAX_INTERVAL_S, SeriesPlan
+from promptpath.dialects.plugins import (
+    detect_provider,
+    dialect,
+    dialects,
+    key_from_env,
+    model_from_path,
+)
 from promptpath.options import (
-    BEDROCK_PROVIDERS,
-    DEFAULT_CLIENT,
     DEFAULT_MAX_TOKENS,
-    DEFAULT_MODEL,
     DEFAULT_PROMPT,
     DEFAULT_TIMEOUT_S,
     AwsCredentials,
@@ -40,9 +44,6 @@ from promptpath.options import (
     Target,
     check_client_cert,
     check_timeout,
-    detect_provider,
-    key_from_env,
-    model_from_path,
     parse_connect_to,
     parse_guardrail,
     parse_headers,
@@ -200,7 +201,7 @@ def client_for(name: str | None, provider: Provider) -> ClientName:
     from promptpath.tracer.request import SHAPES
 
     if name is None:
-        return DEFAULT_CLIENT[provider]
+        return dialect(provider).client
     for known in SHAPES:
         if known == name:
             return known
@@ -225,10 +226,12 @@ def _provider(given: str | None, path: str) -> Provider:
 def _guardrail(spec: str | None, provider: Provider) -> Guardrail | None:
     if spec is None:
         return None
-    if provider not in BEDROCK_PROVIDERS:
+    if not dialect(provider).guardrails:
+        guarded = [d for d in dialects() if d.guardrails]
+        apis = " and ".join(dict.fromkeys(d.title for d in guarded))
         raise UsageError(
-            f"--guardrail applies to Amazon Bedrock only, not the {provider} dialect: use"
-            " --provider bedrock or bedrock-invoke",
+            f"--guardrail applies to {apis} only, not the {provider} dialect: use"
+            f" --provider {' or '.join(d.name for d in guarded)}",
             kind="bad_option",
         )
     return parse_guardrail(spec)
@@ -241,9 +244,10 @@ def _aws(
     environ: Mapping[str, str],
     host: str,
 ) -> AwsCredentials | None:
-    """SigV4 credentials for a Bedrock run that has no key of another kind (a bearer token
-    from AWS_BEARER_TOKEN_BEDROCK or a profile, a credential header given with -H)."""
-    if provider not in BEDROCK_PROVIDERS or api_key:
+    """SigV4 credentials for a run of a dialect that takes them (Bedrock) and has no key of
+    another kind (a bearer token from AWS_BEARER_TOKEN_BEDROCK or a profile, a credential
+    header given with -H)."""
+    if dialect(provider).sigv4_service is None or api_key:
         return None
     if {name.lower() for name, _ in headers} & KEY_HEADERS:
         return None
@@ -259,8 +263,6 @@ def _http(given: str) -> HTTPChoice:
     raise UsageError(f"--http must be one of {', '.join(HTTP_CHOICES)}, got {given!r}")
 
 
-#: Dialects that speak WebSocket: the Responses API's WebSocket mode, and Realtime.
-WEBSOCKET_PROVIDERS: tuple[Provider, ...] = ("responses", "realtime")
 #: Most in-band pings one run may send (each is a frame on a metered connection).
 MAX_WS_PINGS = 1000
 #: Default ping count when only --ws-ping-ms is given.
@@ -271,18 +273,16 @@ def _websocket(
     values: Values, target: Target, provider: Provider, http: HTTPChoice
 ) -> tuple[float | None, int]:
     """A ws:// or wss:// target's dialect and HTTP version checked; the ping settings."""
-    if target.websocket and provider not in WEBSOCKET_PROVIDERS:
+    spec = dialect(provider)
+    if target.websocket and spec.ws_messages is None:
+        speakers = " or ".join(d.name for d in dialects() if d.ws_messages is not None)
         raise UsageError(
             f"a {target.url.split(':', 1)[0]}:// target speaks WebSocket, which the {provider}"
-            f" dialect does not: use --provider {' or '.join(WEBSOCKET_PROVIDERS)}",
+            f" dialect does not: use --provider {speakers}",
             kind="bad_target",
         )
-    if provider == "realtime" and not target.websocket:
-        raise UsageError(
-            "the Realtime API is WebSocket only: give a ws:// or wss:// URL"
-            " (wss://api.openai.com/v1/realtime?model=M)",
-            kind="bad_target",
-        )
+    if spec.websocket_only is not None and not target.websocket:
+        raise UsageError(spec.websocket_only, kind="bad_target")
     if target.websocket and http not in ("1.1", "auto"):
         raise UsageError(
             f"--http {http}: a WebSocket upgrade runs over HTTP/1.1 (ALPN offers http/1.1 only)",
@@ -400,7 +400,7 @@ def trace_options(values: Values, environ: Mapping[str, str]) -> RunOptions:
         provider=provider,
         model=values.text("model")
         or model_from_path(provider, target.path)
-        or DEFAULT_MODEL[provider],
+        or dialect(provider).default_model,
         prompt=prompt if prompt is not None else DEFAULT_PROMPT,
         max_tokens=max_tokens,
         headers=headers,

@@ -33,7 +33,8 @@ from promptpath.core.timeline import (
 )
 from promptpath.core.verdict import run_line
 from promptpath.core.wsclose import close_meaning
-from promptpath.options import DEFAULT_CLIENT, RunOptions, display_url
+from promptpath.dialects.plugins import dialect
+from promptpath.options import RunOptions, display_url
 from promptpath.report.redact import Redactor, headers_json
 from promptpath.result import TraceResult
 
@@ -441,7 +442,7 @@ def client_json(options: RunOptions, sent: SentRequest | None) -> dict[str, Any]
     the tracer recorded it; a run that never got as far as a request carries none)."""
     return {
         "as": options.client,
-        "default_for_provider": options.client == DEFAULT_CLIENT[options.provider],
+        "default_for_provider": options.client == dialect(options.provider).client,
         "user_agent": None if sent is None else sent.header("user-agent"),
         "accept": None if sent is None else sent.header("accept"),
         "accept_encoding": None if sent is None else sent.header("accept-encoding"),

@@ -43,6 +43,8 @@ from datetime import datetime
 from typing import Any, Final, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from promptpath.dialects.plugins import dialect
+from promptpath.dialects.registry import NAMES
 from promptpath.report.runs import runs_of
 
 AttrValue = str | int | float | bool
@@ -117,22 +119,6 @@ INSTRUMENTS: Final = (
     STAGE_DURATION,
 )
 
-#: gen_ai.provider.name per dialect: the well-known values of gen-ai-metrics.md; Ollama
-#: has none, and a custom value MAY be used.
-PROVIDER_NAMES: Final = {
-    "openai": "openai",
-    "responses": "openai",
-    "realtime": "openai",
-    "azure": "azure.ai.openai",
-    "anthropic": "anthropic",
-    "gemini": "gcp.gemini",
-    "vertex": "gcp.vertex_ai",
-    "ollama": "ollama",
-    "bedrock": "aws.bedrock",
-    "bedrock-invoke": "aws.bedrock",
-    "cohere": "cohere",
-}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SpanEvent:
@@ -199,12 +185,22 @@ def url_full(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc, query=query, fragment=""))
 
 
+def provider_name(provider: str) -> str:
+    """gen_ai.provider.name: the dialect's (its plug-in's ``otel_provider``); a provider no
+    plug-in has (a report from another version) as it is, or ``_OTHER``."""
+    if provider in NAMES:
+        return dialect(provider).otel_provider
+    return provider or "_OTHER"
+
+
 def operation_name(provider: str, path: str) -> str:
-    """gen_ai.operation.name: ``generate_content`` for Gemini/Vertex, ``text_completion``
-    for the legacy completions paths (/v1/completions, Ollama's /api/generate), else
-    ``chat`` (chat completions, Messages, Responses, Ollama's /api/chat)."""
-    if provider in ("gemini", "vertex"):
-        return "generate_content"
+    """gen_ai.operation.name: the dialect's own when it has one (``generate_content`` for
+    Gemini/Vertex), ``text_completion`` for the legacy completions paths (/v1/completions,
+    Ollama's /api/generate), else ``chat`` (chat completions, Messages, Responses, Ollama's
+    /api/chat)."""
+    own = dialect(provider).otel_operation if provider in NAMES else None
+    if own is not None:
+        return own
     tail = path.rstrip("/")
     if tail.endswith("/api/generate") or (
         tail.endswith("/completions") and not tail.endswith("/chat/completions")
@@ -282,7 +278,7 @@ def _common(run: Mapping[str, Any]) -> Attributes:
     path = urlsplit(str(target.get("url") or "")).path
     attrs: Attributes = {
         "gen_ai.operation.name": operation_name(provider, path),
-        "gen_ai.provider.name": PROVIDER_NAMES.get(provider, provider or "_OTHER"),
+        "gen_ai.provider.name": provider_name(provider),
     }
     model = target.get("model")
     if model:

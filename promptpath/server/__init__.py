@@ -9,9 +9,12 @@
                    batching, truncation, disconnects
     behaviour.py   Behaviour (frozen); from_request(defaults, headers, body): x-promptpath-*
                    controls and the body's "promptpath" object (a header wins), and applied()
-    dialect.py     Event, framing, the send stamp {"promptpath": {"seq", "sent_unix_ns"}}
-                   (the first event's stamp also reports the controls applied)
-    *_dialect(s).py  OpenAI chat + Responses, Anthropic messages, Ollama chat
+    dialect.py     Dialect (what every emulation implements), Event, framing, the send stamp
+                   {"promptpath": {"seq", "sent_unix_ns"}} (the first event's stamp also
+                   reports the controls applied)
+    routing.py     which emulation answers a path: each dialect's plug-in holds its own
+                   (promptpath/dialects/<name>.py, ``SPEC.emulation``)
+    websocket.py   the WebSocket side, for the dialects that speak it
     certs.py       make_self_signed(dir, ...) -> CertPaths (cryptography, lazily)
     limits.py      bounds of --port and --cert-days (typer and ServerConfig share them)
 

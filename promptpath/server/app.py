@@ -17,8 +17,6 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from promptpath.core.media import EVENTSTREAM
-from promptpath.server.bedrock_dialect import GUARDRAIL_BATCH
 from promptpath.server.behaviour import (
     Behaviour,
     BehaviourError,
@@ -36,7 +34,7 @@ from promptpath.server.dialect import (
     json_body,
     stamped,
 )
-from promptpath.server.dialects import dialect_for_path, path_model, websocket_only
+from promptpath.server.routing import dialect_for_path, path_model, websocket_only
 from promptpath.server.sigv4_check import AwsTestKey, SigV4Refusal, check_sigv4
 from promptpath.server.stats import RequestRecord, ServerStats
 from promptpath.server.streaming import (
@@ -200,10 +198,10 @@ class ReferenceApp:
         return False
 
     def _sigv4_refusal(
-        self, scope: Scope, headers: list[tuple[bytes, bytes]], body: bytes
+        self, scope: Scope, headers: list[tuple[bytes, bytes]], body: bytes, service: str
     ) -> SigV4Refusal | None:
-        """Why a Bedrock request's signature is refused (None: it is good), or None when
-        it carries a bearer token matching --api-key-env (a Bedrock API key)."""
+        """Why a Bedrock request's signature for ``service`` is refused (None: it is good),
+        or None when it carries a bearer token matching --api-key-env (a Bedrock API key)."""
         assert self.aws_credentials is not None
         texts = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in headers]
         if self.api_key is not None and self._authorized(headers):
@@ -216,6 +214,7 @@ class ReferenceApp:
             headers=texts,
             body=body,
             credentials=self.aws_credentials,
+            service=service,
             now=datetime.now(UTC),
         )
 
@@ -288,8 +287,8 @@ class ReferenceApp:
         if raw is None:
             await self._error(send, record, dialect_cls, 413, "request body too large")
             return
-        if self.aws_credentials is not None and dialect_cls.media_type == EVENTSTREAM:
-            refusal = self._sigv4_refusal(scope, headers, raw)
+        if self.aws_credentials is not None and dialect_cls.sigv4_service is not None:
+            refusal = self._sigv4_refusal(scope, headers, raw, dialect_cls.sigv4_service)
             if refusal is not None:
                 record.status = refusal.status
                 said: JSONObject = {"message": refusal.message}
@@ -381,7 +380,7 @@ class ReferenceApp:
                 report={"request_id": request_id, **applied(behaviour, sources)},
                 # A synchronous guardrail holds the answer and releases each scanned batch
                 # (the controls as asked stay as they were: this is the provider's doing).
-                hold_batch=GUARDRAIL_BATCH if guardrail == "sync" else 1,
+                hold_batch=dialect_cls.guardrail_batch if guardrail == "sync" else 1,
             )
             complete = await write_stream(ex, spec, stats=self.stats, record=record)
             if not complete and ex.gone:

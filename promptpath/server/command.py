@@ -25,8 +25,8 @@ from promptpath.server.behaviour import (
     parse_response_header,
 )
 from promptpath.server.controls import RESPONSE_HEADER, TABLE, Control
-from promptpath.server.dialects import DIALECTS, WEBSOCKET_ONLY
 from promptpath.server.limits import CERT_DAYS_MAX, PORT_MAX
+from promptpath.server.routing import DIALECTS, WEBSOCKET_ONLY
 from promptpath.server.sigv4_check import parse_test_credentials
 
 _B = "Behaviour (per request: header x-promptpath-<name>, or body field promptpath.<name>)"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -17,6 +17,8 @@ from promptpath.server.tokens import count_prompt_tokens
 
 Finish = Literal["stop", "length"]
 JSONObject = dict[str, Any]
+#: Makes a fresh id with a prefix (``event`` -> ``event_3f9a...``): chosen by the server.
+NewId = Callable[[str], str]
 
 #: Top-level key added to every JSON event: the server's send time (client contract).
 STAMP_KEY = "promptpath"
@@ -82,6 +84,11 @@ class Dialect(ABC):
     model_in_path: ClassVar[bool] = False
     #: The emulation can send reasoning before the answer (the ``reasoning`` control).
     reasons: ClassVar[bool] = False
+    #: Tokens a synchronous guardrail (``guardrail``) releases at once, each batch scanned.
+    guardrail_batch: ClassVar[int] = 1
+    #: The AWS signing name a request must be signed for when serve checks SigV4 (None:
+    #: the API takes no SigV4, serve checks its key instead).
+    sigv4_service: ClassVar[str | None] = None
 
     def __init__(self, info: RequestInfo) -> None:
         self.info = info
@@ -96,6 +103,30 @@ class Dialect(ABC):
     ) -> bytes:
         """Wire bytes for one event (SSE or NDJSON here; binary framings override it)."""
         return frame(event, sse=self.sse, seq=seq, sent_unix_ns=sent_unix_ns, report=report)
+
+    # -- a WebSocket session (server/websocket.py) ---------------------------------------
+    #: The session is a conversation (Realtime): the user's turns arrive as messages of their
+    #: own and are the prompt of the next ``response.create``, which answers with the model
+    #: the URL names.
+    conversation: ClassVar[bool] = False
+
+    @classmethod
+    def session_opening(cls, model: str, new_id: NewId) -> list[JSONObject]:
+        """The messages a session opens with, before the client says anything."""
+        return []
+
+    @classmethod
+    def session_turn(
+        cls, kind: object, payload: JSONObject, new_id: NewId
+    ) -> tuple[int, list[JSONObject]] | None:
+        """A client message other than ``response.create``: the prompt tokens it adds and
+        the messages that answer it; None for a message the API does not take."""
+        return None
+
+    @classmethod
+    def session_error(cls, error: JSONObject, new_id: NewId) -> JSONObject:
+        """An ``error`` message on the socket (Responses' WebSocket mode: with a status)."""
+        return {"type": "error", "status": 400, "error": error}
 
     @classmethod
     def guardrail(cls, body: object, headers: Mapping[str, str]) -> Literal["sync", "async"] | None:

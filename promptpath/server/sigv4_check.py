@@ -91,9 +91,11 @@ def check_sigv4(
     headers: Iterable[tuple[str, str]],
     body: bytes,
     credentials: AwsTestKey,
+    service: str,
     now: datetime,
 ) -> SigV4Refusal | None:
-    """None when the request is signed by ``credentials`` over exactly what arrived."""
+    """None when the request is signed by ``credentials`` for ``service`` (its AWS signing
+    name) over exactly what arrived."""
     values: dict[str, list[str]] = {}
     for name, value in headers:
         values.setdefault(name.lower(), []).append(value)
@@ -108,7 +110,7 @@ def check_sigv4(
             error_type="IncompleteSignatureException",
             message=f"Credential should be scoped correctly: {auth['Credential']}",
         )
-    access_key, day, region, service, _ = scope
+    access_key, day, region, scoped, _ = scope
     if access_key != credentials.access_key:
         return SigV4Refusal(
             error_type="UnrecognizedClientException",
@@ -130,7 +132,7 @@ def check_sigv4(
             " time by more than 5 minutes.",
         )
     signed = auth["SignedHeaders"].split(";")
-    if "host" not in signed or day != amz_date[:8] or service != "bedrock":
+    if "host" not in signed or day != amz_date[:8] or scoped != service:
         return SigV4Refusal(error_type="InvalidSignatureException", message=_MISMATCH)
     if credentials.token is not None:
         sent = ",".join(values.get("x-amz-security-token", []))

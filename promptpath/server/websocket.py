@@ -1,5 +1,5 @@
-"""The reference endpoint's WebSocket side: the Responses API's WebSocket mode at
-``/v1/responses`` and Realtime text sessions at ``/v1/realtime``, over hypercorn's ASGI
+"""The reference endpoint's WebSocket side: every dialect whose plug-in speaks WebSocket
+(the Responses API's WebSocket mode, Realtime text sessions), over hypercorn's ASGI
 websocket scope (HTTP/1.1 upgrade).
 
 The upgrade is judged first: the key (401), the controls in the upgrade's
@@ -10,8 +10,8 @@ streams use (server/streaming.py), each event one text message stamped with its 
 time; the message's own ``promptpath`` object adds controls (the upgrade's headers win,
 as they do over HTTP). ``truncate-after`` ends the stream with a Close frame whose code
 is ``close-code`` (1011 unless set). The socket stays open between responses, as the
-real API's does; Realtime opens with ``session.created`` and acknowledges the user's
-``conversation.item.create``.
+real API's does; what a session says besides its responses (Realtime's opening, its
+acknowledged turns, its errors' shape) is the emulation's (``Dialect.session_*``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from collections.abc import MutableMapping
 from dataclasses import replace
 from typing import Any, Protocol
 
-from promptpath.options import detect_provider
 from promptpath.server.behaviour import (
     Behaviour,
     BehaviourError,
@@ -41,8 +40,7 @@ from promptpath.server.dialect import (
     RequestError,
     json_body,
 )
-from promptpath.server.openai_dialects import Responses, openai_error_reply
-from promptpath.server.realtime_dialect import Realtime
+from promptpath.server.routing import ws_dialect_for_path
 from promptpath.server.stats import ServerStats
 from promptpath.server.streaming import (
     Exchange,
@@ -52,7 +50,7 @@ from promptpath.server.streaming import (
     StreamSpec,
     write_stream,
 )
-from promptpath.server.tokens import answer_tokens, count_prompt_tokens
+from promptpath.server.tokens import answer_tokens
 
 Scope = MutableMapping[str, Any]
 
@@ -65,8 +63,6 @@ class Host(Protocol):
     def authorized(self, headers: list[tuple[bytes, bytes]]) -> bool: ...
 
 
-#: Dialects with a WebSocket side, by the provider their path names.
-WS_DIALECTS: dict[str, type[Dialect]] = {"responses": Responses, "realtime": Realtime}
 #: Longest client message read (a response.create with a long prompt fits).
 MAX_MESSAGE = 8 * 1024 * 1024
 
@@ -99,8 +95,7 @@ async def serve_websocket(
 ) -> None:
     """Answer one WebSocket from the upgrade to its close."""
     path: str = scope["path"]
-    provider = detect_provider(path)
-    dialect_cls = WS_DIALECTS.get(provider or "")
+    dialect_cls = ws_dialect_for_path(path)
     headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
     first = await receive()
     if first["type"] != "websocket.connect":
@@ -110,15 +105,15 @@ async def serve_websocket(
         await _refuse(send, 404, body)
         return
     if not app.authorized(headers):
-        await _refuse(send, 401, openai_error_reply(401, None, None).body)
+        await _refuse(send, 401, dialect_cls.error_reply(401).body)
         return
     try:
         upgrade_behaviour, _ = from_request(app.defaults, headers, None)
     except BehaviourError as exc:
-        await _refuse(send, 400, openai_error_reply(400, str(exc), exc.header).body)
+        await _refuse(send, 400, dialect_cls.error_reply(400, str(exc), param=exc.header).body)
         return
     if upgrade_behaviour.status is not None and upgrade_behaviour.status != 200:
-        reply = openai_error_reply(upgrade_behaviour.status, None, None)
+        reply = dialect_cls.error_reply(upgrade_behaviour.status)
         await _refuse(send, upgrade_behaviour.status, reply.body, reply.headers)
         return
     await send({"type": "websocket.accept", "headers": [(b"x-request-id", _id("req").encode())]})
@@ -162,7 +157,7 @@ class _Session:
         self.path = path
         self.headers = headers
         self.ex = ex
-        self.prompt_tokens = 0  # Realtime: the user's turns so far
+        self.prompt_tokens = 0  # a conversation's (Realtime's): the user's turns so far
         self.model = _query_model(query) or "promptpath-reference"
 
     async def send(self, data: JSONObject) -> bool:
@@ -170,17 +165,8 @@ class _Session:
         return await self.ex.send({"type": "websocket.send", "text": json.dumps(data)})
 
     async def run(self) -> None:
-        if self.dialect_cls is Realtime:
-            session: JSONObject = {
-                "id": _id("sess"),
-                "object": "realtime.session",
-                "type": "realtime",
-                "model": self.model,
-                "output_modalities": ["text"],
-            }
-            await self.send(
-                {"type": "session.created", "event_id": _id("event"), "session": session}
-            )
+        for opening in self.dialect_cls.session_opening(self.model, _id):
+            await self.send(opening)
         while True:
             message = await self.ex.next_message()
             if message["type"] != "websocket.receive":
@@ -203,28 +189,19 @@ class _Session:
             if kind == "response.create":
                 if not await self.respond(payload):
                     return
-            elif kind == "conversation.item.create" and self.dialect_cls is Realtime:
-                await self.item_created(payload)
-            elif kind == "session.update" and self.dialect_cls is Realtime:
-                await self.send({"type": "session.updated", "event_id": _id("event")})
-            else:
+                continue
+            turn = self.dialect_cls.session_turn(kind, payload, _id)
+            if turn is None:
                 await self.error(f"unknown event type {kind!r}", "invalid_request_error")
+                continue
+            tokens, replies = turn
+            self.prompt_tokens += tokens
+            for reply in replies:
+                await self.send(reply)
 
     async def error(self, message: str, kind: str, param: str | None = None) -> None:
         error = {"type": kind, "code": None, "message": message, "param": param}
-        if self.dialect_cls is Realtime:
-            await self.send({"type": "error", "event_id": _id("event"), "error": error})
-        else:
-            await self.send({"type": "error", "status": 400, "error": error})
-
-    async def item_created(self, payload: JSONObject) -> None:
-        item = payload.get("item")
-        self.prompt_tokens += count_prompt_tokens(_texts(item))
-        done = {"id": _id("item"), "object": "realtime.item", "status": "completed"}
-        if isinstance(item, dict):
-            done = {**item, **done}
-        for kind in ("conversation.item.added", "conversation.item.done"):
-            await self.send({"type": kind, "event_id": _id("event"), "item": done})
+        await self.send(self.dialect_cls.session_error(error, _id))
 
     async def respond(self, payload: JSONObject) -> bool:
         """One response.create answered in full; False when the socket is gone or closed."""
@@ -248,9 +225,8 @@ class _Session:
             record.status = 400
             await self.error(str(exc), "invalid_request_error", exc.header)
             return True
-        if self.dialect_cls is Realtime:
-            model = self.model
-            params = replace(params, model=model, prompt_tokens=self.prompt_tokens)
+        if self.dialect_cls.conversation:
+            params = replace(params, model=self.model, prompt_tokens=self.prompt_tokens)
         if behaviour.probe_id is not None:
             self.stats.tag(record, behaviour.probe_id)
         behaviour = _streaming(behaviour)
@@ -293,14 +269,4 @@ def _query_model(query: str) -> str | None:
     return values[0] if values else None
 
 
-def _texts(value: object) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _texts(v)]
-    if isinstance(value, list):
-        return [t for v in value for t in _texts(v)]
-    return []
-
-
-__all__ = ["WS_DIALECTS", "WSExchange", "serve_websocket"]
+__all__ = ["WSExchange", "serve_websocket"]

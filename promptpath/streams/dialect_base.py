@@ -1,8 +1,7 @@
 """What every stream dialect shares: defensive JSON access, event building, the base class.
 
-The dialects themselves live in ``streams/dialects.py`` (OpenAI, Responses, Anthropic,
-Ollama), ``streams/google.py`` (Gemini, Vertex) and ``streams/cohere.py`` (Cohere v2);
-each builds on this module, so none imports another's internals.
+The decoders themselves live in their dialects' plug-ins (``dialects/<name>.py``); each
+builds on this module, so none imports another's internals.
 """
 
 from __future__ import annotations

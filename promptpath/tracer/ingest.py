@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from promptpath.core.errors import HTTPStatusError, StreamError, http_status_kind
-from promptpath.core.media import STREAM_TYPES, media_type
+from promptpath.core.media import DECODABLE, STREAM_TYPES, media_type
 from promptpath.core.timeline import (
     NotKept,
     StreamEvent,
@@ -22,12 +22,9 @@ from promptpath.core.timeline import (
     count_content,
     is_visible,
 )
-from promptpath.streams.decoder import StreamDecoder
-from promptpath.streams.dialects import Provider
-from promptpath.streams.sniff import provider_hint
-
-#: Content codings the ingest decodes (zlib): the only ones a request may offer.
-DECODABLE = frozenset({"gzip", "x-gzip", "deflate"})
+from promptpath.dialects.registry import Provider
+from promptpath.dialects.sniff import provider_hint
+from promptpath.dialects.stream import StreamDecoder
 
 #: Bytes of an error or non-stream body we read to explain it (never more).
 SNIFF_LIMIT = 64 * 1024

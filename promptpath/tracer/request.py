@@ -1,9 +1,10 @@
-"""Request building per provider dialect: path, headers and JSON body of one streamed prompt."""
+"""The request of one streamed prompt: method, headers and body, as the dialect's plug-in
+and the client shape say (the plug-in: its body, key header, version headers; the shape:
+User-Agent, Accept, Accept-Encoding, HTTP version), -H over both."""
 
 from __future__ import annotations
 
 import json
-import platform
 from dataclasses import dataclass
 
 from promptpath.core.headers import (
@@ -13,22 +14,13 @@ from promptpath.core.headers import (
     is_secret_header,
     redact_headers,
 )
-from promptpath.core.media import EVENTSTREAM
 from promptpath.core.timeline import SentRequest
 from promptpath.core.urlsafe import shown_path
-from promptpath.options import (
-    BEARER_KEY_ENVS,
-    BEDROCK_PROVIDERS,
-    ClientName,
-    HTTPChoice,
-    Provider,
-    RunOptions,
-)
-from promptpath.tracer.ingest import DECODABLE
+from promptpath.dialects.plugins import dialect, dialects
+from promptpath.dialects.registry import CLIENTS
+from promptpath.dialects.spec import ClientShape
+from promptpath.options import ClientName, Provider, RunOptions
 
-ANTHROPIC_VERSION = "2023-06-01"
-#: The "anthropic_version" Claude on Bedrock's invoke APIs requires in the body.
-BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 #: The body field ``promptpath serve`` reads controls from (server/behaviour.BODY_FIELD).
 CONTROLS_FIELD = "promptpath"
 #: Our own product token: the whole User-Agent of the identity shape, and appended to
@@ -46,190 +38,25 @@ class PreparedRequest:
     messages: tuple[str, ...] = ()  # WebSocket: sent after the 101, in order
 
 
-def build_body(provider: Provider, model: str, prompt: str, max_tokens: int) -> dict[str, object]:
-    messages = [{"role": "user", "content": prompt}]
-    if provider == "openai":
-        return {
-            "model": model,
-            "messages": messages,
-            "max_tokens": max_tokens,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-    if provider == "responses":
-        return {"model": model, "input": prompt, "max_output_tokens": max_tokens, "stream": True}
-    if provider == "anthropic":
-        return {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
-    if provider in ("gemini", "vertex"):
-        # google-genai 3.6.1, observed on loopback: the model is in the path, the stream is
-        # asked for by the path (:streamGenerateContent?alt=sse), not by the body.
-        return {
-            "contents": [{"parts": [{"text": prompt}], "role": "user"}],
-            "generationConfig": {"maxOutputTokens": max_tokens},
-        }
-    if provider == "azure":
-        # openai's AzureOpenAI sends the chat body unchanged (the deployment as "model").
-        return build_body("openai", model, prompt, max_tokens)
-    if provider == "bedrock":
-        # boto3 1.44.8 converse_stream(modelId=M, messages=[...], inferenceConfig=...),
-        # observed on loopback: the model is in the path, the body only this.
-        return {
-            "messages": [{"role": "user", "content": [{"text": prompt}]}],
-            "inferenceConfig": {"maxTokens": max_tokens},
-        }
-    if provider == "bedrock-invoke":
-        # invoke_model_with_response_stream sends the body the caller wrote, verbatim:
-        # Anthropic's Messages body as Bedrock takes it (anthropic_version, no model).
-        return {
-            "anthropic_version": BEDROCK_ANTHROPIC_VERSION,
-            "max_tokens": max_tokens,
-            "messages": messages,
-        }
-    if provider == "cohere":
-        # cohere 7.3.1 ClientV2.chat_stream, observed on loopback: the fields not given are
-        # left out, "stream": true last.
-        return {"model": model, "messages": messages, "max_tokens": max_tokens, "stream": True}
-    return {
-        "model": model,
-        "messages": messages,
-        "stream": True,
-        "options": {"num_predict": max_tokens},
-    }
-
-
 def auth_headers(
     provider: Provider, api_key: str | None, key_env: str | None = None
 ) -> list[tuple[str, str]]:
+    """The key as the dialect sends it: its own header, else a bearer token."""
     if not api_key:
         return []
-    if provider == "anthropic":
-        return [("x-api-key", api_key)]
-    if provider == "gemini":
-        return [("x-goog-api-key", api_key)]
-    if provider == "azure" and key_env not in BEARER_KEY_ENVS:
-        return [("api-key", api_key)]
+    spec = dialect(provider)
+    if spec.key_header is not None and key_env not in spec.bearer_key_envs:
+        return [(spec.key_header, api_key)]
     return [("authorization", f"Bearer {api_key}")]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClientShape:
-    """What one HTTP client puts on a streamed prompt, as read in its own source."""
-
-    name: ClientName
-    user_agent: str  # the client's own User-Agent (PRODUCT is appended when sent)
-    accept: str | None  # None: the dialect's stream type (text/event-stream or NDJSON); "": none
-    encodings: tuple[str, ...]  # its Accept-Encoding, in its order; (): it sends none
-    http: HTTPChoice  # the HTTP version it speaks when --http is not given
-    #: Headers of its own it sends on every request (after User-Agent), e.g. its SDK name.
-    extra: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def offered(self) -> tuple[str, ...]:
-        """The encodings we offer for it: only those the ingest can decode (a shape never
-        asks for a stream promptpath could not read)."""
-        return tuple(e for e in self.encodings if e in DECODABLE or e == "identity")
-
-    @property
-    def not_offered(self) -> tuple[str, ...]:
-        """Encodings the real client offers that we leave out (no decoder installed)."""
-        return tuple(e for e in self.encodings if e not in self.offered)
-
-
-#: google-genai 3.6.1 sends its User-Agent as x-goog-api-client too.
-_GENAI = f"google-genai-sdk/3.6.1 gl-python/{platform.python_version()}"
-
-#: Both official SDKs (and ollama's) ride on httpx, which offers the encodings it has
-#: decoders for: gzip and deflate always, br and zstd only when the brotli/zstandard
-#: packages happen to be installed (not by default), and HTTP/1.1 only unless the
-#: application builds its client with http2=True (ALPN then offers h2 too). The
-#: SDKs send Accept: application/json even for a stream, and x-stainless-* headers
-#: (build and platform facts) that we leave out: no hop we know of treats a stream by them.
-SHAPES: dict[ClientName, ClientShape] = {
-    # openai 3.57.0: _base_client.py default_headers and user_agent ("OpenAI/Python" +
-    # version), on httpx2 2.16.2 (Client(http2=False), Accept-Encoding from its decoders);
-    # the same headers as openai 1.95.1 on httpx 0.28. Observed on loopback: "Accept-
-    # Encoding: gzip, deflate", "accept: application/json", HTTP/1.1.
-    "openai-python": ClientShape(
-        name="openai-python",
-        user_agent="OpenAI/Python 3.57.0",
-        accept="application/json",
-        encodings=("gzip", "deflate"),
-        http="1.1",
-    ),
-    # anthropic 2.14.0: the same Stainless base client ("Anthropic/Python" + version) on
-    # httpx2 2.16.2; observed: the same Accept and Accept-Encoding, HTTP/1.1.
-    "anthropic-python": ClientShape(
-        name="anthropic-python",
-        user_agent="Anthropic/Python 2.14.0",
-        accept="application/json",
-        encodings=("gzip", "deflate"),
-        http="1.1",
-    ),
-    # ollama 0.6.1: ollama/_client.py BaseClient sets Accept: application/json and
-    # "ollama-python/VERSION (MACHINE SYSTEM) Python/VERSION" on an httpx 0.28 client
-    # (gzip, deflate; HTTP/1.1). The platform part is this machine's, as the SDK's would be.
-    "ollama-python": ClientShape(
-        name="ollama-python",
-        user_agent=(
-            f"ollama-python/0.6.1 ({platform.machine()} {platform.system().lower()})"
-            f" Python/{platform.python_version()}"
-        ),
-        accept="application/json",
-        encodings=("gzip", "deflate"),
-        http="1.1",
-    ),
-    # google-genai 3.6.1 (_api_client.py append_library_version_headers) on httpx2, observed
-    # on loopback: "user-agent" and "x-goog-api-client" both "google-genai-sdk/3.6.1
-    # gl-python/3.11.7" (the Python version is this machine's, as the SDK's would be),
-    # "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1.
-    "google-genai": ClientShape(
-        name="google-genai",
-        user_agent=_GENAI,
-        accept="*/*",
-        encodings=("gzip", "deflate"),
-        http="1.1",
-        extra=(("x-goog-api-client", _GENAI),),
-    ),
-    # boto3 1.44.8 / botocore 1.44.8 (bedrock-runtime converse_stream and
-    # invoke_model_with_response_stream), observed on loopback: no Accept header at all
-    # (invoke adds X-Amzn-Bedrock-Accept), "Accept-Encoding: identity" (urllib3 through
-    # http.client), HTTP/1.1 only, and a User-Agent of SDK, OS, language and config
-    # tokens. Left out: the per-call feature list (m/...) and amz-sdk-invocation-id /
-    # amz-sdk-request (retry bookkeeping no hop treats a stream by).
-    "boto3": ClientShape(
-        name="boto3",
-        user_agent=(
-            "Boto3/1.44.8 md/Botocore#1.44.8 ua/2.1"
-            f" os/{platform.system().lower()}#{platform.release()}"
-            f" md/arch#{platform.machine().lower()} lang/python#{platform.python_version()}"
-            " md/pyimpl#CPython cfg/retry-mode#standard Botocore/1.44.8"
-        ),
-        accept="",
-        encodings=("identity",),
-        http="1.1",
-    ),
-    # cohere 7.3.1 (core/client_wrapper.py get_headers) on httpx 0.28, observed on loopback:
-    # "User-Agent: cohere/7.3.1", "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1,
-    # and Fern's X-Fern-* build headers. Those naming the SDK are sent; X-Fern-Runtime and
-    # X-Fern-Platform (this machine's Python and kernel release) are left out, as the
-    # x-stainless-* ones are: no hop we know of treats a stream by them.
-    "cohere": ClientShape(
-        name="cohere",
-        user_agent="cohere/7.3.1",
-        accept="*/*",
-        encodings=("gzip", "deflate"),
-        http="1.1",
-        extra=(
-            ("x-fern-language", "Python"),
-            ("x-fern-sdk-name", "cohere"),
-            ("x-fern-sdk-version", "7.3.1"),
-        ),
-    ),
+#: The clients of no dialect of their own; the SDKs' shapes are their plug-ins'.
+_GENERIC: tuple[ClientShape, ...] = (
     # curl 7.88.1 (Debian 12), as `curl URL -d ...` runs it, observed on loopback: "Accept:
     # */*", no Accept-Encoding at all (only --compressed adds one), and h2 offered by
     # ALPN over TLS (the default since 7.62 when built with nghttp2); plain http:// stays
     # HTTP/1.1, as our "auto" does.
-    "curl": ClientShape(
+    ClientShape(
         name="curl",
         user_agent="curl/7.88.1",
         accept="*/*",
@@ -240,7 +67,7 @@ SHAPES: dict[ClientName, ClientShape] = {
     # EventSource sends it (HTML standard; fetch-based SSE readers set the same),
     # "gzip, deflate, br, zstd" (zstd since Chrome 123), h2 by ALPN (h3 only later, after
     # Alt-Svc). br and zstd are left out while no decoder for them is installed.
-    "browser": ClientShape(
+    ClientShape(
         name="browser",
         user_agent=(
             "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko)"
@@ -251,45 +78,45 @@ SHAPES: dict[ClientName, ClientShape] = {
         http="auto",
     ),
     # promptpath's own plain request (its only behaviour before --as): no compression.
-    "identity": ClientShape(
+    ClientShape(
         name="identity",
         user_agent=PRODUCT,
         accept=None,
         encodings=("identity",),
         http="auto",
     ),
-}
+)
+
+
+def _shapes() -> dict[ClientName, ClientShape]:
+    found = {shape.name: shape for spec in dialects() for shape in spec.shapes}
+    found.update((shape.name, shape) for shape in _GENERIC)
+    return {name: found[name] for name in CLIENTS}
+
+
+#: Every --as shape, in the registry's order (a test holds the two to one list).
+SHAPES: dict[ClientName, ClientShape] = _shapes()
 
 
 def user_agent(shape: ClientShape) -> str:
     return shape.user_agent if shape.user_agent == PRODUCT else f"{shape.user_agent} {PRODUCT}"
 
 
-def stream_type(provider: Provider) -> str:
-    if provider in BEDROCK_PROVIDERS:
-        return EVENTSTREAM
-    return "application/x-ndjson" if provider == "ollama" else "text/event-stream"
-
-
 def request_headers(options: RunOptions) -> list[tuple[str, str]]:
     """The headers of the prompt: the client shape's, the dialect's, the key; -H wins."""
+    spec = dialect(options.provider)
     shape = SHAPES[options.client]
     headers: list[tuple[str, str]] = [("content-type", "application/json")]
-    accept = stream_type(options.provider) if shape.accept is None else shape.accept
+    accept = spec.stream_type if shape.accept is None else shape.accept
     if accept:
         headers.append(("accept", accept))
     if shape.offered:
         headers.append(("accept-encoding", ", ".join(shape.offered)))
     headers.append(("user-agent", user_agent(shape)))
-    if options.provider == "anthropic":
-        headers.append(("anthropic-version", ANTHROPIC_VERSION))
+    headers += spec.version_headers
     headers += shape.extra
-    if options.provider == "bedrock-invoke":
-        # the `accept` argument of invoke_model_with_response_stream: the payloads' type
-        headers.append(("x-amzn-bedrock-accept", "application/json"))
-        if options.guardrail is not None:  # its guardrailIdentifier/guardrailVersion
-            headers.append(("x-amzn-bedrock-guardrailidentifier", options.guardrail.identifier))
-            headers.append(("x-amzn-bedrock-guardrailversion", options.guardrail.version))
+    if spec.extra_headers is not None:
+        headers += spec.extra_headers(options)
     user_names = {name.lower() for name, _ in options.headers}
     headers = [(n, v) for n, v in headers if n not in user_names]
     # Any credential header given with -H (Azure's api-key too) replaces the key from the
@@ -301,37 +128,15 @@ def request_headers(options: RunOptions) -> list[tuple[str, str]]:
 
 
 def ws_messages(options: RunOptions) -> tuple[str, ...]:
-    """The messages a WebSocket dialect sends after the 101, as the openai SDK 3.57 sends
-    them (observed on loopback): the Responses API's WebSocket mode one
-    ``{"type": "response.create", ...}`` with the request's fields at the top level, no
-    ``stream``; Realtime the user's turn (``conversation.item.create``) and a text-only
-    ``response.create``. The reference endpoint's controls ride in each's ``promptpath``."""
-    controls: dict[str, object] = (
-        {CONTROLS_FIELD: dict(options.body_controls)} if options.body_controls else {}
-    )
-    if options.provider == "realtime":
-        item: dict[str, object] = {
-            "type": "conversation.item.create",
-            "item": {
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": options.prompt}],
-            },
-        }
-        create: dict[str, object] = {
-            "type": "response.create",
-            "response": {"output_modalities": ["text"], "max_output_tokens": options.max_tokens},
-            **controls,
-        }
-        return json.dumps(item), json.dumps(create)
-    create = {
-        "type": "response.create",
-        "model": options.model,
-        "input": options.prompt,
-        "max_output_tokens": options.max_tokens,
-        **controls,
-    }
-    return (json.dumps(create),)
+    """The messages a WebSocket dialect sends after the 101, as its plug-in writes them; the
+    reference endpoint's controls ride in the last one's ``promptpath``."""
+    write = dialect(options.provider).ws_messages
+    if write is None:
+        raise ValueError(f"the {options.provider} dialect speaks no WebSocket")
+    messages = write(options)
+    if options.body_controls:
+        messages[-1][CONTROLS_FIELD] = dict(options.body_controls)
+    return tuple(json.dumps(m) for m in messages)
 
 
 def ws_headers(options: RunOptions) -> list[tuple[str, str]]:
@@ -353,29 +158,14 @@ def ws_headers(options: RunOptions) -> list[tuple[str, str]]:
 
 
 def signs(options: RunOptions) -> bool:
-    """Whether the request is signed with SigV4: Bedrock with AWS credentials and no key
-    of another kind (a bearer token, or a credential header given with -H)."""
+    """Whether the request is signed with SigV4: a dialect that takes it (Bedrock), AWS
+    credentials, and no key of another kind (a bearer token, or a credential header given
+    with -H)."""
     if options.aws is None or options.api_key:
         return False
+    if dialect(options.provider).sigv4_service is None:
+        return False
     return not {name.lower() for name, _ in options.headers} & KEY_HEADERS
-
-
-def _guardrail_fields(options: RunOptions) -> dict[str, object]:
-    """The body's part of a guardrail: converse's guardrailConfig, invoke's async mode."""
-    rail = options.guardrail
-    if rail is None:
-        return {}
-    if options.provider == "bedrock":
-        return {
-            "guardrailConfig": {
-                "guardrailIdentifier": rail.identifier,
-                "guardrailVersion": rail.version,
-                "streamProcessingMode": rail.mode,
-            }
-        }
-    if rail.mode == "async":
-        return {"amazon-bedrock-guardrailConfig": {"streamProcessingMode": "asynchronous"}}
-    return {}
 
 
 def prepare(options: RunOptions) -> PreparedRequest:
@@ -387,13 +177,15 @@ def prepare(options: RunOptions) -> PreparedRequest:
             expects="websocket",
             messages=ws_messages(options),
         )
-    fields = build_body(options.provider, options.model, options.prompt, options.max_tokens)
-    fields.update(_guardrail_fields(options))
+    spec = dialect(options.provider)
+    if spec.body is None:
+        raise ValueError(f"the {options.provider} dialect takes a WebSocket's messages only")
+    fields = spec.body(options)
     if options.body_controls:
         fields[CONTROLS_FIELD] = dict(options.body_controls)
     body = json.dumps(fields).encode()
     headers = request_headers(options)
-    if signs(options) and options.aws is not None:
+    if signs(options) and options.aws is not None and spec.sigv4_service is not None:
         from promptpath.tracer.sigv4 import sigv4_headers
 
         target = options.target
@@ -411,12 +203,13 @@ def prepare(options: RunOptions) -> PreparedRequest:
             headers=[(n, v) for n, v in headers if n.lower() != "host"],
             body=body,
             credentials=options.aws,
+            service=spec.sigv4_service,
         )
     return PreparedRequest(
         method="POST",
         headers=tuple(headers),
         body=body,
-        expects=stream_type(options.provider),
+        expects=spec.stream_type,
     )
 
 
@@ -472,7 +265,6 @@ def _refuses(param: str) -> bool:
 
 
 __all__ = [
-    "ANTHROPIC_VERSION",
     "CONTROLS_FIELD",
     "KEY_HEADERS",  # re-exported from core.headers, where the table lives
     "PRODUCT",

@@ -1,4 +1,4 @@
-"""SigV4 for Bedrock requests, by botocore's own signer (``botocore.auth.SigV4Auth``).
+"""SigV4 for AWS requests (Bedrock's), by botocore's own signer (``botocore.auth.SigV4Auth``).
 
 SigV4 is security code a well-kept library already does, and does the way AWS checks it
 (the path encoded twice, header values trimmed, the body's SHA-256 in the canonical
@@ -18,10 +18,7 @@ from collections.abc import Sequence
 
 from promptpath.options import AwsCredentials
 
-__all__ = ["SERVICE", "sigv4_headers"]
-
-#: The signing name of bedrock-runtime (botocore's service model: signingName "bedrock").
-SERVICE = "bedrock"
+__all__ = ["sigv4_headers"]
 
 
 def sigv4_headers(
@@ -33,8 +30,10 @@ def sigv4_headers(
     headers: Sequence[tuple[str, str]],
     body: bytes,
     credentials: AwsCredentials,
+    service: str,
 ) -> list[tuple[str, str]]:
-    """The headers SigV4 adds (``x-amz-date``, ``x-amz-security-token``, ``authorization``)."""
+    """The headers SigV4 adds (``x-amz-date``, ``x-amz-security-token``, ``authorization``)
+    for the AWS service whose signing name is ``service``."""
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
@@ -47,7 +46,7 @@ def sigv4_headers(
     request.headers["host"] = authority
     signer = SigV4Auth(
         Credentials(credentials.access_key, credentials.secret_key, credentials.token),
-        SERVICE,
+        service,
         credentials.region,
     )
     signer.add_auth(request)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from promptpath.options import DEFAULT_CLIENT, RunOptions, parse_target
-from promptpath.streams.dialects import Provider
+from promptpath.dialects.plugins import dialect
+from promptpath.dialects.registry import Provider
+from promptpath.options import RunOptions, parse_target
 
 BEDROCK_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 _BEDROCK_PATH = f"/model/{BEDROCK_MODEL.replace(':', '%3A')}"
@@ -37,7 +38,7 @@ def sample_options(base_url: str, provider: Provider, **kw: Any) -> RunOptions:
         target=parse_target(base_url + path),
         provider=provider,
         model=model,
-        client=DEFAULT_CLIENT[provider],
+        client=dialect(provider).client,
         **kw,
     )
 

@@ -19,7 +19,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, EventStreamError
 
-from promptpath.server.bedrock_dialect import CONVERSE_EXCEPTIONS, EXCEPTIONS, INVOKE_EXCEPTIONS
+from promptpath.dialects.bedrock.emulation import CONVERSE_EXCEPTIONS, EXCEPTIONS, INVOKE_EXCEPTIONS
 from promptpath.server.tokens import answer_tokens
 from tests.helpers.refserver import RefServer, reference_server
 

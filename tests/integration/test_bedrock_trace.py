@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 from promptpath.core.exitcodes import ExitCode
-from promptpath.server.bedrock_dialect import CONVERSE_EXCEPTIONS, INVOKE_EXCEPTIONS
+from promptpath.dialects.bedrock.emulation import CONVERSE_EXCEPTIONS, INVOKE_EXCEPTIONS
 from tests.helpers.cli import run_cli
 from tests.helpers.refserver import RefServer, reference_server
 

@@ -10,7 +10,7 @@ or ``proxy_buffering off`` it streamed: 62-63 reads of one event (~225 bytes) ea
 
 A guardrail in its synchronous mode is the provider's hold, not the path's: serve
 releases the answer in scanned batches of 8 tokens when the request applies one
-(server/bedrock_dialect.py); the probe must name the guardrail, not a hop.
+(dialects/bedrock.py); the probe must name the guardrail, not a hop.
 """
 
 from __future__ import annotations

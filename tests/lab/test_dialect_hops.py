@@ -36,9 +36,9 @@ import anyio
 import pytest
 
 from promptpath.core.findings import Finding, Verdict
+from promptpath.dialects.registry import Provider
 from promptpath.options import RunOptions
 from promptpath.probes.suite import run_probes, select
-from promptpath.streams.dialects import Provider
 from tests.helpers import proxylab
 from tests.helpers.dialectsamples import SAMPLES, sample_options
 from tests.helpers.ports import LOOPBACK, free_port

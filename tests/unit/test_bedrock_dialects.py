@@ -1,8 +1,8 @@
 """Bedrock's two streams in dialect terms, fed as event-stream bytes through StreamDecoder.
 
-The messages are built by the reference endpoint's own writer (server/bedrock_dialect.py),
-which boto3 reads (tests/integration/test_bedrock_sdk.py): what is decoded here is what
-the SDK receives.
+The messages are built by the reference endpoint's own writer (the plug-ins' emulations,
+dialects/bedrock.py and bedrock_invoke.py), which boto3 reads
+(tests/integration/test_bedrock_sdk.py): what is decoded here is what the SDK receives.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 
 from promptpath.core.errors import StreamError
 from promptpath.core.timeline import StreamEvent
-from promptpath.server.bedrock_dialect import EXCEPTIONS, BedrockConverse, BedrockInvoke
+from promptpath.dialects.bedrock.emulation import EXCEPTIONS, BedrockConverse
+from promptpath.dialects.bedrock_invoke.emulation import BedrockInvoke
+from promptpath.dialects.registry import Provider
+from promptpath.dialects.stream import StreamDecoder
 from promptpath.server.dialect import Dialect, RequestInfo, RequestParams
-from promptpath.streams.decoder import StreamDecoder
-from promptpath.streams.dialects import Provider
 from promptpath.streams.eventstream import encode_message
 
 

@@ -21,13 +21,12 @@ from typing import Any
 import pytest
 
 from promptpath.core.errors import UsageError
+from promptpath.dialects.bedrock import SIGNING_NAME, region_from_host
+from promptpath.dialects.plugins import detect_provider, model_from_path
 from promptpath.options import (
     AwsCredentials,
     RunOptions,
-    detect_provider,
-    model_from_path,
     parse_target,
-    region_from_host,
     secret_values,
 )
 from promptpath.plan.aws_auth import EXTRA_HINT, load_credentials
@@ -128,6 +127,7 @@ def test_the_signature_covers_the_bytes_sent_as_an_independent_checker_sees_them
             headers=headers,
             body=body,
             credentials=check,
+            service=SIGNING_NAME,
             now=datetime.now(UTC),
         )
 

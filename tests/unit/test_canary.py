@@ -10,6 +10,7 @@ import pytest
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import ServerControls, StreamEvent, Timeline
+from promptpath.dialects.stream import StreamDecoder
 from promptpath.options import Provider, RunOptions, parse_target
 from promptpath.probes.canary import (
     canary_controls,
@@ -21,8 +22,7 @@ from promptpath.probes.idle_timeout.measure import PauseRun
 from promptpath.probes.idle_timeout.probe import comments_lost
 from promptpath.server.behaviour import BODY_FIELD, Behaviour, applied, from_request
 from promptpath.server.dialect import RequestInfo, frame
-from promptpath.server.dialects import DIALECTS
-from promptpath.streams.decoder import StreamDecoder
+from promptpath.server.routing import DIALECTS
 from promptpath.tracer.request import CONTROLS_FIELD, prepare
 
 #: A server started with every default a probe must not inherit.

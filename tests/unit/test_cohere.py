@@ -18,8 +18,8 @@ import pytest
 
 from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.timeline import Usage
-from promptpath.options import detect_provider, key_from_env
-from promptpath.streams.dialects import CohereDecoder, decoder_for
+from promptpath.dialects.cohere import CohereDecoder
+from promptpath.dialects.plugins import decoder_for, detect_provider, key_from_env
 from promptpath.streams.sse import SSEMessage
 from promptpath.tracer.request import prepare
 from tests.unit.test_dialects import content, decode_file

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.timeline import StreamEvent
+from promptpath.dialects.stream import StreamDecoder
 from promptpath.options import Provider
-from promptpath.streams.decoder import StreamDecoder
-from promptpath.streams.dialects import MalformedEvent
+from promptpath.streams.dialect_base import MalformedEvent
 from promptpath.streams.framing import MAX_LINE_BYTES
 
 STREAMS = Path(__file__).resolve().parent.parent / "data" / "streams"

@@ -1,5 +1,6 @@
-"""The dialect table (docs/options.md, linked from the README) against the code: a row for
-every Provider, each row's detection, auth header and key variables as the code has them."""
+"""The dialect table (docs/options.md, linked from the README) against the code: the table
+the plug-ins write (dialects/doctable.py), a row for every Provider, each row's detection,
+auth header and key variables as the code has them."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from typing import get_args
 
 import pytest
 
-from promptpath.options import DEFAULT_KEY_ENV, KEY_ENV_FALLBACK, detect_provider
-from promptpath.streams.dialects import Provider
+from promptpath.dialects import doctable
+from promptpath.dialects.plugins import detect_provider, dialect, dialects
+from promptpath.dialects.registry import NAMES, Provider
 from promptpath.tracer.request import auth_headers
 
 pytestmark = pytest.mark.unit
@@ -83,12 +85,12 @@ def test_the_row_says_the_detection_auth_and_key_variables_the_code_uses(provide
     said = "Authorization: Bearer" if header == "authorization" else f"`{header}`"
     assert said in auth, (provider, auth)
     assert value in ("k", "Bearer k")
-    default = DEFAULT_KEY_ENV[provider]  # type: ignore[index]
+    default = dialect(provider).key_env
     if default is None:
         assert keys.startswith("none"), (provider, keys)
     else:
         assert f"`{default}`" in keys, (provider, keys)
-    for fallback in KEY_ENV_FALLBACK.get(provider, ()):  # type: ignore[call-overload]
+    for fallback in dialect(provider).key_fallbacks:
         assert f"`{fallback}`" in keys, (provider, keys)
         assert keys.index(f"`{default}`") < keys.index(f"`{fallback}`")  # the SDK's order
 
@@ -96,5 +98,14 @@ def test_the_row_says_the_detection_auth_and_key_variables_the_code_uses(provide
 def test_the_readme_names_every_providers_key_variable_and_links_the_table() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "(docs/options.md)" in readme
-    for variable in {v for v in DEFAULT_KEY_ENV.values() if v is not None}:
+    for variable in {d.key_env for d in dialects() if d.key_env is not None}:
         assert f"`{variable}`" in readme, variable
+
+
+def test_the_docs_hold_the_table_the_plugins_write() -> None:
+    # Regenerate with: python -m promptpath.dialects.doctable
+    assert doctable.table() + "\n" in (ROOT / "docs/options.md").read_text()
+
+
+def test_the_docs_list_every_provider_as_help_does() -> None:
+    assert "`--provider " + "\\|".join(NAMES) + "`" in (ROOT / "docs/options.md").read_text()

@@ -10,15 +10,13 @@ import pytest
 from promptpath.core.errors import StreamError
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.timeline import StreamEvent, Usage
+from promptpath.dialects.anthropic import AnthropicDecoder
+from promptpath.dialects.ollama import OllamaDecoder
+from promptpath.dialects.openai import OpenAIChatDecoder
+from promptpath.dialects.plugins import decoder_for
+from promptpath.dialects.responses import ResponsesDecoder
 from promptpath.options import Provider
-from promptpath.streams.dialects import (
-    AnthropicDecoder,
-    MalformedEvent,
-    OllamaDecoder,
-    OpenAIChatDecoder,
-    ResponsesDecoder,
-    decoder_for,
-)
+from promptpath.streams.dialect_base import MalformedEvent
 from promptpath.streams.ndjson import NDJSONDecoder, NDJSONLine
 from promptpath.streams.sse import SSEDecoder, SSEMessage
 

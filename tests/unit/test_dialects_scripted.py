@@ -28,7 +28,7 @@ from promptpath.options import RunOptions
 from promptpath.result import TraceResult
 from promptpath.server.app import ReferenceApp
 from promptpath.server.behaviour import Behaviour
-from promptpath.server.dialects import DIALECTS  # the registry: the one line to repoint
+from promptpath.server.routing import DIALECTS  # the plug-ins' HTTP dialects, by name
 from promptpath.server.tokens import answer_tokens
 from promptpath.tracer.orchestrator import trace
 from promptpath.tracer.request import prepare

@@ -12,8 +12,10 @@ import json
 import pytest
 
 from promptpath.core.timeline import FILTER_EVENTS, Usage
-from promptpath.streams.decoder import StreamDecoder
-from promptpath.streams.dialects import GeminiDecoder, OpenAIChatDecoder, decoder_for
+from promptpath.dialects.gemini import GeminiDecoder
+from promptpath.dialects.openai import OpenAIChatDecoder
+from promptpath.dialects.plugins import decoder_for
+from promptpath.dialects.stream import StreamDecoder
 from promptpath.streams.sse import SSEMessage
 from tests.unit.test_dialects import content, decode_file
 

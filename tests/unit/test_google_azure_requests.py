@@ -16,7 +16,7 @@ import platform
 import pytest
 
 from promptpath.cli.commands import RunArgs, build_options
-from promptpath.options import key_from_env, model_from_path
+from promptpath.dialects.plugins import key_from_env, model_from_path
 from promptpath.report.redact import Redactor
 from promptpath.tracer.request import prepare, redact_headers
 

@@ -35,7 +35,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.core": (),  # the pure core: only itself
     "promptpath.net": (),  # the socket layer: no options, tracer, probes or reporters
     "promptpath.streams": (),
-    "promptpath.tracer.ingest": ("promptpath.streams",),
+    "promptpath.tracer.ingest": ("promptpath.streams", "promptpath.dialects"),
     # What a run hands reporters: its options and what the run found, nothing that traces.
     "promptpath.result": ("promptpath.core.findings", "promptpath.options"),
     # How requests find connections: the transport seam and nothing of the tracer above it.
@@ -45,20 +45,33 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.har": ("promptpath.report.runs",),
     "promptpath.report.junit": ("promptpath.report.runs",),
     "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
-    "promptpath.report.otel": ("promptpath.report.runs",),
+    # (and the dialects' plug-ins, whose gen_ai.provider.name each holds)
+    "promptpath.report.otel": ("promptpath.report.runs", "promptpath.dialects"),
     # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
     "promptpath.outputs.otlp_sdk": ("promptpath.report.otel",),
     # The option table is read by every --help: typer, the probes' plain settings and
-    # names, and the output formats' table only.
+    # names, the output formats' table and the dialects' names only.
     "promptpath.plan.flags": (
         "promptpath.probes.settings",
         "promptpath.probes.catalog",
         "promptpath.outputs.formats",
+        "promptpath.dialects.registry",
     ),
     # The probes' names, read by --help: nothing else.
     "promptpath.probes.catalog": (),
     # The formats' table is read by every --help: it names its writers, never imports them.
     "promptpath.outputs.formats": (),
+    # The dialects' names, read by every --help: nothing of promptpath, no plug-in.
+    "promptpath.dialects.registry": (),
+    # A plug-in builds on the framing and decoding toolkit (streams), the emulation toolkit
+    # (server.dialect, and the token count it uses) and the run options it shapes a
+    # request from: it never traces, touches a socket, reports or hosts the server.
+    "promptpath.dialects": (
+        "promptpath.streams",
+        "promptpath.options",
+        "promptpath.server.dialect",
+        "promptpath.server.tokens",
+    ),
     # (net.dnsmsg parses --authoritative, core.urlsafe quotes a bad --canary-admin: each
     # imported only when one is given)
     "promptpath.probes.settings": ("promptpath.net.dnsmsg", "promptpath.core.urlsafe"),
@@ -79,6 +92,9 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     ),
     "promptpath.probes": ("promptpath.report", "promptpath.cli", "promptpath.modes"),
     "promptpath.server": ("promptpath.tracer", "promptpath.probes", "promptpath.report"),
+    # The emulation toolkit lies below the plug-ins built on it.
+    "promptpath.server.dialect": ("promptpath.dialects",),
+    "promptpath.server.tokens": ("promptpath.dialects",),
     # Each storey of the top floor reads the ones below it only.
     "promptpath.plan": _ABOVE_PLAN,
     "promptpath.modes": ("promptpath.cli", "promptpath.plan.resolve", "promptpath.plan.flags"),

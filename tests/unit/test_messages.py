@@ -8,9 +8,9 @@ import pytest
 
 from promptpath.core.errors import StreamError
 from promptpath.core.timeline import InvalidUTF8, Timeline
+from promptpath.dialects.sniff import other_dialect, provider_hint
 from promptpath.options import ConnectTo, RunOptions, parse_target
 from promptpath.streams.ndjson import NDJSONDecoder
-from promptpath.streams.sniff import other_dialect, provider_hint
 from promptpath.tracer.ingest import BodyIngest, status_error
 from promptpath.tracer.request import key_sent, request_headers
 from tests.helpers.cli import run_cli

@@ -8,10 +8,10 @@ import pytest
 
 from promptpath.cli.commands import RunArgs, build_options
 from promptpath.core.errors import UsageError
+from promptpath.dialects.plugins import detect_provider
 from promptpath.options import (
     ConnectTo,
     check_timeout,
-    detect_provider,
     parse_connect_to,
     parse_header,
     parse_resolve,

@@ -10,9 +10,9 @@ import pytest
 
 from promptpath.core.errors import UsageError
 from promptpath.core.timeline import StreamEvent, Timeline, Usage
+from promptpath.dialects.plugins import decoder_for
 from promptpath.outputs.otlp import otel_installed, parse_resource_attributes, plan_otlp
 from promptpath.report import otel
-from promptpath.streams.dialects import decoder_for
 from promptpath.streams.sse import SSEMessage
 
 
@@ -320,3 +320,35 @@ def test_the_warning_names_what_the_sdk_kept_retrying_on() -> None:
     )
     assert _CAPTURE.failure("none") == "none"  # taken once, per thread
     assert threading.get_ident() not in _CAPTURE.records
+
+
+# The values the dialect table of report/otel.py held before each plug-in held its own:
+# gen-ai-metrics.md's well-known names, Ollama's custom, and the provider as it is (or
+# _OTHER) when no plug-in has it.
+@pytest.mark.parametrize(
+    ("provider", "name"),
+    [
+        ("openai", "openai"),
+        ("responses", "openai"),
+        ("realtime", "openai"),
+        ("azure", "azure.ai.openai"),
+        ("anthropic", "anthropic"),
+        ("gemini", "gcp.gemini"),
+        ("vertex", "gcp.vertex_ai"),
+        ("ollama", "ollama"),
+        ("bedrock", "aws.bedrock"),
+        ("bedrock-invoke", "aws.bedrock"),
+        ("cohere", "cohere"),
+        ("mistral", "mistral"),
+        ("", "_OTHER"),
+    ],
+)
+def test_provider_names(provider: str, name: str) -> None:
+    assert otel.provider_name(provider) == name
+
+
+def test_gemini_and_vertex_generate_content_whatever_the_path() -> None:
+    assert otel.operation_name("gemini", "/v1beta/models/m:streamGenerateContent") == (
+        "generate_content"
+    )
+    assert otel.operation_name("mistral", "/v1/completions") == "text_completion"

@@ -68,7 +68,7 @@ def test_a_bad_flag_is_named_as_its_flag() -> None:
 
 def test_serve_help_names_every_dialect_the_server_registry_holds() -> None:
     """Read from the registry: the hand-written list this replaced had lost Bedrock."""
-    from promptpath.server.dialects import DIALECTS, WEBSOCKET_ONLY
+    from promptpath.server.routing import DIALECTS, WEBSOCKET_ONLY
     from tests.helpers.cli import run_cli
 
     res = run_cli("serve", "--help")

@@ -22,7 +22,7 @@ from promptpath.server.behaviour import (
 )
 from promptpath.server.command import build_behaviour
 from promptpath.server.dialect import Event, RequestInfo, RequestParams, frame, keepalive
-from promptpath.server.dialects import DIALECTS, dialect_for_path
+from promptpath.server.routing import DIALECTS, dialect_for_path
 from promptpath.server.tokens import answer_tokens, words
 
 DEFAULTS = Behaviour(ttft_ms=100, rate=10)

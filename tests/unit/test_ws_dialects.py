@@ -7,8 +7,8 @@ import json
 import pytest
 
 from promptpath.core.errors import UsageError
+from promptpath.dialects.stream import StreamDecoder
 from promptpath.plan.resolve import trace_options, values_for
-from promptpath.streams.decoder import StreamDecoder
 from promptpath.tracer.request import prepare
 
 

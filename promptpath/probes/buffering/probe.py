@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import count_content
-from promptpath.options import BEDROCK_PROVIDERS, RunOptions
+from promptpath.dialects.plugins import dialect
+from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.buffering.compression import wants_identity_check, with_identity_check
 from promptpath.probes.buffering.mechanism import BEDROCK_GUARDRAIL_SYNC, ProviderHold
@@ -25,12 +26,8 @@ from promptpath.tracer.request import offered_encodings, sent_header
 def provider_hold(opts: RunOptions) -> ProviderHold | None:
     """The batch-releasing check this request turns on at the provider, if any: a Bedrock
     guardrail in synchronous streaming mode (--guardrail, or its header given with -H)."""
-    if opts.provider not in BEDROCK_PROVIDERS:
-        return None
-    if opts.guardrail is not None:
-        return BEDROCK_GUARDRAIL_SYNC if opts.guardrail.mode == "sync" else None
-    named = any(n.lower() == "x-amzn-bedrock-guardrailidentifier" for n, _ in opts.headers)
-    return BEDROCK_GUARDRAIL_SYNC if named else None
+    holds = dialect(opts.provider).holds_answer
+    return BEDROCK_GUARDRAIL_SYNC if holds is not None and holds(opts) else None
 
 
 COUNT_PROMPT = "Count from 1 to 200, one number per line."

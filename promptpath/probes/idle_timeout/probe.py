@@ -91,7 +91,7 @@ _NO_COMMENTS = {
 
 def no_comments(options: RunOptions) -> str | None:
     """Why the dialect's stream cannot carry keepalive comments (None: SSE, it can)."""
-    from promptpath.streams.dialects import decoder_for
+    from promptpath.dialects.plugins import decoder_for
 
     return _NO_COMMENTS.get(decoder_for(options.provider).framing)
 

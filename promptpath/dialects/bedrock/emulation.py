@@ -1,18 +1,13 @@
-"""Amazon Bedrock's ``converse-stream`` and ``invoke-with-response-stream``, framed as AWS
-event-stream messages (``streams/eventstream.py`` encodes them).
-
-Converse sends ``messageStart``, a ``contentBlockDelta`` per token, ``contentBlockStop``,
-``messageStop`` and ``metadata`` (usage and ``metrics.latencyMs``: the server's own time
-from the request to the end). Invoke wraps the model's native events (Anthropic's, as
-``anthropic_dialect.Messages`` writes them, without ``ping``) in ``chunk`` events of
-``{"bytes": BASE64}``; the last chunk carries ``amazon-bedrock-invocationMetrics``.
-Payloads carry a ``p`` padding field as Bedrock's do. Errors inside the stream are
-``:message-type exception`` messages (``error-type`` control picks the exception).
-
-A guardrail in the request (converse's ``guardrailConfig``, invoke's
-``X-Amzn-Bedrock-GuardrailIdentifier``) in its default synchronous streaming mode holds the
-answer back and releases it in scanned batches (``GUARDRAIL_BATCH`` tokens); the
-asynchronous mode (``streamProcessingMode: async``) streams as it goes.
+"""Bedrock on the reference endpoint (``BedrockConverse``; ``_BedrockEndpoint`` for both APIs):
+it frames its events with ``streams/eventstream.py``: ``messageStart``, a
+``contentBlockDelta`` per token, ``contentBlockStop``, ``messageStop`` and ``metadata``
+(usage and ``metrics.latencyMs``: the server's own time from the request to the end).
+Payloads carry a ``p`` padding field as Bedrock's do; errors inside the stream are
+``:message-type exception`` messages (the ``error-type`` control picks the exception). A
+guardrail in the request (converse's ``guardrailConfig``, invoke's ``X-Amzn-Bedrock-
+GuardrailIdentifier``) in its default synchronous streaming mode holds the answer back and
+releases it in scanned batches (``GUARDRAIL_BATCH`` tokens); the asynchronous mode
+(``streamProcessingMode: async``) streams as it goes.
 """
 
 from __future__ import annotations
@@ -24,17 +19,27 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from promptpath.core.media import EVENTSTREAM
-from promptpath.server.anthropic_dialect import Messages
+from promptpath.dialects.bedrock import SIGNING_NAME
 from promptpath.server.dialect import (
     Dialect,
     ErrorReply,
     Event,
     Finish,
     JSONObject,
-    RequestParams,
     stamped,
 )
 from promptpath.streams.eventstream import encode_message
+
+__all__ = [
+    "CONVERSE_EXCEPTIONS",
+    "DEFAULT_EXCEPTION",
+    "EXCEPTIONS",
+    "GUARDRAIL_BATCH",
+    "INVOKE_EXCEPTIONS",
+    "AwsEvent",
+    "BedrockConverse",
+]
+
 
 #: The exceptions Bedrock's streams send mid-stream, as botocore 1.44.8's service model
 #: lists them (ConverseStreamOutput; invoke's ResponseStream adds modelTimeoutException),
@@ -127,10 +132,12 @@ def _encode_event(event: Event, *, seq: int, sent_unix_ns: int, report: JSONObje
     return encode_message(list(headers), payload)
 
 
-class _Bedrock(Dialect):
+class _BedrockEndpoint(Dialect):
     media_type: ClassVar[str] = EVENTSTREAM
     stream_default: ClassVar[bool] = True  # the path asks for the stream
     model_in_path: ClassVar[bool] = True
+    guardrail_batch: ClassVar[int] = GUARDRAIL_BATCH
+    sigv4_service: ClassVar[str | None] = SIGNING_NAME
 
     def encode(
         self, event: Event, *, seq: int, sent_unix_ns: int, report: JSONObject | None = None
@@ -165,7 +172,7 @@ class _Bedrock(Dialect):
         return None
 
 
-class BedrockConverse(_Bedrock):
+class BedrockConverse(_BedrockEndpoint):
     """``POST /model/{id}/converse-stream``."""
 
     name: ClassVar[str] = "bedrock"
@@ -225,64 +232,3 @@ class BedrockConverse(_Bedrock):
             "usage": self._usage(output_tokens),
             "metrics": {"latencyMs": elapsed_ns // 1_000_000},
         }
-
-
-class BedrockInvoke(_Bedrock):
-    """``POST /model/{id}/invoke-with-response-stream`` with Claude's native events."""
-
-    name: ClassVar[str] = "bedrock-invoke"
-
-    def __init__(self, info: object) -> None:
-        super().__init__(info)  # type: ignore[arg-type]
-        self._native = Messages(self.info)
-
-    @classmethod
-    def parse_request(cls, body: object) -> RequestParams:
-        if isinstance(body, dict) and "model" in body:
-            body = {k: v for k, v in body.items() if k != "model"}  # the path names it
-        return super().parse_request(body)
-
-    @classmethod
-    def guardrail(cls, body: object, headers: Mapping[str, str]) -> GuardrailMode | None:
-        if not headers.get("x-amzn-bedrock-guardrailidentifier"):
-            return None
-        config = body.get("amazon-bedrock-guardrailConfig") if isinstance(body, dict) else None
-        mode = config.get("streamProcessingMode") if isinstance(config, dict) else None
-        return "async" if mode == "asynchronous" else "sync"
-
-    @staticmethod
-    def _chunks(events: list[Event]) -> list[Event]:
-        return [
-            AwsEvent(e.data, name="chunk", content=e.content, chunk=True)
-            for e in events
-            if not (isinstance(e.data, dict) and e.data.get("type") == "ping")
-        ]
-
-    def opening(self) -> list[Event]:
-        return self._chunks(self._native.opening())
-
-    def token(self, text: str) -> Event:
-        return self._chunks([self._native.token(text)])[0]
-
-    def closing(self, finish: Finish, output_tokens: int, elapsed_ns: int) -> list[Event]:
-        events = self._chunks(self._native.closing(finish, output_tokens, elapsed_ns))
-        last = events[-1]
-        assert isinstance(last.data, dict)
-        metrics = {
-            "inputTokenCount": self.info.params.prompt_tokens,
-            "outputTokenCount": output_tokens,
-            "invocationLatency": elapsed_ns // 1_000_000,
-            "firstByteLatency": 0,
-        }
-        events[-1] = AwsEvent(
-            {**last.data, "amazon-bedrock-invocationMetrics": metrics}, name="chunk", chunk=True
-        )
-        return events
-
-    def malformed(self) -> Event:
-        return AwsEvent('{"bytes":"eyJ0eXBlIjoiY29udGVudF9ibG9ja19kZWx0YSIs', name="chunk")
-
-    def complete(
-        self, text: str, finish: Finish, output_tokens: int, elapsed_ns: int
-    ) -> JSONObject:
-        return self._native.complete(text, finish, output_tokens, elapsed_ns)

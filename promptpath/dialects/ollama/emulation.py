@@ -1,10 +1,17 @@
-"""Ollama ``/api/chat``: NDJSON, one object per line, streaming unless told otherwise."""
+"""Ollama on the reference endpoint (``OllamaChat``): NDJSON lines, the last one ``"done":
+true`` with Ollama's counts and durations; a mid-stream error is an ``{"error": ...}`` line."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
 from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject
+
+__all__ = [
+    "MID_STREAM_ERROR",
+    "OllamaChat",
+]
+
 
 MID_STREAM_ERROR = "an error was encountered while running the model: unexpected EOF"
 

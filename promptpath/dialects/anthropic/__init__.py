@@ -1,9 +1,14 @@
-"""Anthropic Messages (``/v1/messages``) into ``StreamEvent``s; Bedrock's
-invoke-with-response-stream carries the same events inside its chunks (streams/bedrock.py)."""
+"""Anthropic Messages (``POST /v1/messages``), one plug-in: detection, keys, model, the
+request and client its SDK sends, the stream's decoder and the reference endpoint's
+emulation. Bedrock's invoke-with-response-stream carries the same events
+inside its chunks (bedrock_invoke/).
+"""
 
 from __future__ import annotations
 
 from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow, httpx_client
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
     _Dialect,
@@ -15,7 +20,12 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["AnthropicDecoder"]
+__all__ = [
+    "ANTHROPIC_PYTHON",
+    "ANTHROPIC_VERSION",
+    "SPEC",
+    "AnthropicDecoder",
+]
 
 
 _ANTHROPIC_DELTAS: dict[str, tuple[str, ContentType]] = {
@@ -67,3 +77,47 @@ class AnthropicDecoder(_Dialect):
         if typ == "error":
             return [mk("error", typ, error=_error_text(obj.get("error") or obj))]
         return [mk("meta", typ)]  # ping, content_block_stop, unknown future events
+
+
+# -- the request --------------------------------------------------------------------------
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+def body(options: RunOptions) -> JSON:
+    return {
+        "model": options.model,
+        "messages": [{"role": "user", "content": options.prompt}],
+        "max_tokens": options.max_tokens,
+        "stream": True,
+    }
+
+
+#: anthropic 2.14.0: the same Stainless base client as openai's ("Anthropic/Python" +
+#: version) on httpx2 2.16.2; observed: the same Accept and Accept-Encoding, HTTP/1.1.
+ANTHROPIC_PYTHON = httpx_client("anthropic-python", "Anthropic/Python 2.14.0")
+
+
+SPEC = DialectSpec(
+    name="anthropic",
+    title="Anthropic Messages",
+    path_suffixes=("/messages",),
+    default_model="claude-3-5-haiku-latest",
+    key_env="ANTHROPIC_API_KEY",
+    key_header="x-api-key",
+    client="anthropic-python",
+    shapes=(ANTHROPIC_PYTHON,),
+    body=body,
+    version_headers=(("anthropic-version", ANTHROPIC_VERSION),),
+    decoder=AnthropicDecoder,
+    otel_provider="anthropic",
+    emulation="Messages",
+    demo_path="/v1/messages",
+    docs=(
+        DocRow(
+            detection="ends in `/messages`",
+            auth="`x-api-key`",
+            keys="`ANTHROPIC_API_KEY`",
+            end="`message_stop`",
+        ),
+    ),
+)

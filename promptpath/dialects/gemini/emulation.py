@@ -1,11 +1,8 @@
-"""Gemini (AI Studio) and Vertex AI ``models/M:streamGenerateContent?alt=sse``.
-
-Each SSE message is a whole ``GenerateContentResponse`` (``data:`` lines only: google-genai
-3.6.1's line reader takes ``data: `` lines and tries to brace-match anything else, so no
-``event:`` field is sent). The end is the ``finishReason`` on the last response, then the
-body ends: no ``[DONE]``. Errors, before the stream and inside it, are a
-``google.rpc.Status`` under ``error``; inside the stream the SDK raises ``APIError`` only
-when the message starts with ``{"error":``, so that key comes first here.
+"""The Gemini API (and Vertex AI's) on the reference endpoint (``GenerateContent``): it sends
+``data:`` lines only: google-genai 3.6.1's line reader takes ``data: `` lines and tries to
+brace-match anything else, so no ``event:`` field is sent. Its errors, before the stream and
+inside it, are a ``google.rpc.Status`` under ``error``; inside the stream the SDK raises
+``APIError`` only when the message starts with ``{"error":``, so that key comes first.
 """
 
 from __future__ import annotations
@@ -21,6 +18,13 @@ from promptpath.server.dialect import (
     JSONObject,
     RequestInfo,
 )
+
+__all__ = [
+    "MID_STREAM_ERROR",
+    "GenerateContent",
+    "google_error",
+]
+
 
 #: google.rpc.Code names for the HTTP statuses the API answers with.
 _STATUS: dict[int, tuple[str, str]] = {
@@ -136,10 +140,3 @@ class GenerateContent(Dialect):
     ) -> ErrorReply:
         headers = (("retry-after", "2"),) if status == 429 else ()
         return ErrorReply(body=google_error(status, message), headers=headers)
-
-
-class VertexGenerateContent(GenerateContent):
-    """Vertex AI's ``projects/P/locations/L/publishers/google/models/M`` paths: the same
-    format, its own name in /stats."""
-
-    name: ClassVar[str] = "vertex"

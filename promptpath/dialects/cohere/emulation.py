@@ -1,12 +1,8 @@
-"""Cohere v2 chat: ``POST /v2/chat`` with ``"stream": true``.
-
-Named SSE events (``event:`` and the same name in ``type``): ``message-start``, then per
-content block ``content-start`` / ``content-delta`` … / ``content-end``, and
-``message-end`` with the finish reason and the usage (``billed_units`` and ``tokens``).
-A content block opens with its first token (a ``thinking`` block for reasoning, then a
-``text`` block). A failure mid-stream is a ``message-end`` with ``finish_reason: ERROR``
-and ``delta.error``: cohere 7.3.1 hands it to the application as it does any
-``message-end`` (it raises nothing). Error answers are ``{"id": ..., "message": ...}``.
+"""Cohere v2 chat on the reference endpoint (``CohereChat``): it opens a content block with its
+first token (a ``thinking`` block for reasoning, then a ``text`` block); a failure
+mid-stream is a ``message-end`` with ``finish_reason: ERROR`` and ``delta.error``, which
+cohere 7.3.1 hands to the application as it does any ``message-end``. Error answers are
+``{"id": ..., "message": ...}``.
 """
 
 from __future__ import annotations
@@ -14,6 +10,12 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject, RequestInfo
+
+__all__ = [
+    "MID_STREAM_ERROR",
+    "CohereChat",
+]
+
 
 MID_STREAM_ERROR = "internal server error, this has been reported to our developers"
 

@@ -1,4 +1,5 @@
-"""Amazon Bedrock's two streaming APIs, framed as AWS event-stream messages, into ``StreamEvent``s.
+"""Amazon Bedrock's Converse API (``converse-stream``), one plug-in; and what Bedrock's two
+streaming APIs share: AWS event-stream messages, their exceptions, the path's model id.
 
 ``POST /model/{id}/converse-stream`` (the model-neutral Converse API) sends one message per
 event, its name in the ``:event-type`` header and its JSON in the payload::
@@ -12,9 +13,9 @@ event, its name in the ``:event-type`` header and its JSON in the payload::
 
 ``POST /model/{id}/invoke-with-response-stream`` carries the model's own streaming format:
 each ``chunk`` event's payload is ``{"bytes": BASE64}``, and the bytes are one native event
-(Anthropic's Messages events for Claude, mapped here as ``streams/dialects.py`` maps them).
-Bedrock adds ``amazon-bedrock-invocationMetrics`` (token counts, ``invocationLatency``) to
-the last chunk, whatever the model.
+(Anthropic's Messages events for Claude): its plug-in is bedrock_invoke/. Bedrock adds
+``amazon-bedrock-invocationMetrics`` (token counts, ``invocationLatency``) to the last
+chunk, whatever the model.
 
 What surprises people:
 
@@ -33,16 +34,17 @@ What surprises people:
 
 from __future__ import annotations
 
-import base64
-import binascii
-from dataclasses import replace
+import platform
+import re
+from urllib.parse import unquote
 
+from promptpath.core.media import EVENTSTREAM
 from promptpath.core.timeline import ContentType, EventKind, StreamEvent
-from promptpath.streams.anthropic import AnthropicDecoder
+from promptpath.dialects.spec import JSON, ClientShape, DialectSpec, DocRow
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Frame,
     Framing,
-    JSONObject,
     MalformedEvent,
     _int,
     _load,
@@ -53,10 +55,18 @@ from promptpath.streams.dialect_base import (
 )
 from promptpath.streams.eventstream import EventStreamMessage
 
-__all__ = ["BedrockConverseDecoder", "BedrockInvokeDecoder"]
+__all__ = [
+    "BOTO3",
+    "SIGNING_NAME",
+    "SPEC",
+    "BedrockConverseDecoder",
+    "model_in_path",
+    "region_from_host",
+    "synchronous_guardrail",
+]
 
-#: Where an invoke stream's last chunk puts Bedrock's own account of the invocation.
-INVOCATION_METRICS = "amazon-bedrock-invocationMetrics"
+#: The signing name of bedrock-runtime (botocore's service model: signingName "bedrock").
+SIGNING_NAME = "bedrock"
 
 
 def _message(frame: Frame) -> EventStreamMessage:
@@ -104,7 +114,7 @@ class _Bedrock:
         mk.stamp_from(obj)
         return self._event(name, obj, mk)
 
-    def _event(self, name: str, obj: JSONObject, mk: _Maker) -> list[StreamEvent]:
+    def _event(self, name: str, obj: dict[str, object], mk: _Maker) -> list[StreamEvent]:
         raise NotImplementedError
 
 
@@ -121,7 +131,7 @@ class BedrockConverseDecoder(_Bedrock):
     def __init__(self) -> None:
         self._stopped = False
 
-    def _event(self, name: str, obj: JSONObject, mk: _Maker) -> list[StreamEvent]:
+    def _event(self, name: str, obj: dict[str, object], mk: _Maker) -> list[StreamEvent]:
         if name == "contentBlockDelta":
             delta = _obj(obj.get("delta"))
             for key, inner, content_type in _DELTAS:
@@ -148,38 +158,102 @@ class BedrockConverseDecoder(_Bedrock):
         return [mk("meta", name)]  # messageStart, contentBlockStop, future events
 
 
-class BedrockInvokeDecoder(_Bedrock):
-    """``/model/{id}/invoke-with-response-stream``: native events inside ``chunk``s."""
+#: Bedrock's model id (or an ARN, its slashes encoded): percent-encoded in the path.
+_MODEL = re.compile(r"/model/([^/?]+)/(?:converse-stream|invoke-with-response-stream)")
+#: bedrock-runtime.REGION.amazonaws.com (and -fips, and the .com.cn partition)
+_HOST = re.compile(r"^bedrock-runtime(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$")
 
-    def __init__(self) -> None:
-        self._anthropic = AnthropicDecoder()
 
-    def _event(self, name: str, obj: JSONObject, mk: _Maker) -> list[StreamEvent]:
-        if name != "chunk":
-            return [mk("meta", name)]
-        raw = _str(obj.get("bytes"))
-        try:
-            inner = base64.b64decode(raw, validate=True).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError) as exc:
-            raise MalformedEvent(raw, f"chunk bytes are not base64 of UTF-8 ({exc})") from exc
-        native = _load(inner)
-        metrics = _obj(native.get(INVOCATION_METRICS))
-        if _str(native.get("type")):
-            events = self._anthropic._decode("", inner, mk)
-        else:  # another model's payload: no tokens read from it
-            mk.stamp_from(native)
-            events = [mk("meta", "chunk")]
-        if not metrics:
-            return events
-        latency = metrics.get("invocationLatency")
-        last = events[-1]
-        usage = last.usage or _usage(
-            metrics.get("inputTokenCount"), metrics.get("outputTokenCount")
-        )
-        events[-1] = replace(
-            last,
-            kind="end" if last.kind == "meta" else last.kind,
-            usage=usage,
-            server_ms=float(latency) if isinstance(latency, int | float) else None,
-        )
-        return events
+def model_in_path(path: str) -> str | None:
+    """The model id a Bedrock path names (either API's), decoded as boto3 encoded it."""
+    found = _MODEL.search(path.split("?", 1)[0])
+    return unquote(found.group(1)) if found else None
+
+
+def region_from_host(host: str) -> str | None:
+    """The AWS region a Bedrock runtime host name carries, if it carries one."""
+    found = _HOST.match(host.lower())
+    return found.group(1) if found else None
+
+
+# -- the request --------------------------------------------------------------------------
+def body(options: RunOptions) -> JSON:
+    """boto3 1.44.8 converse_stream(modelId=M, messages=[...], inferenceConfig=...),
+    observed on loopback: the model is in the path, the body only this (and the
+    guardrail's guardrailConfig when --guardrail asks for one)."""
+    fields: JSON = {
+        "messages": [{"role": "user", "content": [{"text": options.prompt}]}],
+        "inferenceConfig": {"maxTokens": options.max_tokens},
+    }
+    rail = options.guardrail
+    if rail is not None:
+        fields["guardrailConfig"] = {
+            "guardrailIdentifier": rail.identifier,
+            "guardrailVersion": rail.version,
+            "streamProcessingMode": rail.mode,
+        }
+    return fields
+
+
+def synchronous_guardrail(options: RunOptions) -> bool:
+    """A guardrail in synchronous streaming mode (--guardrail, or its header given with
+    -H): Bedrock scans the answer in batches and releases each after its scan."""
+    if options.guardrail is not None:
+        return options.guardrail.mode == "sync"
+    return any(n.lower() == "x-amzn-bedrock-guardrailidentifier" for n, _ in options.headers)
+
+
+#: boto3 1.44.8 / botocore 1.44.8 (bedrock-runtime converse_stream and
+#: invoke_model_with_response_stream), observed on loopback: no Accept header at all
+#: (invoke adds X-Amzn-Bedrock-Accept), "Accept-Encoding: identity" (urllib3 through
+#: http.client), HTTP/1.1 only, and a User-Agent of SDK, OS, language and config
+#: tokens. Left out: the per-call feature list (m/...) and amz-sdk-invocation-id /
+#: amz-sdk-request (retry bookkeeping no hop treats a stream by).
+BOTO3 = ClientShape(
+    name="boto3",
+    user_agent=(
+        "Boto3/1.44.8 md/Botocore#1.44.8 ua/2.1"
+        f" os/{platform.system().lower()}#{platform.release()}"
+        f" md/arch#{platform.machine().lower()} lang/python#{platform.python_version()}"
+        " md/pyimpl#CPython cfg/retry-mode#standard Botocore/1.44.8"
+    ),
+    accept="",
+    encodings=("identity",),
+    http="1.1",
+)
+
+
+SPEC = DialectSpec(
+    name="bedrock",
+    title="Amazon Bedrock",
+    # bedrock-runtime.REGION.amazonaws.com: /model/{id}/converse-stream, the id
+    # percent-encoded as boto3 sends it
+    path_patterns=(re.compile(r"/model/[^/]+/converse-stream$"),),
+    # Bedrock names the model in the path; the default is for a URL that does not.
+    model_in_path=model_in_path,
+    default_model="anthropic.claude-3-5-haiku-20241022-v1:0",
+    # A Bedrock API key (botocore 1.39+ sends it as a bearer token); without one the
+    # request is signed with SigV4 from the AWS credentials (options.AwsCredentials).
+    key_env="AWS_BEARER_TOKEN_BEDROCK",
+    sigv4_service=SIGNING_NAME,
+    client="boto3",
+    shapes=(BOTO3,),
+    body=body,
+    stream_type=EVENTSTREAM,
+    guardrails=True,
+    holds_answer=synchronous_guardrail,
+    decoder=BedrockConverseDecoder,
+    otel_provider="aws.bedrock",
+    emulation="BedrockConverse",
+    docs=(
+        DocRow(
+            detection="`…/model/ID/converse-stream` (host `bedrock-runtime.REGION.amazonaws.com`)",
+            auth="SigV4 (`Authorization: AWS4-HMAC-SHA256 …`, service `bedrock`), or a Bedrock"
+            " API key as `Authorization: Bearer`",
+            keys="`AWS_BEARER_TOKEN_BEDROCK`; else `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`/"
+            "`AWS_SESSION_TOKEN`, `AWS_PROFILE` and the shared files; region from the host, else"
+            " `AWS_REGION`/`AWS_DEFAULT_REGION`/the profile",
+            end="`messageStop` then `metadata`",
+        ),
+    ),
+)

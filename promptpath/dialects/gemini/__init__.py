@@ -1,4 +1,5 @@
-"""Gemini (AI Studio) and Vertex AI ``:streamGenerateContent?alt=sse`` into ``StreamEvent``s.
+"""The Gemini API (AI Studio) ``models/M:streamGenerateContent?alt=sse``, one plug-in; its
+stream, decoder and emulation serve Vertex AI's too (vertex/).
 
 Both APIs speak one format (google-genai reads them with one code path): each SSE event
 is a whole ``GenerateContentResponse``::
@@ -31,12 +32,15 @@ What surprises people:
 from __future__ import annotations
 
 import json
+import platform
+import re
 from dataclasses import replace
 
 from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow, httpx_client, model_named_in_path
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
-    JSONObject,
     _Dialect,
     _int,
     _list,
@@ -48,7 +52,14 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["GeminiDecoder"]
+__all__ = [
+    "GOOGLE_GENAI",
+    "SPEC",
+    "VERTEX_PATH",
+    "GeminiDecoder",
+    "body",
+    "google_error_text",
+]
 
 _NAME = "GenerateContentResponse"
 
@@ -111,7 +122,7 @@ class GeminiDecoder(_Dialect):
         return events
 
 
-def _output_tokens(u: JSONObject) -> object:
+def _output_tokens(u: dict[str, object]) -> object:
     """Candidates and thoughts together; an impossible one as sent (``_usage`` flags it)."""
     raw_candidates, raw_thoughts = u.get("candidatesTokenCount"), u.get("thoughtsTokenCount")
     candidates, thoughts = _token_count(raw_candidates), _token_count(raw_thoughts)
@@ -120,3 +131,64 @@ def _output_tokens(u: JSONObject) -> object:
     if candidates is None and thoughts is None:
         return None
     return (candidates or 0) + (thoughts or 0)
+
+
+# -- the request --------------------------------------------------------------------------
+def body(options: RunOptions) -> JSON:
+    """google-genai 3.6.1, observed on loopback: the model is in the path, the stream is
+    asked for by the path (:streamGenerateContent?alt=sse), not by the body."""
+    return {
+        "contents": [{"parts": [{"text": options.prompt}], "role": "user"}],
+        "generationConfig": {"maxOutputTokens": options.max_tokens},
+    }
+
+
+#: google-genai 3.6.1 sends its User-Agent as x-goog-api-client too.
+_GENAI = f"google-genai-sdk/3.6.1 gl-python/{platform.python_version()}"
+
+#: google-genai 3.6.1 (_api_client.py append_library_version_headers) on httpx2, observed
+#: on loopback: "user-agent" and "x-goog-api-client" both "google-genai-sdk/3.6.1
+#: gl-python/3.11.7" (the Python version is this machine's, as the SDK's would be),
+#: "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1.
+GOOGLE_GENAI = httpx_client(
+    "google-genai", _GENAI, accept="*/*", extra=(("x-goog-api-client", _GENAI),)
+)
+
+
+#: Vertex AI: /v1/projects/P/locations/L/publishers/google/models/M:streamGenerateContent.
+#: Its paths end as AI Studio's do, so Vertex's pattern lives here, beside Gemini's, which
+#: it overrules (vertex/).
+VERTEX_PATH = re.compile(r"/projects/[^/]+/locations/[^/]+/publishers/google/models/[^/:]+:")
+
+SPEC = DialectSpec(
+    name="gemini",
+    title="Gemini API",
+    # AI Studio: /v1beta/models/M:streamGenerateContent (google-genai 3.6 says /v1/), and
+    # a tuned model's /v1beta/tunedModels/M:streamGenerateContent
+    path_patterns=(re.compile(r"/(?:models|tunedModels)/[^/:]+:streamGenerateContent$"),),
+    path_excludes=(VERTEX_PATH,),
+    # Gemini names the model in the URL; the default is for a URL that does not.
+    model_in_path=model_named_in_path,
+    default_model="gemini-2.5-flash",
+    # google-genai 3.6.1 _api_client.get_env_api_key: GOOGLE_API_KEY wins when both are
+    # set (it warns), GEMINI_API_KEY otherwise.
+    key_env="GOOGLE_API_KEY",
+    key_fallbacks=("GEMINI_API_KEY",),
+    key_header="x-goog-api-key",
+    client="google-genai",
+    shapes=(GOOGLE_GENAI,),
+    body=body,
+    decoder=GeminiDecoder,
+    otel_provider="gcp.gemini",
+    otel_operation="generate_content",
+    emulation="GenerateContent",
+    docs=(
+        DocRow(
+            detection="`…/models/M:streamGenerateContent` or `…/tunedModels/M:…` (AI Studio,"
+            " `/v1beta/` or `/v1/`)",
+            auth="`x-goog-api-key`",
+            keys="`GOOGLE_API_KEY`, else `GEMINI_API_KEY` (google-genai's order)",
+            end="a `finishReason` (or a prompt's `blockReason`), then EOF",
+        ),
+    ),
+)

@@ -1,4 +1,6 @@
-"""Cohere v2 ``POST /v2/chat`` (``"stream": true``) into ``StreamEvent``s.
+"""Cohere v2 ``POST /v2/chat`` (``"stream": true``), one plug-in: detection, keys, model,
+the request and client its SDK sends, the stream's decoder and the reference endpoint's
+emulation.
 
 Named SSE events whose data repeats the name in ``type``::
 
@@ -32,10 +34,13 @@ checked on loopback with that SDK):
 
 from __future__ import annotations
 
+import re
+
 from promptpath.core.timeline import StreamEvent
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow, httpx_client
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
-    JSONObject,
     _Dialect,
     _load,
     _Maker,
@@ -44,7 +49,12 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["CohereDecoder"]
+__all__ = [
+    "COHERE_SDK",
+    "SPEC",
+    "CohereDecoder",
+    "cohere_usage",
+]
 
 #: ``finish_reason`` values that mean the generation failed (the SDK's ChatFinishReason).
 FAILED = frozenset({"ERROR", "TIMEOUT"})
@@ -54,7 +64,7 @@ def _number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def cohere_usage(delta: JSONObject) -> tuple[object, object]:
+def cohere_usage(delta: dict[str, object]) -> tuple[object, object]:
     """(input, output) tokens of a ``message-end`` as sent: ``tokens``, else
     ``billed_units`` (``_usage`` judges them: the SDK types them as floats)."""
     usage = _obj(delta.get("usage"))
@@ -112,3 +122,58 @@ class CohereDecoder(_Dialect):
                 return [mk("error", typ, error=said, usage=usage)]
             return [mk("end", typ, usage=usage, text=f"finish_reason={reason}" if reason else "")]
         return [mk("meta", typ)]  # message-start, content-end, citation-*, debug, unknown
+
+
+# -- the request --------------------------------------------------------------------------
+def body(options: RunOptions) -> JSON:
+    """cohere 7.3.1 ClientV2.chat_stream, observed on loopback: the fields not given are
+    left out, "stream": true last."""
+    return {
+        "model": options.model,
+        "messages": [{"role": "user", "content": options.prompt}],
+        "max_tokens": options.max_tokens,
+        "stream": True,
+    }
+
+
+#: cohere 7.3.1 (core/client_wrapper.py get_headers) on httpx 0.28, observed on loopback:
+#: "User-Agent: cohere/7.3.1", "Accept: */*", "Accept-Encoding: gzip, deflate", HTTP/1.1,
+#: and Fern's X-Fern-* build headers. Those naming the SDK are sent; X-Fern-Runtime and
+#: X-Fern-Platform (this machine's Python and kernel release) are left out.
+COHERE_SDK = httpx_client(
+    "cohere",
+    "cohere/7.3.1",
+    accept="*/*",
+    extra=(
+        ("x-fern-language", "Python"),
+        ("x-fern-sdk-name", "cohere"),
+        ("x-fern-sdk-version", "7.3.1"),
+    ),
+)
+
+
+SPEC = DialectSpec(
+    name="cohere",
+    title="Cohere v2 chat",
+    # api.cohere.com, api.cohere.ai, or a gateway's prefix
+    path_patterns=(re.compile(r"/v2/chat$"),),
+    default_model="command-a-03-2025",
+    # cohere 7.3.1 client.py _get_api_key_from_environment: CO_API_KEY (documented), then
+    # COHERE_API_KEY (accepted, not documented).
+    key_env="CO_API_KEY",
+    key_fallbacks=("COHERE_API_KEY",),
+    client="cohere",
+    shapes=(COHERE_SDK,),
+    body=body,
+    decoder=CohereDecoder,
+    otel_provider="cohere",
+    emulation="CohereChat",
+    docs=(
+        DocRow(
+            detection="ends in `/v2/chat` (`api.cohere.com`, `api.cohere.ai`)",
+            auth="`Authorization: Bearer`",
+            keys="`CO_API_KEY`, else `COHERE_API_KEY` (the cohere SDK's order)",
+            end="`message-end`",
+        ),
+    ),
+)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import cast
 
 from promptpath.core.timeline import InvalidUTF8, StreamEvent
-from promptpath.streams.dialects import Frame, MalformedEvent, Provider, decoder_for
+from promptpath.dialects.plugins import decoder_for
+from promptpath.dialects.registry import Provider
+from promptpath.streams.dialect_base import Frame, MalformedEvent
 from promptpath.streams.eventstream import EventStreamDecoder, EventStreamError
 from promptpath.streams.framing import MAX_LINE_BYTES, FrameTooLarge
 from promptpath.streams.ndjson import NDJSONDecoder

@@ -1,25 +1,15 @@
-"""Azure OpenAI chat completions: OpenAI's chunks plus the content filter's own.
-
-``/openai/deployments/D/chat/completions?api-version=…`` and ``/openai/v1/chat/completions``.
-With the default content filter the stream opens with a chunk that has no choices, only
-``prompt_filter_results`` (the prompt's verdict), and the filter's verdicts on the output
-come as chunks whose one choice has an empty delta, ``content_filter_results`` and
-``content_filter_offsets`` (character offsets into the answer: where the checked span
-starts and ends). Neither is a token nor an error: openai-python hands them to the
-application as chunks with no content.
-
-In the default streaming mode the filter buffers the output, checks it and releases it in
-chunks of its buffer's size, each with its verdict (Azure OpenAI's "Content streaming"
-page); the Asynchronous Filter mode streams token by token and sends the verdicts later.
-The ``filter-batch`` control plays the default mode: a verdict after each released batch.
-"""
+"""The reference endpoint's Azure OpenAI: OpenAI's chunks plus the content filter's own
+(the prompt's verdict first, the output's in batches: the ``filter-batch`` control)."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
+from promptpath.dialects.openai.emulation import ChatCompletions
 from promptpath.server.dialect import Event, Finish, JSONObject, RequestInfo
-from promptpath.server.openai_dialects import ChatCompletions
+
+__all__ = ["AzureChatCompletions"]
+
 
 _SAFE = {"filtered": False, "severity": "safe"}
 _VERDICTS: JSONObject = {

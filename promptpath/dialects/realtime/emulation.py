@@ -1,11 +1,9 @@
-"""The Realtime API's text responses (WebSocket only), as openai 3.57's types name them.
-
-One instance per ``response.create``: ``response.created``, the item and part added,
-``response.output_text.delta`` per token, then the ``.done`` events and ``response.done``
-with the usage (``incomplete`` with ``max_output_tokens`` when the cap cut it). A
-mid-stream failure is an ``error`` event and ``response.done`` with status ``failed``.
-The session's own events (``session.created``, the user's turn acknowledged) are the
-WebSocket handler's (server/websocket.py).
+"""Realtime on the reference endpoint (``Realtime``): it answers each ``response.create``:
+``response.created``, the item and part added, ``response.output_text.delta`` per token,
+then the ``.done`` events and ``response.done`` with the usage (``incomplete`` with
+``max_output_tokens`` when the cap cut it); a mid-stream failure is an ``error`` event and
+``response.done`` with status ``failed``. The session's own events (``session.created``, the
+user's turn acknowledged) are the WebSocket handler's (server/websocket.py).
 """
 
 from __future__ import annotations
@@ -13,15 +11,28 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject, RequestInfo
-from promptpath.server.openai_dialects import MID_STREAM_ERROR, openai_error_reply
+from promptpath.dialects.openai.emulation import MID_STREAM_ERROR, OpenAIErrors
+from promptpath.server.dialect import (
+    Dialect,
+    Event,
+    Finish,
+    JSONObject,
+    NewId,
+    RequestInfo,
+)
+from promptpath.server.tokens import count_prompt_tokens
+
+__all__ = [
+    "Realtime",
+]
 
 
-class Realtime(Dialect):
+class Realtime(OpenAIErrors, Dialect):
     """``/v1/realtime?model=M``: the text modality of one response."""
 
     name: ClassVar[str] = "realtime"
     max_tokens_fields = ("response.max_output_tokens",)
+    conversation: ClassVar[bool] = True
 
     def __init__(self, info: RequestInfo) -> None:
         super().__init__(info)
@@ -144,11 +155,48 @@ class Realtime(Dialect):
     ) -> JSONObject:
         return self._response("completed", [self._item("completed", text)])
 
+    # -- the session: its opening, the user's turns, its errors --------------------------
     @classmethod
-    def error_reply(
-        cls, status: int, message: str | None = None, *, param: str | None = None
-    ) -> ErrorReply:
-        return openai_error_reply(status, message, param)
+    def session_opening(cls, model: str, new_id: NewId) -> list[JSONObject]:
+        session: JSONObject = {
+            "id": new_id("sess"),
+            "object": "realtime.session",
+            "type": "realtime",
+            "model": model,
+            "output_modalities": ["text"],
+        }
+        return [{"type": "session.created", "event_id": new_id("event"), "session": session}]
+
+    @classmethod
+    def session_turn(
+        cls, kind: object, payload: JSONObject, new_id: NewId
+    ) -> tuple[int, list[JSONObject]] | None:
+        """The user's turn (``conversation.item.create``: added, then done) and
+        ``session.update`` (acknowledged)."""
+        if kind == "session.update":
+            return 0, [{"type": "session.updated", "event_id": new_id("event")}]
+        if kind != "conversation.item.create":
+            return None
+        item = payload.get("item")
+        done: JSONObject = {"id": new_id("item"), "object": "realtime.item", "status": "completed"}
+        if isinstance(item, dict):
+            done = {**item, **done}
+        said = [
+            {"type": step, "event_id": new_id("event"), "item": done}
+            for step in ("conversation.item.added", "conversation.item.done")
+        ]
+        return count_prompt_tokens(_texts(item)), said
+
+    @classmethod
+    def session_error(cls, error: JSONObject, new_id: NewId) -> JSONObject:
+        return {"type": "error", "event_id": new_id("event"), "error": error}
 
 
-__all__ = ["Realtime"]
+def _texts(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _texts(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    return []

@@ -1,4 +1,5 @@
-"""The Realtime API's server events (WebSocket only), as a text session reads them.
+"""OpenAI's Realtime API (WebSocket only), one plug-in: its server events as a text session
+reads them, the messages the SDK sends, and the reference endpoint's session.
 
 openai 3.57's types name the GA events: ``session.created`` first, the user's turn
 acknowledged (``conversation.item.added`` / ``.done``), then per response
@@ -13,6 +14,9 @@ is. ``cancelled`` and ``incomplete`` end the response, with the reason kept.
 from __future__ import annotations
 
 from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.dialects.openai import SPEC as OPENAI
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow
+from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
     _Dialect,
@@ -24,7 +28,10 @@ from promptpath.streams.dialect_base import (
     _usage,
 )
 
-__all__ = ["RealtimeDecoder"]
+__all__ = [
+    "SPEC",
+    "RealtimeDecoder",
+]
 
 _TEXT_DELTAS = frozenset(
     {
@@ -69,3 +76,50 @@ class RealtimeDecoder(_Dialect):
         if typ == "error":
             return [mk("error", typ, error=_error_text(obj.get("error") or obj))]
         return [mk("meta", typ)]
+
+
+# -- the request --------------------------------------------------------------------------
+def ws_messages(options: RunOptions) -> list[JSON]:
+    """The user's turn (``conversation.item.create``) and a text-only ``response.create``,
+    as openai 3.57 sends them (observed on loopback)."""
+    item: JSON = {
+        "type": "conversation.item.create",
+        "item": {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": options.prompt}],
+        },
+    }
+    create: JSON = {
+        "type": "response.create",
+        "response": {"output_modalities": ["text"], "max_output_tokens": options.max_tokens},
+    }
+    return [item, create]
+
+
+SPEC = DialectSpec(
+    name="realtime",
+    title="OpenAI Realtime",
+    path_suffixes=("/realtime",),
+    default_model="gpt-realtime",
+    key_env=OPENAI.key_env,  # the OpenAI APIs share the key, the SDK, the telemetry name
+    client=OPENAI.client,
+    body=None,
+    ws_messages=ws_messages,
+    websocket_only=(
+        "the Realtime API is WebSocket only: give a ws:// or wss:// URL"
+        " (wss://api.openai.com/v1/realtime?model=M)"
+    ),
+    decoder=RealtimeDecoder,
+    otel_provider=OPENAI.otel_provider,
+    emulation="Realtime",
+    docs=(
+        DocRow(
+            qualifier=" (WebSocket only)",
+            detection="a `ws://` or `wss://` URL ending in `/realtime` (`?model=M`)",
+            auth="`Authorization: Bearer` on the upgrade",
+            keys="`OPENAI_API_KEY`",
+            end="the `response.done` message (status `failed`: an in-band error)",
+        ),
+    ),
+)

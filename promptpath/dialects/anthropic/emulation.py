@@ -1,10 +1,9 @@
-"""Anthropic Messages wire format: named SSE events, ``ping``s, ``message_stop`` at the end.
-
-With the ``reasoning`` control the answer follows a ``thinking`` block, as extended
-thinking streams it (the anthropic SDK's types: ``ThinkingBlock`` ``{type: thinking,
-thinking, signature}``, ``ThinkingDelta`` ``thinking_delta``, and a ``SignatureDelta``
-"delivered just before the block's content_block_stop"): block 0 is the thinking, the
-text block comes next at index 1.
+"""Anthropic Messages on the reference endpoint (``Messages``): it writes named SSE events,
+``ping``s, ``message_stop`` at the end. With the ``reasoning`` control the answer follows a
+``thinking`` block, as extended thinking streams it (the anthropic SDK's types:
+``ThinkingBlock`` ``{type: thinking, thinking, signature}``, ``ThinkingDelta``
+``thinking_delta``, and a ``SignatureDelta`` "delivered just before the block's
+content_block_stop"): block 0 is the thinking, the text block comes next at index 1.
 """
 
 from __future__ import annotations
@@ -12,6 +11,12 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject, RequestInfo
+
+__all__ = [
+    "THINKING_SIGNATURE",
+    "Messages",
+]
+
 
 _ANTHROPIC_ERRORS: dict[int, tuple[str, str]] = {
     400: ("invalid_request_error", "Invalid request."),

@@ -5,11 +5,10 @@ Pure: it decodes bytes already read, with fresh decoders, and reads no socket or
 
 from __future__ import annotations
 
-from typing import get_args
-
 from promptpath.core.errors import StreamError
-from promptpath.streams.decoder import StreamDecoder
-from promptpath.streams.dialects import Provider, decoder_for
+from promptpath.dialects.plugins import decoder_for
+from promptpath.dialects.registry import NAMES, Provider
+from promptpath.dialects.stream import StreamDecoder
 
 __all__ = ["other_dialect", "provider_hint"]
 
@@ -31,7 +30,7 @@ def other_dialect(data: bytes, provider: Provider) -> Provider | None:
         return None
     # Dialects on one wire format (openai and azure, gemini and vertex) parse alike.
     wire = type(decoder_for(provider))
-    others = (p for p in get_args(Provider) if type(decoder_for(p)) is not wire)
+    others = (p for p in NAMES if type(decoder_for(p)) is not wire)
     return next((p for p in others if _parses_as(p, data)), None)
 
 
