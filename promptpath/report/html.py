@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from promptpath.core.redaction import MARKER
 from promptpath.core.textsafe import visible
 from promptpath.core.verdict import tone_of
 from promptpath.report import charts, svg
 from promptpath.report.labels import STAGE_LABELS
 from promptpath.report.pathrows import hop_rows
+from promptpath.report.reproduce import reproduction
 
 _CSS = """
 body { font: 14px/1.4 'DejaVu Sans', Arial, sans-serif; color: #222; margin: 24px;
@@ -418,45 +418,11 @@ def _context(runs: Sequence[Mapping[str, Any]], schema: str) -> str:
 
 
 def _reproduce(command: Sequence[str]) -> str:
-    """The command that reproduces the run, without the credential it carried: a
-    redacted ``-H 'Authorization: [redacted]'`` pasted back would send ``[redacted]``,
-    so such a header is left out and the page says so, as for a credential elsewhere."""
-    import shlex
-
-    kept: list[str] = []
-    left_out: list[str] = []
-    args = iter(command)
-    for arg in args:
-        if arg in ("-H", "--header"):
-            value = next(args, "")
-            if MARKER in value:
-                left_out.append(value.split(":", 1)[0].strip())
-            else:
-                kept += [arg, value]
-            continue
-        attached = arg.removeprefix("--header=") if arg.startswith("--header=") else None
-        if attached is None and arg.startswith("-H") and arg != "-H":
-            attached = arg[2:]
-        if attached is not None and MARKER in attached:
-            left_out.append(attached.split(":", 1)[0].strip())
-            continue
-        kept.append(arg)
-    notes = []
-    if left_out:
-        names = ", ".join(dict.fromkeys(left_out))
-        several = len(set(left_out)) > 1
-        notes.append(
-            f"The credential header{'s' if several else ''} {names}"
-            f" {'were' if several else 'was'} left out of this command: add your own with -H,"
-            " or set the API key's variable."
-        )
-    if any(MARKER in arg for arg in kept):
-        notes.append(
-            f"A credential was left out where the command says {MARKER}: put your own"
-            " back before running it."
-        )
-    note = "".join(f"<p class='caution'>{t(n)}</p>" for n in notes)
-    return f"<h2>Reproduce</h2><pre>{t(shlex.join(kept))}</pre>{note}"
+    """The command that reproduces the run, without the credential it carried
+    (report/reproduce.py), and what the reader must put back."""
+    shown = reproduction(command)
+    note = "".join(f"<p class='caution'>{t(n)}</p>" for n in shown.notes)
+    return f"<h2>Reproduce</h2><pre>{t(shown.line)}</pre>{note}"
 
 
 def render_html(body: Mapping[str, Any], *, command: Sequence[str] = ()) -> str:
