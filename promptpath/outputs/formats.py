@@ -146,6 +146,15 @@ FORMATS: tuple[Format, ...] = (
         commands=_EVERY,
     ),
     Format(
+        dest="markdown",
+        flag="--markdown",
+        help="Also write a Markdown summary (verdict, stages, TTFT, findings, the command"
+        " to reproduce) to FILE: to paste into a ticket.",
+        goes="file",
+        writer=f"{_WRITERS}:markdown",
+        commands=_EVERY,
+    ),
+    Format(
         dest="svg",
         flag="--svg",
         help="Also write the waterfall and token timeline as one SVG image to FILE.",

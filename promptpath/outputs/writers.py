@@ -47,10 +47,16 @@ def html(report: Mapping[str, Any], context: WriteContext) -> str:
     return render_html(report, command=context.command)
 
 
+def markdown(report: Mapping[str, Any], context: WriteContext) -> str:
+    from promptpath.report.markdown import render_markdown
+
+    return render_markdown(report, command=context.command)
+
+
 def svg(report: Mapping[str, Any], _context: WriteContext) -> str:
     from promptpath.report.svg import render_svg
 
     return render_svg(report)
 
 
-__all__ = ["har", "html", "json_text", "junit", "prometheus", "svg"]
+__all__ = ["har", "html", "json_text", "junit", "markdown", "prometheus", "svg"]

@@ -62,7 +62,7 @@ def test_demo_takes_exactly_its_table_rows_and_declares_no_option_inline() -> No
     command = typer.main.get_group(app).commands["demo"]  # type: ignore[attr-defined]
     options = {p.name for p in command.params if p.param_type_name == "option"}
     assert options == {flag.dest for flag in flags.flags_of("demo")}
-    assert {f.dest for f in formats.formats_of("demo")} == {"json_out", "html", "svg"}
+    assert {f.dest for f in formats.formats_of("demo")} == {"json_out", "html", "markdown", "svg"}
     # The Typer faces declare no option of their own but the root's --version.
     tree = ast.parse((PACKAGE / "cli/faces.py").read_text())
     inline = [
