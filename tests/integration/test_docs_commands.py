@@ -215,7 +215,7 @@ def test_doc_command_runs_against_the_reference_endpoint(
         assert res.exit_code == (1 if broken else 0), f"{cmd.where}: {cmd.text}\n{res.stderr}"
         if broken:
             assert "[FAIL]" in res.stdout + res.stderr, f"{cmd.where}: the hop was not found"
-        for flag in ("--html", "--svg"):
+        for flag in ("--html", "--svg", "--markdown"):
             if flag in options:
                 written = Path(options[flag])
                 assert written.stat().st_size > 0, f"{flag} wrote nothing"
@@ -237,7 +237,7 @@ def test_doc_command_runs_against_the_reference_endpoint(
         body = json.loads(res.stdout)
         assert body["exit_code"] == 0 and str(body["schema"]).startswith("promptpath.")
     _did_what_it_says(cmd, argv, res)
-    for flag in ("--junit", "--har", "--prom-textfile", "--html", "--svg"):
+    for flag in ("--junit", "--har", "--prom-textfile", "--html", "--svg", "--markdown"):
         if flag in argv:
             written = Path(argv[argv.index(flag) + 1])
             assert written.stat().st_size > 0, f"{flag} wrote nothing"

@@ -8,7 +8,7 @@ URL's userinfo (the target refuses it; --proxy, --otlp-endpoint, --pushgateway a
 and the echoes of each where the echoing text says a credential follows.
 
 Each case runs the real CLI twice against peers on loopback: once with --json, -v and
-every file export (--junit, --har, --prom-textfile, --html, --svg) plus an OTLP receiver
+every file export (--junit, --har, --prom-textfile, --html, --svg, --markdown) plus an OTLP receiver
 and a Pushgateway stand-in, once with the terminal report on a terminal stdout. Then every
 channel — stdout and stderr of both (the terminal report, warnings, ``export failed:``
 lines: the CLI's logs), every file, what the OTLP collector and the Pushgateway received
@@ -237,6 +237,7 @@ def _run(case: Case, tmp_path: Path, ref: RefServer) -> Outputs:
         "--prom-textfile": tmp_path / "run.prom",
         "--html": tmp_path / "run.html",
         "--svg": tmp_path / "run.svg",
+        "--markdown": tmp_path / "run.md",
     }
     env = {"OPENAI_API_KEY": ENV_KEY, "NO_COLOR": "1"}
     with _peers() as peers, contextlib.ExitStack() as stack:
@@ -303,5 +304,10 @@ def test_no_channel_holds_a_credential_in_any_form(
     # leaves it out and the page says so (issue 30, item 3).
     assert "Authentication" not in reproduce
     assert "Authentication" in notes.split("<h2>", 1)[0] and "left out" in notes
+    # The Markdown summary shows the same command, the same way.
+    block = out.files["--markdown"].split("### Reproduce\n\n```sh\n", 1)[1]
+    line, md_notes = block.split("\n```\n", 1)
+    assert f"--otlp-endpoint 'http://{MARK}@127.0.0.1:" in line and f"api_key={MARK}" in line
+    assert "Authentication" not in line and "Authentication" in md_notes
     assert report["request"]["path"] == f"/v1/chat/completions?api_key={MARK}"
     assert "#" not in report["target"]["url"]

@@ -295,6 +295,7 @@ def _run(case: Case, url: str, extra: tuple[str, ...], tmp_path: Path) -> Output
         "prom": tmp_path / "run.prom",
         "html": tmp_path / "run.html",
         "svg": tmp_path / "run.svg",
+        "markdown": tmp_path / "run.md",
     }
     args = (*_common(url), *extra, *case.extra)
     json_run = run_cli(
@@ -310,6 +311,8 @@ def _run(case: Case, url: str, extra: tuple[str, ...], tmp_path: Path) -> Output
         str(files["html"]),
         "--svg",
         str(files["svg"]),
+        "--markdown",
+        str(files["markdown"]),
         environ=env,
     )
     tty_run = run_cli(*args, environ={**env, "NO_COLOR": "1"}, stdout_isatty=True)
@@ -372,7 +375,12 @@ def test_hostile_hop_leaks_no_secret_and_no_control_character(
     body = _strict_json(out.json_run.stdout, "--json")
     assert body["exit_code"] == case.code
     _strict_json(out.files["--har"], "--har")
-    assert set(out.files) == {"--junit", "--har", "--prom", "--html", "--svg"}
+    assert set(out.files) == {"--junit", "--har", "--prom", "--html", "--svg", "--markdown"}
+    # The Markdown a ticket renders: no control character but its own line ends, and the
+    # peer's "[PASS] spoofed line" shown as text, its brackets escaped (no link opens).
+    md = out.files["--markdown"]
+    assert not any(c < " " and c != "\n" for c in md)
+    assert "[PASS]" not in md
     # Well-formed XML whatever the peer sent (Chromium refuses the whole image otherwise).
     ET.fromstring(out.files["--junit"])
     ET.fromstring(out.files["--svg"])
