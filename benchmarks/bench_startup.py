@@ -264,9 +264,10 @@ def main() -> None:
                 add("promptpath run --json: CPU", LAST_CPU_MS[0])
 
             def pp_run_before() -> None:
-                # The console script's own lines, with the other checkout first on the path.
-                script = "import sys; from promptpath.cli.entry import main; sys.exit(main())"
-                argv = [sys.executable, "-c", script, *run_argv[len(exe) :]]
+                # `python -m promptpath` runs the console script's own main (__main__.py),
+                # wherever an earlier checkout kept it (promptpath.entry before the house
+                # move, promptpath.cli.entry after), with that checkout first on the path.
+                argv = [sys.executable, "-m", "promptpath", *run_argv[len(exe) :]]
                 # cwd: not this checkout, which `python -c` would put first on sys.path.
                 wall, out = timed(argv, {**env, "PYTHONPATH": str(ns.before)}, Path(ns.before))
                 end = json.loads(out)["milestones_ms"]["end"]
