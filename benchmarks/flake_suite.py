@@ -143,8 +143,16 @@ def failure_table(table: Mapping[str, Tally]) -> list[str]:
 # -- the clone and its environment --------------------------------------------------------
 
 
-def _run(command: list[str], cwd: Path) -> None:
-    subprocess.run(command, cwd=cwd, check=True)
+def _run(command: list[str], cwd: Path, log: Path | None = None) -> None:
+    """Run ``command``; its output goes to ``log`` (shown only if it fails) when given."""
+    if log is None:
+        subprocess.run(command, cwd=cwd, check=True)
+        return
+    with log.open("ab") as out:
+        done = subprocess.run(command, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode:
+        sys.stderr.write(log.read_text(errors="replace")[-4000:])
+        raise subprocess.CalledProcessError(done.returncode, command)
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -162,11 +170,11 @@ def clone(ref: str, into: Path) -> str:
     return commit
 
 
-def make_venv(checkout: Path) -> None:
-    """The checkout's .venv, as .ci/run makes it."""
-    _run([shutil.which("python3") or sys.executable, "-m", "venv", ".venv"], cwd=checkout)
+def make_venv(checkout: Path, log: Path) -> None:
+    """The checkout's .venv, as .ci/run makes it (pip's output in ``log``)."""
+    _run([shutil.which("python3") or sys.executable, "-m", "venv", ".venv"], checkout, log)
     pip = [".venv/bin/python", "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    _run([*pip, "-e", ".[dev]"], cwd=checkout)
+    _run([*pip, "-e", ".[dev]"], checkout, log)
 
 
 def pinned_lab_versions(ci_script: str) -> dict[str, str]:
@@ -305,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         commit = clone(args.ref, checkout)
         print(f"flake suite: {commit[:12]} ({args.ref}) cloned into {checkout}", flush=True)
-        make_venv(checkout)
+        make_venv(checkout, work / "setup.log")
         problems = link_lab(checkout, args.lab_venvs)
         for problem in problems:
             print(f"  lab environment: {problem}", flush=True)
