@@ -305,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     work = Path(tempfile.mkdtemp(prefix="flake-suite-"))
+    # mkdtemp makes it 0700: the path lab runs the clone's promptpath as nobody, which
+    # must be able to reach it, as it can a checkout in a home or CI directory.
+    work.chmod(0o755)
     checkout = work / "clone"
     hogs: list[subprocess.Popen[bytes]] = []
     rounds: list[Round] = []

@@ -124,6 +124,7 @@ def _probe(
     result = subprocess.run(
         lab.exec("client", *(user or []), *command), capture_output=True, text=True, timeout=60
     )
+    assert result.stdout, f"exit {result.returncode}, no JSON: {result.stderr[-2000:]}"
     body = json.loads(result.stdout)
     (finding,) = [f for f in body["findings"] if f["probe"] == "path"]
     return body, finding
