@@ -1,14 +1,17 @@
 """A real Prometheus Pushgateway and Prometheus server on loopback, for lab tests.
 
-Each gets its own state in a temp dir (the Pushgateway's persistence file, Prometheus'
-TSDB and config) and a free 127.0.0.1 port; both are Debian's packages
+Each gets a free 127.0.0.1 port and a temp dir (logs; Prometheus' TSDB and config); the
+Pushgateway keeps its metrics in memory only. Both are Debian's packages
 (prometheus-pushgateway 1.5.1, prometheus 2.42.0 on Debian 12).
 
 Observed by hand (2026-12-01, this machine):
 - The Pushgateway answers /-/ready within 0.1 s of starting.
 - A push whose metric has another type than the same name in another group is refused
-  with 400 "pushed metrics are invalid or inconsistent with existing metrics: ... is not
-  a GAUGE"; a malformed body with 400 "text format parsing error in line 1 ...".
+  with 400 "pushed metrics are invalid or inconsistent with existing metrics: collected
+  metric "NAME" { ... } is not a GAUGE"; which group's sample it quotes, and so which type
+  it calls wrong, changes from one refusal to the next (2026-12-06: 2 of 12 quoted the
+  other group's gauge, "... is not a SUMMARY"). A malformed body: 400 "text format
+  parsing error in line 1 ...".
 - Grouping labels in the URL win over the same labels in the pushed text.
 - Prometheus answers /-/ready within 0.1 s, but its first scrape comes about 5 s after
   start (5.3 s measured with scrape_interval 1s): the discovery manager hands targets to
@@ -37,16 +40,18 @@ FIRST_SCRAPE_TIMEOUT_S = 20.0
 
 @contextlib.contextmanager
 def pushgateway(tmp_path: Path) -> Iterator[Proxy]:
-    """prometheus-pushgateway on 127.0.0.1:PORT with its persistence file in ``tmp_path``."""
+    """prometheus-pushgateway on 127.0.0.1:PORT, metrics in memory only (log in ``tmp_path``)."""
     binary = require_binary("prometheus-pushgateway")
     directory = tmp_path / f"pushgateway-{time.monotonic_ns()}"
     directory.mkdir(parents=True)
     port = free_port()
-    args = [
-        binary,
-        f"--web.listen-address={LOOPBACK}:{port}",
-        f"--persistence.file={directory / 'persistence'}",
-    ]
+    # Debian's default is --persistence.file=/var/lib/prometheus/pushgateway.data. Observed
+    # by hand (2026-12-06, 1.5.1: push a gauge, SIGTERM, start again with the same flags):
+    # by default that file is written on shutdown and the next start serves the gauge
+    # again; with a path of our own the same happens through that path; with the flag
+    # empty nothing is written and the next start serves nothing. Empty, then: every
+    # Pushgateway a test starts begins with no metrics, whatever ran before it.
+    args = [binary, f"--web.listen-address={LOOPBACK}:{port}", "--persistence.file="]
     with _running("pushgateway", args, port, directory) as server:
         yield server
 

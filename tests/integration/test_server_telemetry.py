@@ -150,8 +150,12 @@ def test_serve_flag_ignore_disconnect_is_the_default_for_every_request(
             client,
             server.path("/v1/chat/completions"),
             CHAT,
-            {"x-promptpath-tokens": "10", "x-promptpath-rate": "50", "x-promptpath-probe-id": "f"},
-            stop_after=2,
+            {"x-promptpath-tokens": "10", "x-promptpath-rate": "20", "x-promptpath-probe-id": "f"},
+            stop_after=2,  # the role event and one token
         )
         record = tagged(client, server, "f", until_ended=True)
-    assert record["tokens_generated"] == 10 and record["tokens_after_disconnect"] >= 7
+    # The flag's work: all 10 tokens made for a client that left after the first. How
+    # many came after the server saw it leave depends on when it saw (>= 7 failed once,
+    # 6, at load ~10 with 50 tokens/s): at 20/s a notice within 0.45 s leaves one or more.
+    assert record["tokens_generated"] == 10 and record["disconnected"] is True
+    assert 1 <= record["tokens_after_disconnect"] <= 9

@@ -28,6 +28,7 @@ import trustme
 
 from promptpath.core.exitcodes import ExitCode
 from tests.helpers.cli import run_cli
+from tests.helpers.ports import free_port
 from tests.helpers.refserver import RefServer, reference_server
 from tests.helpers.waiting import wait_for
 
@@ -125,9 +126,7 @@ def tls11_server(tmp_path: Path) -> Iterator[int]:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     leaf.cert_chain_pems[0].write_to_path(str(cert))
     leaf.private_key_pem.write_to_path(str(key))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()  # s_server binds it later: not from bind(0) (tests/helpers/ports.py)
     log = (tmp_path / "s_server.log").open("wb")
     process = subprocess.Popen(
         [openssl, "s_server", "-accept", f"127.0.0.1:{port}", "-cert", str(cert), "-key",

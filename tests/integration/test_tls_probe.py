@@ -26,6 +26,7 @@ import trustme
 
 from promptpath.core.exitcodes import ExitCode
 from tests.helpers.cli import run_cli
+from tests.helpers.ports import free_port
 from tests.helpers.waiting import wait_for
 from tests.integration.conftest import StartRefServer
 
@@ -147,9 +148,7 @@ def s_server(tmp_path: Path) -> Iterator[Callable[[Sequence[str]], int]]:
     processes: list[subprocess.Popen[bytes]] = []
 
     def start(args: Sequence[str]) -> int:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = int(sock.getsockname()[1])
+        port = free_port()  # s_server binds it later: not from bind(0) (tests/helpers/ports.py)
         process = subprocess.Popen(
             [openssl, "s_server", "-accept", f"127.0.0.1:{port}", *args, "-www", "-quiet"],
             stdin=subprocess.DEVNULL,

@@ -24,6 +24,7 @@ from promptpath.tracer.h3discovery import discover_h3
 from promptpath.tracer.orchestrator import trace
 from tests.conftest import require_binary
 from tests.helpers.ports import free_port
+from tests.helpers.proxylab import serves_tls
 from tests.helpers.refserver import RefServer, reference_server
 
 pytestmark = pytest.mark.lab
@@ -59,16 +60,14 @@ https://localhost:{port} {{
 
 
 def _wait_ready(process: subprocess.Popen[bytes], port: int, root: Path, log: Path) -> None:
+    # A verified handshake, not only an accepting port: caddy listens before its
+    # certificate is in its cache (proxylab.wait_for_tls).
     deadline = time.monotonic() + STARTUP_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             pytest.fail(f"caddy exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-        if root.exists():
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                return
-            except OSError:
-                pass
+        if serves_tls(port, str(root), "localhost"):
+            return
         time.sleep(0.1)
     pytest.fail(f"caddy not ready within {STARTUP_S:g} s:\n{log.read_text()[-3000:]}")
 

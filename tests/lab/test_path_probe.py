@@ -44,7 +44,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import require_binary
-from tests.helpers import pathlab
+from tests.helpers import pathlab, timing
 from tests.helpers.pathlab import HOPS, SERVER, PathLab
 from tests.helpers.waiting import wait_for
 
@@ -124,6 +124,7 @@ def _probe(
     result = subprocess.run(
         lab.exec("client", *(user or []), *command), capture_output=True, text=True, timeout=60
     )
+    assert result.stdout, f"exit {result.returncode}, no JSON: {result.stderr[-2000:]}"
     body = json.loads(result.stdout)
     (finding,) = [f for f in body["findings"] if f["probe"] == "path"]
     return body, finding
@@ -142,9 +143,15 @@ def test_the_hops_are_the_topology_and_the_delay_is_blamed_on_r3s_side(
     assert _responders(f) == [[hop] for hop in HOPS]
     assert f["verdict"] == "pass" and f["evidence"]["reached"] is True
     added = {int(k): v for k, v in f["evidence"]["added_ms"].items()}
-    # 10 ms each way on r2 ══ r3: the step is at r3, the hops before and after add nothing.
+    # 10 ms each way on r2 ══ r3: the step is at r3, the hops before and after add next
+    # to nothing. "Next to": a hop's figure is a median of 3 RTTs taken by a process the
+    # machine may keep waiting; beside two CPU hogs (load 4-10) the largest other hop read
+    # a median 0.14 ms, but 3.4 and 4.6 ms once each (the server, hop 4; flake_suite and 10
+    # flake_check rounds). 8 ms stays far from the 17 ms that would be a step.
+    timing.note("added at r3 ms", added[3], 17.0, 30.0)
+    timing.note("added elsewhere ms", max(added[ttl] for ttl in (1, 2, 4)), None, 8.0)
     assert 17.0 <= added[3] <= 30.0, added
-    assert all(added[ttl] < 3.0 for ttl in (1, 2, 4)), added
+    assert all(added[ttl] < 8.0 for ttl in (1, 2, 4)), added
     assert "between hop 2 (10.203.2.2) and hop 3 (10.203.3.2)" in f["summary"]
     assert f["evidence"]["deprioritised"] == []
     # The trace's handshake against the path: it cannot beat one round trip. (Whether it
