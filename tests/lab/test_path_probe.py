@@ -154,10 +154,14 @@ def test_the_hops_are_the_topology_and_the_delay_is_blamed_on_r3s_side(
     assert all(added[ttl] < 8.0 for ttl in (1, 2, 4)), added
     assert "between hop 2 (10.203.2.2) and hop 3 (10.203.3.2)" in f["summary"]
     assert f["evidence"]["deprioritised"] == []
-    # The trace's handshake against the path: it cannot beat one round trip. (Whether it
-    # took much longer depends on this machine's load, not the lab: not asserted.)
+    # The trace's handshake against the path: it cannot beat one round trip, which the
+    # impairer makes at least 20 ms (it never releases a packet early). Not against the
+    # probe's own path RTT: that is a median of three SYNs read by a process the machine
+    # may keep waiting, and beside four CPU hogs it read 23.0 and 23.2 ms while the
+    # trace's connect took 20.4 (2 of 10 flake_check rounds). (Whether the handshake took
+    # much longer depends on this machine's load, not the lab: not asserted.)
     handshake = f["evidence"]["handshake"]
-    assert handshake["connect_ms"] >= 0.9 * handshake["path_rtt_ms"]
+    assert handshake["connect_ms"] >= 20.0 and handshake["path_rtt_ms"] >= 20.0, handshake
 
 
 def test_a_router_that_rate_limits_its_icmp_is_not_the_slow_hop(
