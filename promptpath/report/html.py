@@ -17,7 +17,7 @@ from typing import Any
 from promptpath.core.textsafe import visible
 from promptpath.core.verdict import tone_of
 from promptpath.report import charts, svg
-from promptpath.report.labels import STAGE_LABELS
+from promptpath.report.labels import STAGE_LABELS, UNVERIFIED
 from promptpath.report.pathrows import hop_rows
 from promptpath.report.reproduce import reproduction
 
@@ -97,13 +97,6 @@ def _joined(*parts: object, sep: str = " · ") -> str | None:
 def _unverified(tls: Mapping[str, Any] | None) -> bool:
     """A handshake that completed with its certificate not checked (``-k``)."""
     return tls is not None and tls.get("verified") is None and bool(tls.get("version"))
-
-
-#: What -k means, where a ticket reader sees it.
-UNVERIFIED = (
-    "certificate not verified (-k): this run accepted whatever certificate the server sent,"
-    " so it cannot tell a trusted server from an impostor"
-)
 
 
 def _stages(body: Mapping[str, Any]) -> str:

@@ -17,3 +17,9 @@ STAGE_LABELS: dict[str, str] = {
     "first_token": "first token",
     "streaming": "streaming",
 }
+
+#: What -k means, where a ticket reader sees it.
+UNVERIFIED = (
+    "certificate not verified (-k): this run accepted whatever certificate the server sent,"
+    " so it cannot tell a trusted server from an impostor"
+)

@@ -121,7 +121,7 @@ def _verdict(line: object) -> list[str]:
 
 
 def _unverified(runs: Sequence[Mapping[str, Any]]) -> list[str]:
-    from promptpath.report.html import UNVERIFIED
+    from promptpath.report.labels import UNVERIFIED
 
     for run in runs:
         tls = run.get("tls")
