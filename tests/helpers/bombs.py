@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import threading
 import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from tests.helpers.threadserve import serve_each
 
 #: The longest a hostile server writes to one connection, whatever the client does.
 MAX_SERVE_S = 90.0
@@ -159,30 +160,5 @@ def _serve_one(conn: socket.socket, body: Body) -> None:
 @contextlib.contextmanager
 def hostile_server(body: Body) -> Iterator[int]:
     """Serve ``body`` to every connection on 127.0.0.1; yields the port."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.settimeout(0.2)
-    stop = threading.Event()
-    writers: list[threading.Thread] = []
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except (TimeoutError, OSError):
-                continue
-            writer = threading.Thread(target=_serve_one, args=(conn, body), daemon=True)
-            writer.start()
-            writers.append(writer)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(2)
-        listener.close()
-        for writer in writers:
-            writer.join(MAX_SERVE_S)
+    with serve_each(lambda conn: _serve_one(conn, body), join_s=MAX_SERVE_S) as port:
+        yield port

@@ -18,13 +18,14 @@ import contextlib
 import json
 import socket
 import struct
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from wsproto.utilities import generate_accept_token
+
+from tests.helpers.threadserve import serve_each
 
 #: The longest a hostile WebSocket server writes to one connection.
 MAX_SERVE_S = 60.0
@@ -161,12 +162,6 @@ def hostile_ws_server(
     """Answer every upgrade on 127.0.0.1 with a 101, then run ``script``; yields the port.
 
     ``with_101``: the script's first frames go in the 101's own write (so in its read)."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(8)
-    listener.settimeout(0.2)
-    stop = threading.Event()
-    workers: list[threading.Thread] = []
 
     def serve(conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):
@@ -184,26 +179,8 @@ def hostile_ws_server(
             script(peer)
             peer.send(b"")
 
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            worker = threading.Thread(target=serve, args=(conn,), daemon=True)
-            worker.start()
-            workers.append(worker)
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(2)
-        listener.close()
-        for worker in workers:
-            worker.join(MAX_SERVE_S)
+    with serve_each(serve, join_s=MAX_SERVE_S) as port:
+        yield port
 
 
 # -- scripts ------------------------------------------------------------------------------
