@@ -49,10 +49,14 @@ CLIENTS: tuple[ClientName, ...] = get_args(ClientName)
 #: The dialect ``promptpath demo`` speaks unless --provider says (its --help shows it).
 DEMO: Provider = "openai"
 
+#: The dialects the demo offers: those whose plug-in names a ``demo_path`` (a unit test holds
+#: the two together), so ``demo --help`` lists what ``demo --provider`` accepts.
+DEMO_NAMES: tuple[Provider, ...] = ("openai", "responses", "anthropic", "ollama")
+
 
 def module_of(name: Provider) -> str:
     """The module that holds ``name``'s plug-in."""
     return "promptpath.dialects." + name.replace("-", "_")
 
 
-__all__ = ["CLIENTS", "DEMO", "NAMES", "ClientName", "Provider", "module_of"]
+__all__ = ["CLIENTS", "DEMO", "DEMO_NAMES", "NAMES", "ClientName", "Provider", "module_of"]

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Final, TypeVar
 
 import typer
 
-from promptpath.dialects.registry import CLIENTS, DEMO, NAMES
+from promptpath.dialects.registry import CLIENTS, DEMO, DEMO_NAMES, NAMES
 from promptpath.outputs.formats import Format, going
 from promptpath.probes.catalog import listed_names
 from promptpath.probes.settings import (
@@ -131,7 +131,9 @@ FLAGS: tuple[Flag, ...] = (
         help="The API dialect (default: from the URL path).",
         panel=TARGET,
         commands=WITH_DEMO,
-        per_command={"demo": {"default": DEMO, "help": "The API dialect."}},
+        per_command={
+            "demo": {"default": DEMO, "metavar": "|".join(DEMO_NAMES), "help": "The API dialect."}
+        },
     ),
     Flag(
         dest="model",

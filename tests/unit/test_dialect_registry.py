@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from promptpath.dialects.plugins import detect_provider, dialects
-from promptpath.dialects.registry import CLIENTS, NAMES, module_of
+from promptpath.dialects.registry import CLIENTS, DEMO_NAMES, NAMES, module_of
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = sorted((ROOT / "promptpath/report").glob("*.json"))
@@ -107,6 +107,10 @@ def test_the_demo_offers_the_dialects_whose_plugins_name_a_path_and_says_which()
 
     offered = [d.name for d in dialects() if d.demo_path is not None]
     assert offered == ["openai", "responses", "anthropic", "ollama"]  # as the demo's table had
+    assert list(DEMO_NAMES) == offered  # what demo --help lists without a plug-in
+    shown = run_cli("demo", "--help", environ={"COLUMNS": "200"})
+    assert "|".join(offered) in shown.stdout
+    assert "gemini" not in shown.stdout  # help listed all eleven, the demo accepted four
     res = run_cli("demo", "--provider", "gemini")  # refused before any server starts
     assert res.exit_code == ExitCode.USAGE
     assert f"--provider must be one of {', '.join(offered)}, got 'gemini'" in res.stderr
