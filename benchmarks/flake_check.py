@@ -29,6 +29,8 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 from pathlib import Path
 
+from flake_suite import node_id  # a sibling script: benchmarks/ is sys.path[0]
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Lab tests whose assertions hold a measured time to a bound (audited 2026-12-01; the
@@ -55,14 +57,17 @@ def _load() -> str:
     return f"{one:.1f} {five:.1f} {fifteen:.1f}"
 
 
+def _exists(path: str) -> bool:
+    return (ROOT / path).is_file()
+
+
 def _cases(junit: Path) -> dict[str, str | None]:
     """Test id -> None when it passed, else the first line of why not."""
     if not junit.exists():
         return {}
     found: dict[str, str | None] = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
-        path = case.get("classname", "").replace(".", "/") + ".py"
-        name = f"{path}::{case.get('name')}"
+        name = node_id(case.get("classname", ""), case.get("name", ""), _exists)
         problem = None
         for tag in ("failure", "error", "skipped"):
             bad = case.find(tag)
