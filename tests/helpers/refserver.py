@@ -140,12 +140,21 @@ def sdk_http_client(sdk: Any, server: RefServer, *, http2: bool = False) -> Any:
 
     Both SDKs now ship their own HTTP package (httpx2) and reject plain ``httpx`` clients,
     so use each SDK's ``DefaultHttpxClient`` factory.
+
+    It keeps no idle connection: each request opens its own. hypercorn closes a connection
+    5 s after its last stream ended (keep_alive_timeout), counted while the client may still
+    be parsing that stream: beside six CPU hogs a request on a reused connection met the close
+    4 times in 29 ("Server disconnected"; by hand, reading 5 s late: reused 4 of 4 failed,
+    fresh 0 of 4). These tests prove the SDK reads our bytes, not the pool's timing.
     """
     import ssl
 
+    import httpx2
+
     assert server.ca is not None, "the SDK client needs a TLS server"
     context = ssl.create_default_context(cafile=server.ca)
-    return sdk.DefaultHttpxClient(verify=context, http2=http2, timeout=10.0)
+    fresh = httpx2.Limits(max_keepalive_connections=0)
+    return sdk.DefaultHttpxClient(verify=context, http2=http2, timeout=10.0, limits=fresh)
 
 
 # -- reading what it sends (deliberately simple: our server frames with LF only) -------

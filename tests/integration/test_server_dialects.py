@@ -162,12 +162,8 @@ def test_openai_sdk_streams_responses(refserver_tls: RefServer) -> None:
         )
         return client.responses
 
-    # One connection per request. hypercorn closes a connection 5 s after its last stream
-    # ended (keep_alive_timeout), counted while the client may still be parsing that
-    # stream's ~40 events: beside six CPU hogs the second request on a reused connection
-    # met the close 4 times in 29 ("Server disconnected", or EOF on write; the server's
-    # log: its idle timeout fired, then our request arrived after its close_notify). By
-    # hand, reading the first event 5 s late: reused 4 of 4 failed, fresh 0 of 4.
+    # One client per request (sdk_http_client keeps no idle connection either: hypercorn's
+    # 5 s keep-alive close raced a reused connection, 4 times in 29 beside six CPU hogs).
     with sdk_http_client(openai, refserver_tls, http2=True) as http:
         events = list(responses(http).create(model="gpt-4o-mini", input=PROMPT, stream=True))
     with (
