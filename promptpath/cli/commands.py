@@ -83,7 +83,7 @@ def execute(values: Mapping[str, object] | Values, *, env: Environment) -> int:
             return usage_failure(exc, json_out, env)
         from promptpath.modes import mode_for
 
-        if plan.mode in ("single", "compare"):
+        if plan.mode in ("single", "compare-http"):
             _warn_unused_resolve(plan.trace, env)
         console = report_console(plan.outputs.json_out, env)
         mode = mode_for(plan, env, console)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def mode_for(plan: Plan, env: Environment, console: Console) -> Mode:
     """The mode the plan asks for."""
-    if plan.mode == "compare":
+    if plan.mode == "compare-http":
         from promptpath.modes.compare_http import CompareMode
 
         return CompareMode(plan, env)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from promptpath.probes.base import Probe
 
 FailOn = Literal["warn", "fail"]
-ModeName = Literal["single", "compare", "series", "load"]
+ModeName = Literal["single", "compare-http", "series", "load"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,10 +57,10 @@ class Plan:
 
     @property
     def mode(self) -> ModeName:
-        """single (with --warm, its second request), compare, series (one after another)
+        """single (with --warm, its second request), compare-http, series (one after another)
         or load (--concurrency)."""
         if self.compare_runs is not None:
-            return "compare"
+            return "compare-http"
         if self.series.concurrency:
             return "load"
         if self.series.is_series:

@@ -29,7 +29,7 @@ def plan(url: str = URL, **given: object) -> Plan:
     [
         ({}, "single"),
         ({"warm": True}, "single"),
-        ({"compare_http": True}, "compare"),
+        ({"compare_http": True}, "compare-http"),
         ({"count": 3}, "series"),
         ({"count": 4, "concurrency": "2"}, "load"),
         ({"count": 8, "concurrency": "1,4"}, "load"),
