@@ -104,9 +104,9 @@ def test_resolvers_steering_to_different_edges_are_both_named() -> None:
     f = judge(facts)
     assert f.verdict is Verdict.WARN
     assert (
-        "your resolver 10.1.1.1:53 returns the AMS edge (192.0.2.9) (38.1 ms);"
-        " 192.0.2.53:53 returns the FRA edge (192.0.2.1) (9.1 ms): the resolver is far from this client or strips client"
-        " subnet"
+        "your resolver 10.1.1.1:53 returns 192.0.2.9 (the AMS edge, 38.1 ms); 192.0.2.53:53"
+        " returns 192.0.2.1 (the FRA edge, 9.1 ms): the resolver is far from this client or"
+        " strips client subnet"
     ) in f.summary
 
 

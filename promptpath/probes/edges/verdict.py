@@ -169,10 +169,13 @@ def _resolvers(facts: Facts, by_ip: dict[str, Candidate]) -> tuple[str | None, l
     def who(a: Answer) -> str:
         return a.server + (f" (client subnet {a.ecs})" if a.ecs else "")
 
+    def reached(c: Candidate) -> str:
+        edge = f"the {c.edge.name} edge, " if c.edge is not None else ""
+        return f"{c.ip} ({edge}{ms(c.median_ms)})"
+
     return (
-        f"your resolver {who(far_answer)} returns {_where(far)} ({ms(far.median_ms)});"
-        f" {who(near_answer)} returns {_where(near)} ({ms(near.median_ms)}): the resolver"
-        " is far from this client or strips client subnet"
+        f"your resolver {who(far_answer)} returns {reached(far)}; {who(near_answer)} returns"
+        f" {reached(near)}: the resolver is far from this client or strips client subnet"
     ), notes
 
 
