@@ -152,9 +152,9 @@ def _resolvers(facts: Facts, by_ip: dict[str, Candidate]) -> tuple[str | None, l
     """A sentence when resolvers steer to different edges and one is nearer; notes."""
     scored: list[tuple[Answer, Candidate]] = []
     for answer in facts.answers:
-        reached = [by_ip[ip] for ip in answer.addresses if ip in by_ip and by_ip[ip].median_ms]
-        if reached:
-            scored.append((answer, min(reached, key=lambda c: c.median_ms or 0.0)))
+        timed = [by_ip[ip] for ip in answer.addresses if ip in by_ip and by_ip[ip].median_ms]
+        if timed:
+            scored.append((answer, min(timed, key=lambda c: c.median_ms or 0.0)))
     notes = []
     for answer in facts.answers:
         if answer.error:
