@@ -31,6 +31,15 @@ class Found:
     alt_svc: list[dict[str, object]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def add_port(self, ip: str, port: int, source: str) -> None:
+        """``ip`` on another port: a candidate of its own (``ip`` then reads ``ip port``)."""
+        if port == self.ports.get(ip):
+            self.add(ip, port, source)
+        # One address is timed once, on the origin's port: the alternative's port is
+        # listed with it rather than doubling the connects.
+        else:
+            self.sources.setdefault(ip, []).append(f"{source} (port {port})")
+
     def add(self, ip: str, port: int, source: str) -> None:
         ip = ip.strip("[]")
         self.ports.setdefault(ip, port)
@@ -104,9 +113,13 @@ async def from_https_record(found: Found, host: str, port: int, resolver: str | 
                 found.add(ip, alt_port, f"https-rr {r.target}")
 
 
-async def from_alt_svc(found: Found, timeline: Timeline | None, host: str, port: int) -> None:
+async def from_alt_svc(
+    found: Found, timeline: Timeline | None, host: str, port: int, *, ask_dns: bool
+) -> None:
     """Alt-Svc alternatives: TCP ones (h2, http/1.1) become candidates; QUIC ones (h3) are
-    listed, not timed here (``--http 3`` times a QUIC handshake)."""
+    listed, not timed here (``--http 3`` times a QUIC handshake). The origin's own host on
+    another port reuses the addresses found; another host is resolved only when
+    ``ask_dns`` (not for a pinned or local name)."""
     if timeline is None:
         return
     values = [v for k, v in timeline.response_headers if k.lower() == "alt-svc"]
@@ -119,6 +132,12 @@ async def from_alt_svc(found: Found, timeline: Timeline | None, host: str, port:
             {"protocol": svc.protocol, "host": alt_host, "port": svc.port, "timed": timed}
         )
         if not timed:
+            continue
+        if svc.host is None or svc.host.rstrip(".").lower() == host.lower():
+            for ip in list(found.sources):
+                found.add_port(ip, svc.port, f"alt-svc {svc.protocol}")
+            continue
+        if not ask_dns:
             continue
         try:
             answer = await dns.resolve(alt_host, svc.port, timeout=DNS_TIMEOUT_S)

@@ -17,6 +17,7 @@ from promptpath.core.edgename import edge_name
 from promptpath.core.findings import Finding, Verdict
 from promptpath.net import dns
 from promptpath.net.edgetime import connect_samples, handshake_async
+from promptpath.net.getaddrinfo import localhost_stays_local
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.edges import gather
 from promptpath.probes.edges.verdict import PROBE, Candidate, Facts, judge, ordered
@@ -66,6 +67,36 @@ async def _time(
     )
 
 
+def _local(host: str) -> bool:
+    """RFC 6761 localhost: a name DNS is never asked about (as tracer/h3discovery.py)."""
+    bare = host.lower().rstrip(".")
+    return bare == "localhost" or bare.endswith(".localhost")
+
+
+async def _gather(ctx: ProbeContext, found: gather.Found, host: str, port: int) -> None:
+    """The candidates. DNS is asked only where the trace would ask it: a --resolve pin
+    keeps its name away from the system's DNS (an internal name, often), and localhost
+    is the hosts file's; a resolver the user named (--resolver, --edges-resolver) is
+    always asked, since naming it is the request."""
+    opts = ctx.options
+    named = [*([opts.resolver] if opts.resolver else []), *(ctx.settings.edges.resolvers or ())]
+    pin = opts.resolve_override(host, port)
+    if pin is not None:
+        found.add(pin, port, "--resolve")
+        found.notes.append(
+            f"the --resolve pin keeps {host} away from the system's DNS: only the resolvers"
+            " named (--resolver, --edges-resolver) are asked"
+        )
+    elif not _local(host) or localhost_stays_local():
+        await gather.from_system(found, host, port)
+    for server in named:
+        await gather.from_resolver(found, server, host, port)
+    if named or (pin is None and not _local(host)):
+        await gather.from_https_record(found, host, port, named[0] if named else None)
+    tl = ctx.result.timeline if ctx.result is not None else None
+    await gather.from_alt_svc(found, tl, host, port, ask_dns=pin is None and not _local(host))
+
+
 @register
 class EdgesProbe(Probe):
     name = PROBE
@@ -100,17 +131,7 @@ class EdgesProbe(Probe):
         if decided_by == "literal":
             found.add(host, port, "literal")
         else:
-            pin = opts.resolve_override(host, port)
-            if pin is not None:
-                found.add(pin, port, "--resolve")
-            await gather.from_system(found, host, port)
-            for server in (
-                *([opts.resolver] if opts.resolver else []),
-                *(ctx.settings.edges.resolvers or ()),
-            ):
-                await gather.from_resolver(found, server, host, port)
-            await gather.from_https_record(found, host, port, opts.resolver)
-            await gather.from_alt_svc(found, tl, host, port)
+            await _gather(ctx, found, host, port)
         limit = ctx.settings.edges.max_addresses
         ips = list(found.sources)
         if len(ips) > limit:
