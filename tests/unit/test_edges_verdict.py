@@ -138,3 +138,21 @@ def test_nothing_answering_is_a_warning_not_a_crash() -> None:
     )
     f = judge(facts)
     assert f.verdict is Verdict.WARN and "no address of api.example answered" in f.summary
+
+
+def test_the_family_that_won_and_by_how_much_is_said() -> None:
+    facts = Facts(
+        host="api.example",
+        candidates=(
+            cand("2001:db8::1", 10.0, 10.2, 10.4, family="ipv6"),
+            cand("192.0.2.1", 12.0, 12.5, 13.0),
+        ),
+        used="2001:db8::1",
+        attempts=(("2001:db8::1", "ipv6", True), ("192.0.2.1", "ipv4", False)),
+    )
+    f = judge(facts)
+    assert f.verdict is Verdict.PASS
+    assert f.summary.endswith(
+        "the trace used it (ipv6 won the happy-eyeballs race; the nearest ipv4 address"
+        " 192.0.2.1 is 2.3 ms slower)"
+    )

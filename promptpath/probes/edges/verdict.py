@@ -120,7 +120,7 @@ def _choice(facts: Facts, timed: list[Candidate]) -> tuple[list[str], list[str],
     if used is None:
         return parts, [], False
     if used.ip == best.ip:
-        parts.append("the trace used it" + _family_note(facts, best))
+        parts.append("the trace used it" + _family_note(facts, best, timed))
         return parts, [], False
     if not clearly_slower(used, best):
         parts.append(
@@ -141,11 +141,17 @@ def _choice(facts: Facts, timed: list[Candidate]) -> tuple[list[str], list[str],
     return parts, advice, True
 
 
-def _family_note(facts: Facts, used: Candidate) -> str:
-    families = {fam for _ip, fam, _ok in facts.attempts}
-    if len(families) < 2:
+def _family_note(facts: Facts, used: Candidate, timed: Sequence[Candidate]) -> str:
+    """Which family won (RFC 8305) and by how much, when both answered."""
+    other = [c for c in timed if c.family != used.family]
+    if not other or used.median_ms is None:
         return ""
-    return f" ({used.family} won the happy-eyeballs race)"
+    best = min(other, key=lambda c: c.median_ms or 0.0)
+    diff = (best.median_ms or 0.0) - used.median_ms
+    raced = len({fam for _ip, fam, _ok in facts.attempts}) > 1
+    won = f"{used.family} won the happy-eyeballs race" if raced else f"{used.family} was used"
+    side = "slower" if diff >= 0 else "faster"
+    return f" ({won}; the nearest {best.family} address {best.ip} is {ms(abs(diff))} {side})"
 
 
 def _resolvers(facts: Facts, by_ip: dict[str, Candidate]) -> tuple[str | None, list[str]]:
