@@ -26,6 +26,9 @@ from promptpath.probes.edges.verdict import PROBE, Candidate, Facts, judge, orde
 SAMPLES = 3
 #: Each connect's, and the handshake's (with its HEAD), deadline.
 DEADLINE_S = 3.0
+#: All the DNS asking together (resolvers, HTTPS record, Alt-Svc names): what is found by
+#: then is timed, the rest said.
+GATHER_S = 10.0
 
 
 def _dial(ctx: ProbeContext) -> tuple[str, int, str]:
@@ -109,7 +112,7 @@ class EdgesProbe(Probe):
             requests=s.max_addresses if s.request else 0,
             # A and AAAA, without and with client subnet, per resolver; the HTTPS record.
             dns_queries=4 * resolvers + 2,
-            seconds=gather.DNS_TIMEOUT_S * (2 * resolvers + 3) + DEADLINE_S * (SAMPLES + 1),
+            seconds=GATHER_S + DEADLINE_S * (SAMPLES + 1),
         )
 
     async def run(self, ctx: ProbeContext) -> Finding:
@@ -131,7 +134,12 @@ class EdgesProbe(Probe):
         if decided_by == "literal":
             found.add(host, port, "literal")
         else:
-            await _gather(ctx, found, host, port)
+            with anyio.move_on_after(GATHER_S) as scope:
+                await _gather(ctx, found, host, port)
+            if scope.cancelled_caught:
+                found.notes.append(
+                    f"DNS stopped after {GATHER_S:g} s: what it found by then is timed"
+                )
         limit = ctx.settings.edges.max_addresses
         ips = list(found.sources)
         if len(ips) > limit:
