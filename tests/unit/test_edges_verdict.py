@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from promptpath.core.edgename import EdgeName
 from promptpath.core.findings import Verdict
+from promptpath.probes.edges.probe import head_path
 from promptpath.probes.edges.verdict import Answer, Candidate, Facts, clearly_slower, judge
 
 
@@ -156,3 +157,9 @@ def test_the_family_that_won_and_by_how_much_is_said() -> None:
         "the trace used it (ipv6 won the happy-eyeballs race; the nearest ipv4 address"
         " 192.0.2.1 is 2.3 ms slower)"
     )
+
+
+def test_the_head_carries_no_query_so_no_key_in_it() -> None:
+    path = "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse&key=AIzaSyA-secret"
+    assert head_path(path) == "/v1beta/models/gemini-2.0-flash:streamGenerateContent"
+    assert head_path("") == "/" and head_path("/v1/chat/completions") == "/v1/chat/completions"

@@ -44,6 +44,12 @@ def _dial(ctx: ProbeContext) -> tuple[str, int, str]:
     return dial_host, dial_port, "dns" if rule is None else "--connect-to"
 
 
+def head_path(path: str) -> str:
+    """The path the HEAD asks for: the target's, without its query (where some dialects
+    carry the key, ``?key=``): no credential goes with it."""
+    return path.split("?", 1)[0].split("#", 1)[0] or "/"
+
+
 async def _time(
     ctx: ProbeContext, ip: str, port: int, sources: list[str], *, sni: str
 ) -> Candidate:
@@ -55,7 +61,7 @@ async def _time(
         return replace(base, error=f"connect: {exc.strerror or exc}")
     tls = opts.target.scheme in ("https", "wss")
     alpn = ("http/1.1",) if opts.http == "1.1" else ("h2", "http/1.1")
-    head = (opts.target.path or "/") if ctx.settings.edges.request else None
+    head = head_path(opts.target.path) if ctx.settings.edges.request else None
     shake = await handshake_async(ip, port, sni, tls=tls, alpn=alpn, head=head, timeout=DEADLINE_S)
     return replace(
         base,
