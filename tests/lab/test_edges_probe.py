@@ -10,7 +10,8 @@ dnsmasq with an HTTPS record; a second dnsmasq answers only the far address.
 Facts checked by hand first (dnsmasq 2.90, dnspython queries): several ``--address``
 lines for one name are all answered, in the reverse of the order given, the same order
 every time (3 of 3 queries by hand, and in each of this test's 20 runs); an AAAA query
-for that name, with no upstream, is REFUSED; ``--dns-rr=NAME,65,HEX`` serves an HTTPS record whose rdata dnspython reads back
+for that name, with no upstream, is REFUSED; ``--dns-rr=NAME,65,HEX`` serves an HTTPS
+record whose rdata dnspython reads back
 (``1 . alpn="h2,http/1.1" port=... ipv4hint=...``). ``ip netns exec`` bind-mounts
 ``/etc/netns/<ns>/resolv.conf``: the namespace's system resolver is dnsmasq A, on its own
 loopback (tests/helpers/pathlab.py does the same).
