@@ -89,3 +89,22 @@ def test_through_a_forward_proxy_only_the_proxys_view_is_said(refserver_plain: R
     assert finding["verdict"] == "skip"
     assert "only the proxy's view is possible" in finding["summary"]
     assert finding["evidence"] == {}
+
+
+@pytest.mark.parametrize(
+    ("option", "words"),
+    [
+        (("--edges-max", "0"), "--edges-max must be 1 to 32"),
+        (("--edges-resolver", "a b"), "--edges-resolver: DNS server must be an IP address"),
+    ],
+)
+def test_a_bad_edges_option_is_one_line_and_exit_2_before_any_packet(
+    option: tuple[str, str], words: str
+) -> None:
+    # Port 1 on loopback: were the run to start, its connect would be refused at once.
+    res = run_cli("run", f"https://127.0.0.1:1{CHAT}", "--probe", "edges", *option, "--json")
+    assert res.exit_code == 2
+    body = json.loads(res.stdout)
+    assert body["error"]["stage"] == "config" and body["error"]["kind"] == "bad_option"
+    assert words in body["error"]["message"]
+    assert res.stderr.strip().splitlines() == [f"promptpath: {body['error']['message']}"]
