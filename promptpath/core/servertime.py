@@ -33,6 +33,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from promptpath.core.edgename import EdgeName, edge_name, location_of
 from promptpath.core.timeline import Timeline
 
 #: RFC 9110 tchar, besides letters and digits.
@@ -133,6 +134,7 @@ class ServerAccount:
     request_id: tuple[str, str] | None = None  # (header, value)
     edge: tuple[Edge, ...] = ()
     stream_time: StreamTime | None = None  # the whole request's time, said in the stream
+    edge_name: EdgeName | None = None  # the edge a documented CDN header names (edgename.py)
 
     @property
     def network_ms(self) -> float | None:
@@ -268,12 +270,8 @@ def server_timing_figure(metrics: Sequence[TimingMetric]) -> ServerFigure | None
 def _location(header: str, value: str) -> str | None:
     if header in ("x-amz-cf-pop", "x-ms-region"):
         return value.strip() or None
-    if header in ("cf-ray", "x-served-by"):
-        # Fastly lists every cache it went through; the last one answered us.
-        suffix = value.split(",")[-1].strip().rsplit("-", 1)
-        code = suffix[1] if len(suffix) == 2 else ""
-        return code if code.isascii() and code.isalpha() and 2 <= len(code) <= 5 else None
-    return None
+    # cf-ray's data centre, Fastly's delivery node: the one table of edge headers.
+    return location_of(header, value)
 
 
 def server_account(
@@ -302,7 +300,8 @@ def server_account(
         for k, v in lowered
         if k in EDGE_HEADERS
     )
-    if not (timing or figures or request_id or edge or in_stream):
+    named = edge_name(lowered)
+    if not (timing or figures or request_id or edge or in_stream or named):
         return None
     return ServerAccount(
         server_timing=tuple(timing),
@@ -312,6 +311,7 @@ def server_account(
         request_id=request_id,
         edge=edge,
         stream_time=in_stream,
+        edge_name=named,
     )
 
 

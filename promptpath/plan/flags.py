@@ -32,6 +32,7 @@ from promptpath.probes.catalog import listed_names
 from promptpath.probes.settings import (
     CanarySettings,
     DNSCacheSettings,
+    EdgesSettings,
     IdleTimeoutSettings,
     PathSettings,
     TLSSettings,
@@ -119,6 +120,7 @@ _dns = DNSCacheSettings()
 _idle = IdleTimeoutSettings()
 _tls = TLSSettings()
 _path = PathSettings()
+_edges = EdgesSettings()
 
 FLAGS: tuple[Flag, ...] = (
     # -- target and request ------------------------------------------------------------
@@ -475,6 +477,37 @@ FLAGS: tuple[Flag, ...] = (
         " (--resolve pins, --resolver, or the system's); no PTR query is sent without it.",
         panel=PROBES,
         setting="path.names",
+    ),
+    Flag(
+        dest="edges_max",
+        decls=("--edges-max",),
+        type=int,
+        default=_edges.max_addresses,
+        metavar="N",
+        help="edges probe: time at most N addresses (each its own deadline).",
+        panel=PROBES,
+        setting="edges.max_addresses",
+    ),
+    Flag(
+        dest="edges_request",
+        decls=("--edges-request",),
+        type=bool,
+        default=_edges.request,
+        help="edges probe: one HEAD per address (no key, no body: no tokens) to read the"
+        " edge's identity headers and time to first byte.",
+        panel=PROBES,
+        setting="edges.request",
+    ),
+    Flag(
+        dest="edges_resolver",
+        decls=("--edges-resolver",),
+        type=list[str] | None,
+        default=None,
+        metavar="ADDR[:PORT]",
+        help="edges probe: also ask this resolver, with and without client subnet"
+        " (repeatable; never one the tool picks).",
+        panel=PROBES,
+        setting="edges.resolvers",
     ),
     Flag(
         dest="canary",

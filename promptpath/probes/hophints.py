@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-#: (header, substring of its value or "" for any, the hop it names)
+from promptpath.core.edgename import RECOGNISED
+
+#: (header, substring of its value or "" for any, the hop it names). The CDNs' own markers
+#: are core/edgename.py's RECOGNISED rows: the one table of edge headers.
 _HOP_HEADERS: tuple[tuple[str, str, str], ...] = (
     ("server", "nginx", "nginx"),
     ("server", "openresty", "nginx"),
@@ -19,15 +22,11 @@ _HOP_HEADERS: tuple[tuple[str, str, str], ...] = (
     ("via", "cloudfront", "cloudfront"),
     ("via", "varnish", "varnish"),
     ("via", "caddy", "caddy"),
-    ("via", "google", "google-lb"),
+    *RECOGNISED,
     ("via", "", "proxy (Via)"),
     ("x-cache", "", "cache (X-Cache)"),
     ("x-varnish", "", "varnish"),
-    ("x-served-by", "cache", "fastly"),
-    ("cf-ray", "", "cloudflare"),
-    ("x-amz-cf-id", "", "cloudfront"),
     ("x-envoy-upstream-service-time", "", "envoy"),
-    ("x-azure-ref", "", "azure-front-door"),
     ("x-kong-proxy-latency", "", "kong"),
 )
 

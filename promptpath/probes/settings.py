@@ -127,6 +127,32 @@ class PathSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class EdgesSettings:
+    """--edges-max, --edges-request, --edges-resolver (the edges probe)."""
+
+    #: The most addresses --edges-max may ask for: each costs a few connects and a handshake.
+    MAX_ADDRESSES = 32
+
+    max_addresses: int = 8
+    request: bool = False  # one HEAD per address (no key, no body: no tokens)
+    resolvers: tuple[str, ...] | None = None  # ADDR[:PORT] of resolvers to compare
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_addresses <= self.MAX_ADDRESSES:
+            raise UsageError(f"--edges-max must be 1 to {self.MAX_ADDRESSES}", kind="bad_option")
+        if self.resolvers:
+            # A repeatable option arrives as a list: kept as a tuple (the Plan is frozen).
+            object.__setattr__(self, "resolvers", tuple(self.resolvers))
+            from promptpath.net.dnsmsg import parse_server  # only when one is given
+
+            for spec in self.resolvers:
+                try:
+                    parse_server(spec)
+                except UsageError as exc:
+                    raise UsageError(f"--edges-resolver: {exc.message}", kind="bad_option") from exc
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeSettings:
     """Every probe's settings; a probe reads its own field."""
 
@@ -136,3 +162,4 @@ class ProbeSettings:
     ghost_stream: GhostStreamSettings = field(default_factory=GhostStreamSettings)
     tls: TLSSettings = field(default_factory=TLSSettings)
     path: PathSettings = field(default_factory=PathSettings)
+    edges: EdgesSettings = field(default_factory=EdgesSettings)

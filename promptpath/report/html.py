@@ -284,11 +284,14 @@ def _run_sections(body: Mapping[str, Any]) -> list[str]:
     server = body.get("server")
     if server:
         rid = server.get("request_id") or {}
+        named = server.get("edge_name")
+        edge = f"{named['name']} ({named['cdn']}: {named['header']})" if named else "not named"
         out.append(
             "<h2>Server</h2>"
             + _facts(
                 [
                     ("request id", f"{rid.get('value')} ({rid.get('header')})" if rid else None),
+                    ("edge", edge),
                     ("server's own time ms", (server.get("time") or {}).get("ms")),
                     ("network share of the wait ms", server.get("network_ms")),
                 ]

@@ -284,6 +284,7 @@ def server_json(timeline: Timeline, metrics: Metrics) -> dict[str, Any] | None:
         if acc.request_id is None
         else {"header": acc.request_id[0], "value": acc.request_id[1]},
         "edge": [asdict(e) for e in acc.edge],
+        "edge_name": None if acc.edge_name is None else asdict(acc.edge_name),
         "stream_time": None
         if st is None
         else {

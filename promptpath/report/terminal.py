@@ -18,6 +18,7 @@ from promptpath.core.analysis import (
 )
 from promptpath.core.analysis import stage_spans as core_stage_spans
 from promptpath.core.cleartext import cleartext_note
+from promptpath.core.edgename import edge_words
 from promptpath.core.findings import Verdict
 from promptpath.core.h3 import describe_h3
 from promptpath.core.headers import redact_headers
@@ -28,6 +29,7 @@ from promptpath.core.timeline import Interception, Timeline, TLSInfo
 from promptpath.core.verdict import Tone, run_line, tone_of
 from promptpath.core.wsclose import close_words
 from promptpath.options import display_url
+from promptpath.report.edgestable import edges_table
 from promptpath.report.labels import STAGE_LABELS
 from promptpath.report.pathtable import path_table
 from promptpath.result import TraceResult
@@ -266,22 +268,26 @@ def interception_lines(timeline: Timeline) -> list[str]:
 
 def server_lines(timeline: Timeline, metrics: Metrics) -> list[str]:
     """The server's own account: the wait split by the time it says it spent, then the
-    request id and edge a support ticket asks for."""
-    acc = server_account(
-        timeline.response_headers, metrics.stages_ms.get("wait"), stream_time(timeline)
-    )
+    request id and the edge that answered (named, or "edge not named": never a guess)."""
+    headers = timeline.response_headers
+    acc = server_account(headers, metrics.stages_ms.get("wait"), stream_time(timeline))
     if acc is None:
-        return []
+        return [edge_words(headers)] if headers else []
     lines = [w for w in (split_words(acc), stream_words(acc)) if w]
     ids = []
     if acc.request_id is not None:
         ids.append(f"request id {acc.request_id[1]} ({acc.request_id[0]})")
+    named = acc.edge_name
+    if named is not None:
+        ids.append(f"edge {named.name} ({named.cdn}: {named.header} {named.value})")
+    else:
+        ids.append(edge_words(headers))
     ids.extend(
         f"edge {e.location} ({e.header} {e.value})" if e.location else f"{e.header} {e.value}"
         for e in acc.edge
+        if named is None or e.header != named.header
     )
-    if ids:
-        lines.append(" · ".join(ids))
+    lines.append(" · ".join(ids))
     return lines
 
 
@@ -556,4 +562,7 @@ def _render(console: Console, result: TraceResult) -> Metrics:
         hops = path_table(f)
         if hops is not None:
             print_trimmed(console, hops)
+        edges = edges_table(f)
+        if edges is not None:
+            print_trimmed(console, edges)
     return metrics

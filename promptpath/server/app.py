@@ -25,6 +25,7 @@ from promptpath.server.behaviour import (
     response_info,
 )
 from promptpath.server.body import parse_body
+from promptpath.server.cdnplay import cdn_headers
 from promptpath.server.dialect import (
     Dialect,
     ErrorReply,
@@ -279,7 +280,11 @@ class ReferenceApp:
             await self._json(send, 404, reply)
             return
         if method != "POST":
-            await self._error(send, record, dialect_cls, 405, f"{method} not allowed; use POST")
+            # A server-wide --cdn plays on this answer too: a HEAD (probe edges'
+            # --edges-request) reads the edge's headers from whatever status it gets.
+            edge = cdn_headers(self.defaults.cdn)
+            message = f"{method} not allowed; use POST"
+            await self._error(send, record, dialect_cls, 405, message, extra=edge)
             return
 
         headers: list[tuple[bytes, bytes]] = list(scope.get("headers", []))
@@ -329,7 +334,7 @@ class ReferenceApp:
                 dialect_cls,
                 behaviour.status,
                 request_id=request_id,
-                extra=behaviour.response_headers,
+                extra=(*behaviour.response_headers, *cdn_headers(behaviour.cdn)),
             )
             return
 
@@ -345,7 +350,7 @@ class ReferenceApp:
         )
         if behaviour.accel_buffering is not None:
             common = (*common, ("x-accel-buffering", behaviour.accel_buffering))
-        common = (*common, *behaviour.response_headers)
+        common = (*common, *behaviour.response_headers, *cdn_headers(behaviour.cdn))
 
         record.status = 200
         if behaviour.body == "html":

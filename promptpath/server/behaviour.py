@@ -72,6 +72,8 @@ class Behaviour:
     # Keep generating after the client left, as a gateway that consumes the upstream in
     # its own task would make the model do: plays a ghosting upstream in labs.
     ignore_disconnect: bool = False
+    # Play a CDN edge's documented headers (server/cdnplay.py): (cdn, IATA code).
+    cdn: tuple[str, str] | None = None
     probe_id: str | None = None  # a probe's tag: GET /stats/requests/<id> answers for it
     # WebSocket: the Close frame's code when truncate-after cuts the stream (None: 1011).
     close_code: int | None = None

@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from promptpath.server.cdnplay import NAMES as CDN_NAMES
+from promptpath.server.cdnplay import parse_cdn
+
 HEADER_PREFIX: Final = "x-promptpath-"
 #: Top-level request-body field carrying the same controls as the headers:
 #: ``{"promptpath": {"pause-s": "8", ...}}``. Gateways that drop unknown x- headers pass
@@ -347,6 +350,17 @@ TABLE: Final[tuple[Control, ...]] = (
         " header may repeat too, the body field may be a list): a provider's rate-limit,"
         " `Server-Timing` or edge headers over real sockets",
         repeatable=True,
+    ),
+    Control(
+        name="cdn",
+        field="cdn",
+        parse=parse_cdn,
+        flag_type=str,
+        metavar="NAME[:CODE]",
+        help="Play a CDN edge's headers on every answer (cloudflare:FRA, fastly:AMS, ...).",
+        doc="add the headers the CDN `NAME` documents for its edge at `CODE` (an IATA code,"
+        f" `FRA` unless given) to every answer: {', '.join(f'`{n}`' for n in CDN_NAMES)}"
+        " (`google` names no location, `unknown` sends edge-like headers no CDN documents)",
     ),
     Control(
         name="probe-id",

@@ -41,6 +41,7 @@ import secrets
 import select
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -91,6 +92,14 @@ class Direction:
     forwarded: int = 0
     lost: int = 0
     overflowed: int = 0
+    #: Extra delay (ms) by the far end's IPv4 address, read at ``peer_offset`` of each
+    #: packet (its destination going up, its source coming down): more server addresses
+    #: behind one path, each with a round trip of its own (``add_server_address``). Order
+    #: is then kept per address, as on separate links: a near address's packet does not
+    #: wait behind a far one's.
+    by_peer: dict[bytes, float] = field(default_factory=dict)
+    peer_offset: int = 16
+    last_by_peer: dict[bytes, int] = field(default_factory=dict)
 
     def admit(self, packet: bytes, now_ns: int) -> int | None:
         """Queue ``packet`` read at ``now_ns``; its release time, or None when dropped."""
@@ -106,10 +115,23 @@ class Direction:
             departs = max(now_ns, self.link_free_ns) + int(len(packet) * 8e6 / imp.rate_kbit)
             self.link_free_ns = departs
         jitter = self.rng.uniform(-imp.jitter_ms, imp.jitter_ms) if imp.jitter_ms > 0 else 0.0
+        if self.by_peer:
+            return self._admit_by_peer(packet, departs, imp.delay_ms + jitter)
         release = departs + max(0, int((imp.delay_ms + jitter) * 1e6))
         release = max(release, self.last_release_ns)
         self.last_release_ns = release
         self.queue.append((release, packet))
+        return release
+
+    def _admit_by_peer(self, packet: bytes, departs: int, delay_ms: float) -> int:
+        key = packet[self.peer_offset : self.peer_offset + 4]
+        release = departs + max(0, int((delay_ms + self.by_peer.get(key, 0.0)) * 1e6))
+        release = max(release, self.last_by_peer.get(key, 0))
+        self.last_by_peer[key] = release
+        at = len(self.queue)
+        while at > 0 and self.queue[at - 1][0] > release:
+            at -= 1
+        self.queue.insert(at, (release, packet))  # the queue stays in release order
         return release
 
     def due(self, now_ns: int) -> Iterator[bytes]:
@@ -246,6 +268,15 @@ class ImpairedPath:
         finally:
             self.up.impairment, self.down.impairment = saved
 
+    def add_server_address(self, address: str, extra_ms: float) -> None:
+        """One more IPv4 address in the server namespace, reached over the same TUN with
+        ``extra_ms`` more delay each way than the path's own."""
+        _ip("-n", self.server_ns, "addr", "add", f"{address}/32", "dev", self.device)
+        _ip("-n", self.client_ns, "route", "add", f"{address}/32", "dev", self.device)
+        key = socket.inet_aton(address)
+        self.up.by_peer[key] = extra_ms
+        self.down.by_peer[key] = extra_ms
+
     def counters(self) -> dict[str, dict[str, int]]:
         return {
             name: {"forwarded": d.forwarded, "lost": d.lost, "overflowed": d.overflowed}
@@ -302,7 +333,7 @@ def impaired_path(up: Impairment, down: Impairment, *, seed: int = 0) -> Iterato
         client_ns=f"pp-cli-{tag}",
         server_ns=f"pp-srv-{tag}",
         up=Direction(up, random.Random(f"{seed}/up")),
-        down=Direction(down, random.Random(f"{seed}/down")),
+        down=Direction(down, random.Random(f"{seed}/down"), peer_offset=12),
     )
     made: list[str] = []
     fds: list[int] = []

@@ -49,7 +49,13 @@ def test_server_timing_total_splits_the_wait(refserver_tls: RefServer) -> None:
         {"header": "cf-ray", "value": "8f1c2d3e4f5a6b7c-FRA", "location": "FRA"}
     ]
     assert "SERVER the server says it spent 0.0 ms (server-timing total); the other" in stderr
-    assert "edge FRA (cf-ray 8f1c2d3e4f5a6b7c-FRA)" in stderr
+    assert server["edge_name"] == {
+        "name": "FRA",
+        "cdn": "cloudflare",
+        "header": "cf-ray",
+        "value": "8f1c2d3e4f5a6b7c-FRA",
+    }
+    assert "edge FRA (cloudflare: cf-ray 8f1c2d3e4f5a6b7c-FRA)" in stderr
 
 
 def test_a_processing_time_longer_than_the_wait_is_not_split(refserver_tls: RefServer) -> None:

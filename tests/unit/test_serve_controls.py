@@ -45,6 +45,7 @@ def test_each_flag_sets_what_its_header_sets(control: Control) -> None:
         "accel-buffering": "no",
         "status": "429",
         "response-header": "x-ratelimit-remaining: 7",
+        "cdn": "fastly:AMS",
     }.get(control.name, "3")
     flag_value: object = True if control.flag_type is bool else value
     if control.repeatable:

@@ -202,6 +202,7 @@ def test_every_control_travels_in_the_body() -> None:
             "ignore-disconnect": "yes",
             "probe-id": "p1",
             "close-code": "1011",
+            "cdn": "fastly:AMS",
         }.get(control, "1")
         via_header = from_headers(Behaviour(), {f"x-promptpath-{control}": value})
         via_body, sources = from_request(Behaviour(), {}, {"promptpath": {control: value}})
