@@ -684,6 +684,9 @@ def resolve(
             f" {options.target.host} to go direct",
             kind="bad_option",
         )
+    from promptpath.plan.pcap import plan_pcap
+
+    pcap = plan_pcap(values.text("pcap"), options, environ)
     return Plan(
         trace=options,
         probes=probes,
@@ -696,6 +699,7 @@ def resolve(
             slos=tuple(slos),
             exports=exports,
             otlp=otlp,
+            pcap=pcap,
         ),
     )
 
