@@ -1,0 +1,172 @@
+"""--pcap against the reference endpoint on 127.0.0.1, read back by tshark with no key log
+of its own: the secrets come from the file's Decryption Secrets Block.
+
+Both ways to capture are taken for real: dumpcap (on the PATH) and the packet socket
+(dumpcap hidden by an empty PATH; we run as root, so CAP_NET_RAW is ours). Without
+either (CAP_NET_RAW dropped from the bounding set with setpriv, no dumpcap on the PATH)
+the command refuses before any request.
+
+Observed by hand (tshark 4.0.17, Debian 12): an HTTP/2 capture shows the request's
+HEADERS with ``:path`` and every DATA frame of the stream decrypted; an HTTP/3 capture
+shows the QUIC STREAM frames (frame types 0x08-0x0f) decrypted, the HTTP/3 frame types
+(4 SETTINGS, 1 HEADERS, 0 DATA) and the DATA frames' bytes in ``quic.stream_data``, but
+does not decode QPACK (no ``:path`` field for HTTP/3). Without the secrets block, tshark
+shows no HTTP/2 frame at all.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from promptpath.core import pcapng
+from tests.conftest import lab_required, require_binary
+from tests.helpers.cli import run_cli
+from tests.helpers.refserver import RefServer, reference_server
+
+pytestmark = pytest.mark.lab
+
+KEY = "sk-test-pcap-4f1c2a9e7b3d5f60"
+PATH = "/v1/chat/completions"
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        reason = "capturing on lo needs root (CAP_NET_RAW)"
+        if lab_required():
+            pytest.fail(f"PROMPTPATH_REQUIRE_LAB=1 but {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
+    with reference_server(http3=True, tmp_path=tmp_path_factory.mktemp("ref")) as srv:
+        assert srv.http3
+        yield srv
+
+
+def _run(server: RefServer, out: Path, *more: str, path_env: str) -> tuple[int, str]:
+    result = run_cli(
+        "run",
+        f"https://localhost:{server.port}{PATH}",
+        "--cacert",
+        str(server.ca),
+        "--resolve",
+        f"localhost:{server.port}:127.0.0.1",
+        "--pcap",
+        str(out),
+        *more,
+        environ={"PATH": path_env, "OPENAI_API_KEY": KEY},
+    )
+    return result.exit_code, result.stderr
+
+
+def _fields(pcap: Path, *fields: str, display: str | None = None) -> list[list[str]]:
+    cmd = [require_binary("tshark"), "-r", str(pcap), "-T", "fields"]
+    if display is not None:
+        cmd += ["-Y", display]
+    for field in fields:
+        cmd += ["-e", field]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, timeout=60).stdout
+    return [line.split("\t") for line in out.splitlines() if line.strip()]
+
+
+def _values(rows: list[list[str]], column: int) -> list[str]:
+    return [v for row in rows if len(row) > column for v in row[column].split(",") if v]
+
+
+def _only_the_servers_flows(pcap: Path, port: int) -> None:
+    rows = _fields(pcap, "tcp.port", "udp.port")
+    assert rows
+    for row in rows:
+        assert str(port) in ",".join(row).split(","), row
+
+
+def test_an_http2_capture_through_dumpcap_decrypts_as_it_is(
+    server: RefServer, tmp_path: Path
+) -> None:
+    _need_root()
+    dumpcap = require_binary("dumpcap")
+    out = tmp_path / "h2.pcapng"
+    code, stderr = _run(server, out, "--http", "2", path_env=str(Path(dumpcap).parent))
+    assert code == 0, stderr
+    assert "holds this run's TLS session secrets" in stderr
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    data = out.read_bytes()
+    assert KEY.encode() not in data  # encrypted on the wire: only the secrets can read it
+    headers = _fields(out, "http2.header.name", "http2.header.value", display="http2.type == 1")
+    names, values = _values(headers, 0), _values(headers, 1)
+    assert ":path" in names and PATH in values
+    body = _fields(out, "http2.data.data", display="http2.type == 0")
+    text = bytes.fromhex("".join(_values(body, 0))).decode()
+    assert "chat.completion.chunk" in text and "[DONE]" in text
+    _only_the_servers_flows(out, server.port)
+    # The same packets without the secrets block: tshark sees TLS and no HTTP/2 at all.
+    blind = tmp_path / "blind.pcapng"
+    blind.write_bytes(pcapng.write(list(pcapng.read(data))))
+    assert not _fields(blind, "http2.type", display="http2")
+
+
+def test_an_http3_capture_through_the_packet_socket_decrypts_the_stream_frames(
+    server: RefServer, tmp_path: Path
+) -> None:
+    _need_root()
+    out = tmp_path / "h3.pcapng"
+    code, stderr = _run(server, out, "--http", "3", path_env="/nonexistent")
+    assert code == 0, stderr
+    rows = _fields(out, "quic.frame_type", "http3.frame_type", "quic.stream_data")
+    quic_frames = {int(v) for v in _values(rows, 0)}
+    assert quic_frames & set(range(0x08, 0x10)), quic_frames  # STREAM frames, decrypted
+    assert {"0", "1", "4"} <= set(_values(rows, 1))  # DATA, HEADERS, SETTINGS
+    stream = bytes.fromhex("".join(_values(rows, 2)))
+    assert b"chat.completion.chunk" in stream
+    assert KEY.encode() not in out.read_bytes()
+    _only_the_servers_flows(out, server.port)
+
+
+def test_a_directory_gets_one_file_per_run(server: RefServer, tmp_path: Path) -> None:
+    _need_root()
+    code, stderr = _run(
+        server, tmp_path, "--http", "2", "--count", "2", "--interval", "0", path_env="/nonexistent"
+    )
+    assert code == 0, stderr
+    files = sorted(tmp_path.glob("promptpath-*-run*.pcapng"))
+    assert [f.name[-13:] for f in files] == ["run001.pcapng", "run002.pcapng"]
+    ports = []
+    for file in files:
+        streams = set(_values(_fields(file, "tcp.stream"), 0))
+        assert streams == {"0"}  # one connection in each run's file
+        (syn,) = _fields(file, "tcp.srcport", display="tcp.flags == 0x002")
+        ports.append(syn[0])
+        assert _fields(file, "http2.header.value", display="http2.type == 1")
+    assert ports[0] != ports[1]
+
+
+def test_without_dumpcap_and_cap_net_raw_it_refuses_before_any_request(tmp_path: Path) -> None:
+    _need_root()
+    setpriv = require_binary("setpriv")
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    cmd = [setpriv, "--bounding-set", "-net_raw", "--inh-caps", "-net_raw"]
+    cmd += ["env", "-i", "PATH=/nonexistent", f"HOME={tmp_path}", f"OPENAI_API_KEY={KEY}"]
+    cmd += [sys.executable, "-m", "promptpath", "run", f"https://127.0.0.1:{port}{PATH}"]
+    cmd += ["--pcap", str(tmp_path / "x.pcapng")]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected: refused before the first packet
+    finally:
+        listener.close()
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "dumpcap" in lines[0] and "CAP_NET_RAW" in lines[0]
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "x.pcapng").exists()
