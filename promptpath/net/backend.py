@@ -405,6 +405,7 @@ async def _unverified_peer_cert(ip: str, port: int, server_hostname: str | None)
     try:
         with anyio.fail_after(CERT_PEEK_TIMEOUT_S):
             stream = await anyio.connect_tcp(ip, port)
+            flows.note_socket(stream.extra(anyio.abc.SocketAttribute.raw_socket), flows.TCP)
             try:
                 tls = await TLSStream.wrap(
                     stream,
