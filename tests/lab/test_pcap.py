@@ -170,3 +170,15 @@ def test_without_dumpcap_and_cap_net_raw_it_refuses_before_any_request(tmp_path:
     assert len(lines) == 1 and "dumpcap" in lines[0] and "CAP_NET_RAW" in lines[0]
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "x.pcapng").exists()
+
+
+def test_a_probes_own_connections_are_in_the_file(server: RefServer, tmp_path: Path) -> None:
+    """The tls probe's looking-only handshake (pyOpenSSL, its own socket: net/tlspeek.py)
+    is no traced request; its socket notes itself, so its connection is kept too."""
+    _need_root()
+    out = tmp_path / "tls.pcapng"
+    code, stderr = _run(server, out, "--http", "2", "--probe", "tls", path_env="/nonexistent")
+    assert code == 0, stderr
+    hellos = _fields(out, "tcp.stream", display="tls.handshake.type == 1")
+    assert len({row[0] for row in hellos}) >= 2  # the trace's and the probe's ClientHello
+    _only_the_servers_flows(out, server.port)
