@@ -100,7 +100,7 @@ def execute(values: Mapping[str, object] | Values, *, env: Environment) -> int:
         try:
             signum = runner.run(mode.run)
         finally:
-            pcap_failures = [] if pcap is None else pcap.finish(key_sent=bool(plan.trace.api_key))
+            pcap_failures = [] if pcap is None else pcap.finish(plan.trace)
     code = deliver(mode.report(signum), plan, env, console)
     for line in pcap_failures:
         print(f"promptpath: export failed: {visible(line)}", file=env.stderr)

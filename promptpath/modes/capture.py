@@ -28,6 +28,7 @@ from promptpath.outputs.pcap import DIR_NAME, DIR_OTHER, PcapPlan, write_capture
 
 if TYPE_CHECKING:
     from promptpath.environment import Environment
+    from promptpath.options import RunOptions
     from promptpath.plan.plan import Plan
 
 #: The most key log bytes read back (a run's handshakes write a few hundred bytes each).
@@ -109,8 +110,10 @@ class PcapSession:
         else:
             os.environ["SSLKEYLOGFILE"] = self._saved_env
 
-    def finish(self, *, key_sent: bool) -> list[str]:
+    def finish(self, options: RunOptions) -> list[str]:
         """Stop after the last byte, write the file(s); the failures, one line each."""
+        from promptpath.tracer.request import key_sent
+
         self._restore_env()
         self._listening.close()
         failures: list[str] = []
@@ -147,7 +150,7 @@ class PcapSession:
         except OSError as exc:
             failures.append(f"--pcap {self.plan.path}: {exc.strerror or exc}")
         else:
-            if keylog and key_sent:
+            if keylog and key_sent(options):
                 print(SECRETS_WARNING.format(path=self.plan.path), file=self.env.stderr)
         return failures
 

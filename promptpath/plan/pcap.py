@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from promptpath.core.addr import is_loopback
@@ -51,12 +51,18 @@ def _check_directory(path: Path) -> None:
 
 
 def plan_pcap(
-    value: str | None, options: RunOptions, environ: Mapping[str, str]
+    value: str | None,
+    options: RunOptions,
+    environ: Mapping[str, str],
+    taken: Sequence[tuple[str, Path]] = (),
 ) -> PcapPlan | None:
-    """The capture asked for, checked; None without --pcap. UsageError otherwise."""
+    """The capture asked for, checked; None without --pcap. UsageError otherwise.
+    ``taken``: the other exports' (flag, path), which must not be the same file."""
     if value is None:
         return None
-    if options.target.scheme == "http" and options.api_key:
+    from promptpath.tracer.request import key_sent
+
+    if options.target.scheme == "http" and key_sent(options):
         raise UsageError(
             "--pcap: the API key would go over plain http:// and sit in the capture in"
             " clear; capture an https:// target, or run without a key",
@@ -77,6 +83,9 @@ def plan_pcap(
         from promptpath.outputs.deliver import check_writable
 
         check_writable(path, "--pcap")
+        for flag, other in taken:
+            if os.path.realpath(other) == os.path.realpath(path):
+                raise UsageError(f"{flag} and --pcap name the same file {path}", kind="bad_option")
     from promptpath.net.capture import available_way
 
     way = available_way(environ)

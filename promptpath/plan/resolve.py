@@ -51,7 +51,7 @@ from promptpath.options import (
     parse_target,
     read_input,
 )
-from promptpath.outputs.formats import MACHINE_EXPORTS, going
+from promptpath.outputs.formats import BY_DEST, MACHINE_EXPORTS, going
 from promptpath.plan import flags
 from promptpath.plan.plan import ExporterPlan, FailOn, Outputs, Plan
 from promptpath.probes.settings import ProbeSettings
@@ -686,7 +686,8 @@ def resolve(
         )
     from promptpath.plan.pcap import plan_pcap
 
-    pcap = plan_pcap(values.text("pcap"), options, environ)
+    taken = [(BY_DEST[dest].flag, path) for dest, path in exports.files]
+    pcap = plan_pcap(values.text("pcap"), options, environ, taken)
     return Plan(
         trace=options,
         probes=probes,

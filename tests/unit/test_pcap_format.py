@@ -39,9 +39,7 @@ def ipv4(src: str, dst: str, proto: int, payload: bytes) -> bytes:
 
 def ipv6(src: str, dst: str, proto: int, payload: bytes) -> bytes:
     head = struct.pack("!IHBB", 6 << 28, len(payload), proto, 64)
-    return (
-        head + ipaddress.IPv6Address(src).packed + ipaddress.IPv6Address(dst).packed + payload
-    )
+    return head + ipaddress.IPv6Address(src).packed + ipaddress.IPv6Address(dst).packed + payload
 
 
 def tcp(sport: int, dport: int, data: bytes = b"") -> bytes:
@@ -193,3 +191,23 @@ def test_a_loopback_target_is_captured_on_lo_and_any_other_on_every_interface(
     assert far.outputs.pcap is not None and far.outputs.pcap.interface == "lo"
     wide = resolve(_values(tmp_path, "https://api.example/v1/chat/completions"), environ={})
     assert wide.outputs.pcap is not None and wide.outputs.pcap.interface == "any"
+
+
+def test_a_key_given_with_h_for_plain_http_is_refused_too(tmp_path: Path) -> None:
+    values = _values(
+        tmp_path, "http://127.0.0.1:9/v1/chat/completions", header=["x-api-key: abc-secret-1"]
+    )
+    with pytest.raises(UsageError) as caught:
+        resolve(values, environ={})
+    assert caught.value.kind == "cleartext_key" and "abc-secret" not in caught.value.message
+
+
+def test_the_capture_and_another_export_cannot_share_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("promptpath.net.capture.available_way", lambda _environ: "dumpcap")
+    values = _values(
+        tmp_path, "https://localhost:8443/v1/chat/completions", har=str(tmp_path / "run.pcapng")
+    )
+    with pytest.raises(UsageError, match="--har and --pcap name the same file"):
+        resolve(values, environ={})
