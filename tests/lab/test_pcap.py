@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -87,6 +88,40 @@ def _only_the_servers_flows(pcap: Path, port: int) -> None:
     assert rows
     for row in rows:
         assert str(port) in ",".join(row).split(","), row
+
+
+def _udp_packet(n: int) -> bytes:
+    udp = struct.pack("!HHHH", 5000, 6000, 8 + 3, 0) + b"abc"
+    head = struct.pack("!BBHHHBBH", 0x45, 0, 20 + len(udp), n, 0, 64, 17, 0)
+    return head + bytes([127, 0, 0, 1, 127, 0, 0, 2]) + udp
+
+
+def test_wireshark_reads_the_blocks_we_write(tmp_path: Path) -> None:
+    """Our pcapng writer against Wireshark's own readers and writer (editcap, tshark)."""
+    stamp = 1_796_592_031_452_898_225
+    packets = [
+        pcapng.Packet(ts_ns=stamp + n, linktype=pcapng.LINKTYPE_RAW, data=_udp_packet(n))
+        for n in range(3)
+    ]
+    keylog = b"CLIENT_RANDOM " + b"ab" * 32 + b" " + b"cd" * 48 + b"\n"
+    ours = tmp_path / "ours.pcapng"
+    ours.write_bytes(pcapng.write(packets, keylog=keylog))
+    rows = _fields(ours, "frame.time_epoch", "frame.protocols", "udp.payload")
+    assert rows == [[f"1796592031.45289822{5 + n}", "raw:ip:udp:data", "616263"] for n in range(3)]
+    editcap = require_binary("editcap")
+    # editcap drops our secrets block as the Decryption Secrets Block it is ...
+    stripped = tmp_path / "stripped.pcapng"
+    subprocess.run([editcap, "--discard-all-secrets", str(ours), str(stripped)], check=True)
+    assert pcapng.secrets_of(stripped.read_bytes()) == b""
+    assert len(_fields(stripped, "frame.number")) == 3
+    # ... and its own block for the same key log holds what ours holds.
+    keys, injected = tmp_path / "keys.log", tmp_path / "injected.pcapng"
+    keys.write_bytes(keylog)
+    inject = [editcap, "--inject-secrets", f"tls,{keys}", str(stripped), str(injected)]
+    subprocess.run(inject, check=True)
+    assert (
+        pcapng.secrets_of(injected.read_bytes()) == keylog == pcapng.secrets_of(ours.read_bytes())
+    )
 
 
 def test_an_http2_capture_through_dumpcap_decrypts_as_it_is(
