@@ -88,6 +88,8 @@ class PcapSession:
         self._listening: contextlib.ExitStack = contextlib.ExitStack()
         self._saved_env: str | None = None
         self.stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        #: The user's own SSLKEYLOGFILE (the plan's): it gets the same lines after the run.
+        self.user_keylog: str | None = None
 
     @property
     def keylog_path(self) -> str:
@@ -124,11 +126,14 @@ class PcapSession:
             captured = None
         keylog = self._keylog.read()
         self._keylog.close()
-        user_keylog = self._saved_env
+        user_keylog = self.user_keylog
         if user_keylog and keylog:
-            try:
-                with open(user_keylog, "ab") as fh:
-                    fh.write(keylog)
+            try:  # without blocking: a FIFO whose reader left must not hold the exit
+                fd = os.open(user_keylog, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK)
+                try:
+                    os.write(fd, keylog)
+                finally:
+                    os.close(fd)
             except OSError as exc:
                 failures.append(f"SSLKEYLOGFILE: {exc.strerror or exc}")
         if captured is None or self._log is None:
@@ -177,7 +182,11 @@ def start_pcap(plan: Plan, env: Environment) -> tuple[Plan, PcapSession | None]:
     secrets to it; UsageError (exit 2, nothing sent yet) when it cannot start."""
     if plan.outputs.pcap is None:
         return plan, None
-    session = PcapSession(plan.outputs.pcap, env)
+    try:
+        session = PcapSession(plan.outputs.pcap, env)
+    except CaptureError as exc:
+        raise UsageError(f"--pcap: {exc}", kind="bad_option") from exc
+    session.user_keylog = plan.trace.keylog_file
     session.start()
     trace = dataclasses.replace(plan.trace, keylog_file=session.keylog_path)
     return dataclasses.replace(plan, trace=trace), session

@@ -43,6 +43,7 @@ TAIL_S = 0.2
 BPF_FILTER = "tcp or udp or icmp or icmp6"
 
 _ETH_P_ALL = 0x0003
+_IP_PROTOCOLS = (0x0800, 0x86DD)
 _PACKET_OUTGOING = 4
 _SO_TIMESTAMPNS = 35
 
@@ -106,8 +107,11 @@ class _Marker:
 
     def send(self) -> bytes:
         token = b"promptpath-pcap-marker-" + secrets.token_hex(12).encode()
-        self._tx.sendto(token, self._rx.getsockname())
+        self.resend(token)
         return token
+
+    def resend(self, token: bytes) -> None:
+        self._tx.sendto(token, self._rx.getsockname())
 
     def close(self) -> None:
         self._rx.close()
@@ -121,7 +125,7 @@ def _await(seen: threading.Event, marker: _Marker, token: bytes, timeout: float)
     while not seen.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
         if time.monotonic() >= deadline:
             return False
-        marker._tx.sendto(token, marker._rx.getsockname())
+        marker.resend(token)
     return True
 
 
@@ -279,9 +283,11 @@ class PacketSocketCapture:
                 continue
             except OSError:
                 return
-            ifname, _proto, pkttype = address[0], address[1], address[2]
+            ifname, proto, pkttype = address[0], address[1], address[2]
+            if proto not in _IP_PROTOCOLS:
+                continue  # ARP and the like: never a run's
             if ifname == "lo" and pkttype == _PACKET_OUTGOING:
-                continue  # loopback hands each packet over twice: keep it once, as tcpdump
+                continue  # loopback hands each packet over twice: keep it once, as libpcap
             stamp = time.time_ns()
             for level, kind, value in ancdata:
                 if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(value) >= 16:

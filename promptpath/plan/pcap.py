@@ -75,6 +75,11 @@ def plan_pcap(
             " capture; use an https:// proxy or none",
             kind="cleartext_key",
         )
+    if not hasattr(os, "memfd_create"):
+        raise UsageError(
+            "--pcap needs Linux: the secrets are held in a memory-only file (memfd)",
+            kind="bad_option",
+        )
     path = Path(value)
     directory = path.is_dir()
     if directory:

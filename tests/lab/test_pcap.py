@@ -53,7 +53,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
         yield srv
 
 
-def _run(server: RefServer, out: Path, *more: str, path_env: str) -> tuple[int, str]:
+def _run(
+    server: RefServer, out: Path, *more: str, path_env: str, keylog: Path | None = None
+) -> tuple[int, str]:
+    environ = {"PATH": path_env, "OPENAI_API_KEY": KEY}
+    if keylog is not None:
+        environ["SSLKEYLOGFILE"] = str(keylog)
     result = run_cli(
         "run",
         f"https://localhost:{server.port}{PATH}",
@@ -64,7 +69,7 @@ def _run(server: RefServer, out: Path, *more: str, path_env: str) -> tuple[int, 
         "--pcap",
         str(out),
         *more,
-        environ={"PATH": path_env, "OPENAI_API_KEY": KEY},
+        environ=environ,
     )
     return result.exit_code, result.stderr
 
@@ -129,9 +134,14 @@ def test_an_http2_capture_through_dumpcap_decrypts_as_it_is(
 ) -> None:
     _need_root()
     dumpcap = require_binary("dumpcap")
-    out = tmp_path / "h2.pcapng"
-    code, stderr = _run(server, out, "--http", "2", path_env=str(Path(dumpcap).parent))
+    out, keylog = tmp_path / "h2.pcapng", tmp_path / "keys.log"
+    code, stderr = _run(
+        server, out, "--http", "2", path_env=str(Path(dumpcap).parent), keylog=keylog
+    )
     assert code == 0, stderr
+    # SSLKEYLOGFILE set as well: it gets the lines the file embeds, as without --pcap.
+    assert keylog.read_bytes() == pcapng.secrets_of(out.read_bytes())
+    assert b"CLIENT_HANDSHAKE_TRAFFIC_SECRET" in keylog.read_bytes()
     assert "holds this run's TLS session secrets" in stderr
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     data = out.read_bytes()
