@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from promptpath.core.addr import is_loopback
@@ -51,13 +51,9 @@ def _check_directory(path: Path) -> None:
 
 
 def plan_pcap(
-    value: str | None,
-    options: RunOptions,
-    environ: Mapping[str, str],
-    taken: Sequence[tuple[str, Path]] = (),
+    value: str | None, options: RunOptions, environ: Mapping[str, str]
 ) -> PcapPlan | None:
-    """The capture asked for, checked; None without --pcap. UsageError otherwise.
-    ``taken``: the other exports' (flag, path), which must not be the same file."""
+    """The capture asked for, checked; None without --pcap. UsageError otherwise."""
     if value is None:
         return None
     from promptpath.tracer.request import key_sent
@@ -88,9 +84,6 @@ def plan_pcap(
         from promptpath.outputs.deliver import check_writable
 
         check_writable(path, "--pcap")
-        for flag, other in taken:
-            if os.path.realpath(other) == os.path.realpath(path):
-                raise UsageError(f"{flag} and --pcap name the same file {path}", kind="bad_option")
     from promptpath.net.capture import available_way
 
     way = available_way(environ)

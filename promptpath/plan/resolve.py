@@ -686,8 +686,11 @@ def resolve(
         )
     from promptpath.plan.pcap import plan_pcap
 
-    taken = [(BY_DEST[dest].flag, path) for dest, path in exports.files]
-    pcap = plan_pcap(values.text("pcap"), options, environ, taken)
+    pcap = plan_pcap(values.text("pcap"), options, environ)
+    for dest, path in exports.files:
+        if pcap is not None and os.path.realpath(path) == os.path.realpath(pcap.path):
+            flag = BY_DEST[dest].flag
+            raise UsageError(f"{flag} and --pcap name the same file {path}", kind="bad_option")
     return Plan(
         trace=options,
         probes=probes,
