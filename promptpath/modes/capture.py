@@ -77,6 +77,15 @@ def _packets(captured: Captured) -> list[pcapng.Packet]:
     ]
 
 
+def _wrote(path: Path, packets: int, keylog: bytes) -> str:
+    """The line saying what a capture file holds: packets, and whose secrets."""
+    from promptpath.core.textsafe import visible
+
+    randoms = {line.split()[1] for line in keylog.splitlines() if len(line.split()) == 3}
+    secrets = f"secrets of {len(randoms)} TLS/QUIC session{'s' * (len(randoms) != 1)} inside"
+    return f"promptpath: capture: {packets} packets to {visible(str(path))} ({secrets})"
+
+
 class PcapSession:
     """One --pcap capture: ``start()`` before the mode runs, ``finish()`` after it."""
 
@@ -146,12 +155,14 @@ class PcapSession:
         packets = _packets(captured)
         try:
             for path, flowset in self._files(self._log):
+                kept = own_packets(packets, flowset)
                 data = pcapng.write(
-                    own_packets(packets, flowset),
+                    kept,
                     keylog=keylog,
                     interface_name=f"{captured.interface} ({captured.way})",
                 )
                 write_capture(path, data)
+                print(_wrote(path, len(kept), keylog), file=self.env.stderr)
         except OSError as exc:
             failures.append(f"--pcap {self.plan.path}: {exc.strerror or exc}")
         else:

@@ -17,6 +17,7 @@ shows no HTTP/2 frame at all.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import stat
 import struct
@@ -143,6 +144,8 @@ def test_an_http2_capture_through_dumpcap_decrypts_as_it_is(
     assert keylog.read_bytes() == pcapng.secrets_of(out.read_bytes())
     assert b"CLIENT_HANDSHAKE_TRAFFIC_SECRET" in keylog.read_bytes()
     assert "holds this run's TLS session secrets" in stderr
+    wrote = r"capture: \d+ packets to .*h2\.pcapng \(secrets of 1 TLS/QUIC session inside\)"
+    assert re.search(wrote, stderr), stderr
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     data = out.read_bytes()
     assert KEY.encode() not in data  # encrypted on the wire: only the secrets can read it
