@@ -175,6 +175,9 @@ class DumpcapCapture:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
+                # Its own process group: a Ctrl-C on the terminal is ours to handle (the
+                # run reports what it measured); dumpcap is stopped by stop(), after it.
+                process_group=0,
             )
         except OSError as exc:
             self._marker.close()
@@ -217,10 +220,12 @@ class DumpcapCapture:
         return f": {lines[0][:200]}" if proc.returncode and lines else ""
 
     def stop(self) -> Captured:
-        time.sleep(TAIL_S)
-        token = self._marker.send()
-        self._expect(token)
-        arrived = _await(self._seen, self._marker, token, STOP_TIMEOUT_S)
+        arrived = False
+        if self._proc is not None and self._proc.poll() is None:  # else: it stopped early
+            time.sleep(TAIL_S)
+            token = self._marker.send()
+            self._expect(token)
+            arrived = _await(self._seen, self._marker, token, STOP_TIMEOUT_S)
         why = self._finish()
         if not arrived and self._proc is not None and self._proc.returncode not in (0, None):
             raise CaptureError(f"dumpcap stopped capturing{why}")
