@@ -3,7 +3,7 @@
 A capture sees the whole interface; the --pcap file keeps only the run's flows
 (``FlowSet``: the TCP and UDP 5-tuples its sockets opened, the remote endpoints of
 connects that never got a local port, its DNS queries by the names it asked for) and
-the ICMP about those remote addresses. Every packet is read as untrusted bytes: a
+the ICMP errors that quote one of those packets. Every packet is read as untrusted bytes: a
 header that runs past the data, or a length that lies, makes the packet no match.
 
 Packets are stripped of their link-layer header on the way (Ethernet, Linux cooked v1
@@ -132,20 +132,17 @@ class FlowSet:
     names: set[str] = field(default_factory=set)
     dns_ports: set[int] = field(default_factory=lambda: {53})
 
-    def remote_ips(self) -> set[str]:
-        return {r[0] for _, _, r in self.exact} | {r[0] for _, r in self.remote_only}
-
-    def matches(self, raw: bytes) -> bool:
-        """Whether the raw IP packet is one of the run's."""
+    def matches(self, raw: bytes, *, quoted: bool = False) -> bool:
+        """Whether the raw IP packet is one of the run's (``quoted``: the packet an ICMP
+        error carries back, which may be cut after its ports)."""
         dgram = parse_ip(raw)
         if dgram is None:
             return False
         if dgram.proto in (ICMP, ICMPV6):
-            ips = self.remote_ips()
-            # ICMP about our flows comes from the peer or a router on the way: it quotes
-            # our packet, whose destination is the peer.
-            quoted = _quoted_destination(raw, dgram)
-            return dgram.src in ips or dgram.dst in ips or quoted in ips
+            # An ICMP error about our flows quotes our packet (after its 8-byte header):
+            # kept when that packet is ours. On loopback every address is 127.0.0.1, so
+            # the addresses alone would keep every program's ICMP.
+            return not quoted and self.matches(raw[dgram.payload + 8 :], quoted=True)
         if dgram.proto not in (TCP, UDP):
             return False
         a, b = (dgram.src, dgram.sport), (dgram.dst, dgram.dport)
@@ -160,14 +157,6 @@ class FlowSet:
                 body = body[2:]  # DNS over TCP: a two-byte length first
             return dns_question(body) in self.names
         return False
-
-
-def _quoted_destination(raw: bytes, dgram: Datagram) -> str | None:
-    """The destination address of the packet an ICMP error quotes (type 3/11 for IPv4,
-    1-4 for IPv6), or None."""
-    inner = raw[dgram.payload + 8 :]
-    quoted = parse_ip(inner)
-    return None if quoted is None else quoted.dst
 
 
 def own_packets(packets: Iterable[Packet], flows: FlowSet) -> list[Packet]:

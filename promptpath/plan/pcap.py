@@ -30,7 +30,10 @@ NO_WAY = (
 def _loopback_only(options: RunOptions) -> bool:
     """Whether every address the run may reach is loopback (then ``lo`` is enough)."""
     if options.resolver is not None:
-        return False  # a named resolver may be anywhere
+        from promptpath.net.dnsmsg import parse_server
+
+        if not is_loopback(parse_server(options.resolver)[0]):
+            return False  # its queries leave on the route's interface
     pins = {host.lower(): addr for host, _port, addr in options.resolve}
     target = options.target.host.strip("[]")
     hosts = [pins.get(target.lower(), target)]

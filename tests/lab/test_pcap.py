@@ -23,6 +23,7 @@ import stat
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -230,3 +231,76 @@ def test_a_probes_own_connections_are_in_the_file(server: RefServer, tmp_path: P
     hellos = _fields(out, "tcp.stream", display="tls.handshake.type == 1")
     assert len({row[0] for row in hellos}) >= 2  # the trace's and the probe's ClientHello
     _only_the_servers_flows(out, server.port)
+
+
+class _Resolver:
+    """A DNS server on 127.0.0.1 that answers api.test with 127.0.0.1; on that question
+    it also asks itself about other.test from another socket: a stranger's lookup on the
+    same resolver, during the capture, which the file must not hold."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.stranger_asked = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        import dns.message
+        import dns.rdatatype
+        import dns.rrset
+
+        while not self._stop.is_set():
+            try:
+                data, peer = self.sock.recvfrom(4096)
+            except TimeoutError:
+                continue
+            query = dns.message.from_wire(data)
+            question = query.question[0]
+            reply = dns.message.make_response(query)
+            if question.name.to_text() == "api.test.":
+                if not self.stranger_asked.is_set():
+                    self.stranger_asked.set()
+                    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stranger:
+                        other = dns.message.make_query("other.test", "A").to_wire()
+                        stranger.sendto(other, ("127.0.0.1", self.port))
+                if question.rdtype == dns.rdatatype.A:
+                    answer = dns.rrset.from_text("api.test.", 60, "IN", "A", "127.0.0.1")
+                    reply.answer.append(answer)
+            self.sock.sendto(reply.to_wire(), peer)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()
+
+
+def test_the_runs_dns_queries_are_kept_and_a_strangers_are_not(
+    server: RefServer, tmp_path: Path
+) -> None:
+    _need_root()
+    resolver = _Resolver()
+    out = tmp_path / "dns.pcapng"
+    try:
+        result = run_cli(
+            "run",
+            f"https://api.test:{server.port}{PATH}",
+            "-k",
+            "--http",
+            "2",
+            "--resolver",
+            f"127.0.0.1:{resolver.port}",
+            "--pcap",
+            str(out),
+            environ={"PATH": "/nonexistent", "OPENAI_API_KEY": KEY},
+        )
+    finally:
+        resolver.close()
+    assert result.exit_code == 0, result.stderr
+    assert resolver.stranger_asked.is_set()  # the stranger's query did pass during the run
+    names = _values(_fields(out, "dns.qry.name", display="dns"), 0)
+    assert "api.test" in names and "other.test" not in names
+    assert len(names) >= 2  # the question and its answer

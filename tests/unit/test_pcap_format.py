@@ -211,3 +211,18 @@ def test_the_capture_and_another_export_cannot_share_a_file(
     )
     with pytest.raises(UsageError, match="--har and --pcap name the same file"):
         resolve(values, environ={})
+
+
+def test_an_icmp_error_is_kept_when_it_quotes_one_of_our_packets() -> None:
+    """On loopback every address is 127.0.0.1: the quoted packet decides, not the address."""
+    flows = FlowSet(exact={(UDP, ("127.0.0.1", 40000), ("127.0.0.1", 8443))})
+    ours = ipv4("127.0.0.1", "127.0.0.1", UDP, udp(40000, 8443, b"quic"))
+    theirs = ipv4("127.0.0.1", "127.0.0.1", UDP, udp(51488, 40926, b"dns"))
+
+    def unreachable(quoted: bytes) -> bytes:
+        return ipv4("127.0.0.1", "127.0.0.1", 1, bytes([3, 3, 0, 0, 0, 0, 0, 0]) + quoted[:28])
+
+    assert flows.matches(unreachable(ours))
+    assert not flows.matches(unreachable(theirs))
+    # An ICMP error quoting an ICMP error is never ours (and never recursed into).
+    assert not flows.matches(unreachable(unreachable(ours)))
