@@ -88,8 +88,7 @@ async def resolve(
         from promptpath.net.dnsmsg import parse_server
         from promptpath.net.dnsquery import resolve_with  # dnspython: only when asked for
 
-        flows.note_dns_port(parse_server(resolver)[1])
-
+        flows.note_dns_port(parse_server(resolver)[1])  # --pcap keeps its queries by name
         answer = await resolve_with(resolver, host, family=family, timeout=timeout)
     else:
         try:

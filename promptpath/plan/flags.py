@@ -603,9 +603,9 @@ FLAGS: tuple[Flag, ...] = (
         default=None,
         metavar="FILE|DIR",
         help="Capture the run's own packets to FILE as pcapng, TLS and QUIC secrets inside"
-        " (Wireshark decrypts it as is; the file can read the whole exchange, the API key"
-        " included: keep it like the key); a DIR gets one file per run. Needs dumpcap or"
-        " CAP_NET_RAW.",
+        " (Wireshark decrypts it as is; whoever has the file reads the whole exchange, the"
+        " API key included: keep it like the key); a DIR gets one file per run. Needs"
+        " dumpcap or CAP_NET_RAW.",
         panel=OUTPUT,
     ),
     Flag(
