@@ -25,7 +25,7 @@ import struct
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -118,13 +118,19 @@ class _Marker:
         self._tx.close()
 
 
-def _await(seen: threading.Event, marker: _Marker, token: bytes, timeout: float) -> bool:
+def _await(
+    seen: threading.Event,
+    marker: _Marker,
+    token: bytes,
+    timeout: float,
+    alive: Callable[[], bool] = lambda: True,
+) -> bool:
     """Resend the marker every half second until the capture shows one (a datagram can be
-    lost to a full buffer), within ``timeout``."""
+    lost to a full buffer), within ``timeout``, and only while the capture is ``alive``."""
     deadline = time.monotonic() + timeout
     while not seen.wait(min(0.5, max(0.0, deadline - time.monotonic()))):
-        if time.monotonic() >= deadline:
-            return False
+        if time.monotonic() >= deadline or not alive():
+            return seen.is_set()
         marker.resend(token)
     return True
 
@@ -186,9 +192,12 @@ class DumpcapCapture:
         self._reader.start()
         token = self._marker.send()
         self._expect(token)
-        if not _await(self._seen, self._marker, token, START_TIMEOUT_S):
+        if not _await(self._seen, self._marker, token, START_TIMEOUT_S, self._alive):
             why = self._finish(kill=True)
             raise CaptureError(f"dumpcap did not start capturing on {self.interface}{why}")
+
+    def _alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
 
     def _finish(self, *, kill: bool = False) -> str:
         """Stop dumpcap (SIGINT flushes its buffer) and reap it; its complaint, if any."""
@@ -225,7 +234,7 @@ class DumpcapCapture:
             time.sleep(TAIL_S)
             token = self._marker.send()
             self._expect(token)
-            arrived = _await(self._seen, self._marker, token, STOP_TIMEOUT_S)
+            arrived = _await(self._seen, self._marker, token, STOP_TIMEOUT_S, self._alive)
         why = self._finish()
         if not arrived and self._proc is not None and self._proc.returncode not in (0, None):
             raise CaptureError(f"dumpcap stopped capturing{why}")
