@@ -103,6 +103,7 @@ _TIMED_FILES = frozenset(
         "tests/lab/test_ghost_stream.py",
         "tests/lab/test_idle_timeout.py",
         "tests/lab/test_impaired_path.py",
+        "tests/lab/test_pcap.py",
     }
 )
 

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from promptpath.core.errors import PromptpathError
+from promptpath.core.exitcodes import ExitCode
+from promptpath.core.textsafe import visible
 from promptpath.environment import Environment
 from promptpath.modes.interrupts import quiet_on_closed_pipe
 from promptpath.modes.outcome import exit_code_for, judge_single, report_console, scrub_result
@@ -86,9 +88,25 @@ def execute(values: Mapping[str, object] | Values, *, env: Environment) -> int:
         if plan.mode in ("single", "compare-http"):
             _warn_unused_resolve(plan.trace, env)
         console = report_console(plan.outputs.json_out, env)
+        pcap = None
+        if plan.outputs.pcap is not None:
+            from promptpath.modes.capture import start_pcap
+
+            try:  # running before t0, or a one-line refusal before any request
+                plan, pcap = start_pcap(plan, env)
+            except PromptpathError as exc:
+                return usage_failure(exc, plan.outputs.json_out, env)
         mode = mode_for(plan, env, console)
-        signum = runner.run(mode.run)
-    return deliver(mode.report(signum), plan, env, console)
+        try:
+            signum = runner.run(mode.run)
+        finally:
+            pcap_failures = [] if pcap is None else pcap.finish(plan.trace)
+    code = deliver(mode.report(signum), plan, env, console)
+    for line in pcap_failures:
+        print(f"promptpath: export failed: {visible(line)}", file=env.stderr)
+    if pcap_failures and code == ExitCode.OK:
+        code = int(ExitCode.EXPORT)
+    return code
 
 
 def execute_exporter(values: Mapping[str, object], *, env: Environment) -> int:

@@ -28,7 +28,7 @@ from anyio.streams.tls import TLSAttribute, TLSStream
 from promptpath.core.addr import fmt_addr
 from promptpath.core.errors import ConnectError, ErrorKind, TLSError
 from promptpath.core.timeline import ConnectAttempt, Stage, Timeline, TLSInfo
-from promptpath.net import dns
+from promptpath.net import dns, flows
 from promptpath.net.clientauth import ClientAuth, HandshakeTap
 from promptpath.net.rxstamp import RxStampedStream, perf_ns_of
 from promptpath.net.tcp import connect_address
@@ -405,6 +405,7 @@ async def _unverified_peer_cert(ip: str, port: int, server_hostname: str | None)
     try:
         with anyio.fail_after(CERT_PEEK_TIMEOUT_S):
             stream = await anyio.connect_tcp(ip, port)
+            flows.note_socket(stream.extra(anyio.abc.SocketAttribute.raw_socket), flows.TCP)
             try:
                 tls = await TLSStream.wrap(
                     stream,
@@ -483,6 +484,7 @@ async def connect_tcp(
             # The limit, or the kernel's own SYN retries (ETIMEDOUT) on the last address.
             waited_s = (end - start) / 1e9
             failures.append(f"{fmt_addr(ip, port)}: timed out after {waited_s:.3g} s")
+            flows.note_endpoints(flows.TCP, None, (ip, port))
             last_kind = "timeout"
             continue
         except OSError as exc:
@@ -498,8 +500,10 @@ async def connect_tcp(
                 )
             )
             failures.append(f"{fmt_addr(ip, port)}: {reason}")
+            flows.note_endpoints(flows.TCP, None, (ip, port))  # its SYNs, for --pcap
             continue
         local_port = sock.extra(anyio.abc.SocketAttribute.local_port)
+        flows.note_socket(sock.extra(anyio.abc.SocketAttribute.raw_socket), flows.TCP)
         timeline.attempts.append(
             ConnectAttempt(
                 ip=ip, port=port, family=fam, start_ns=start, end_ns=end, local_port=local_port

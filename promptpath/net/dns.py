@@ -8,6 +8,7 @@ import time
 
 from promptpath.core.errors import DNSError, PromptpathError
 from promptpath.core.timeline import DNSAnswer, DNSFailure, Family, StageName, Timeline
+from promptpath.net import flows
 from promptpath.net.getaddrinfo import resolve_system, warm_system_resolver
 
 __all__ = [
@@ -82,9 +83,12 @@ async def resolve(
             start_ns=now,
             end_ns=now,
         )
+    flows.note_name(bare)
     if resolver is not None:
+        from promptpath.net.dnsmsg import parse_server
         from promptpath.net.dnsquery import resolve_with  # dnspython: only when asked for
 
+        flows.note_dns_port(parse_server(resolver)[1])  # --pcap keeps its queries by name
         answer = await resolve_with(resolver, host, family=family, timeout=timeout)
     else:
         try:

@@ -17,6 +17,7 @@ import socket
 import time
 from typing import TYPE_CHECKING
 
+from promptpath.net import flows
 from promptpath.net.dnsfeatures import plain_dns_only
 from promptpath.net.rxstamp import enable_rx_stamps, perf_ns_of, rx_stamp
 
@@ -63,6 +64,7 @@ async def exchange_udp(
         sock.setblocking(False)
         cmsg_size = enable_rx_stamps(sock)
         sock.connect((host, port))  # UDP: no packet, only the kernel's filter
+        flows.note_socket(sock, flows.UDP)
         loop.add_reader(sock.fileno(), readable)
         try:
             sent_ns = time.perf_counter_ns()

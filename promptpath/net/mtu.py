@@ -25,6 +25,7 @@ import ssl
 import time
 from dataclasses import dataclass
 
+from promptpath.net import flows
 from promptpath.net.dontfrag import path_mtu
 from promptpath.net.pathtrace import Traced, trace_path
 
@@ -60,6 +61,7 @@ def handshake(
     received = 0
     try:
         raw.connect(address)
+        flows.note_socket(raw, flows.TCP)
         deadline = time.monotonic() + timeout_s
         while True:
             try:

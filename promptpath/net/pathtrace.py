@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from promptpath.net import dontfrag, rawicmp
+from promptpath.net import dontfrag, flows, rawicmp
 from promptpath.net.errqueue import queued_error, recverr_option, too_big
 
 Protocol = Literal["tcp", "udp"]
@@ -187,6 +187,9 @@ def _open_probe(
             sock.close()
             return ProbeReply(ttl=ttl, round=rnd, kind="too_big", mtu=mtu)
     port = int(sock.getsockname()[1])
+    flows.note_endpoints(
+        flows.TCP if protocol == "tcp" else flows.UDP, (str(sock.getsockname()[0]), port), address
+    )
     return _Open(sock=sock, ttl=ttl, round=rnd, sent_ns=sent, address=address[0], port=port)
 
 

@@ -30,7 +30,7 @@ import anyio
 from promptpath.core.addr import fmt_addr
 from promptpath.core.errors import ConnectError, PromptpathError, TLSError
 from promptpath.core.timeline import ConnectAttempt, TLSInfo
-from promptpath.net import aioquic_internals, dns, dontfrag
+from promptpath.net import aioquic_internals, dns, dontfrag, flows
 from promptpath.net.keylog import KeyLog
 from promptpath.net.quic_complete import Completion, FirstRequest
 from promptpath.net.quic_protocol import (
@@ -232,6 +232,7 @@ async def handshake(
         ) from exc
     peer = sock.getpeername()
     local_port = sock.getsockname()[1]
+    flows.note_socket(sock, flows.UDP)
     # Building the ClientHello (key shares, 2-3 ms cold) is client CPU, not handshake: it
     # is kept apart as client_hello_ns and the attempt starts at the first Initial's send,
     # as the TCP tls stage starts at the ClientHello's send.

@@ -16,6 +16,8 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from promptpath.net import flows
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Peek:
@@ -53,7 +55,9 @@ def peek_tls(ip: str, port: int, server_name: str, *, timeout: float) -> Peek:
         try:
             sock.connect((ip, port))
         except OSError as exc:
+            flows.note_endpoints(flows.TCP, None, (ip, port))
             return Peek(error=f"no TCP connection to {ip}:{port} ({exc.strerror or exc})")
+        flows.note_socket(sock, flows.TCP)
         sock.setblocking(False)
         conn = SSL.Connection(context, sock)
         if not _is_ip(server_name):

@@ -264,7 +264,7 @@ def _names_a_descriptor(path: Path) -> bool:
 
 
 def write_through(
-    path: Path, text: str, timeout: float = WRITE_TIMEOUT_S, *, append: bool = False
+    path: Path, text: str | bytes, timeout: float = WRITE_TIMEOUT_S, *, append: bool = False
 ) -> None:
     """Open a character device or FIFO (or, with ``append``, a file behind a descriptor)
     and write ``text`` into it, within ``timeout``: a FIFO with no reader, or one that
@@ -276,7 +276,7 @@ def write_through(
         if exc.errno == errno.ENXIO:  # O_NONBLOCK on a FIFO nobody has open for reading
             raise OSError(errno.ENXIO, "a FIFO with no reader") from exc
         raise
-    data = memoryview(text.encode("utf-8"))
+    data = memoryview(text.encode("utf-8") if isinstance(text, str) else text)
     deadline = time.monotonic() + timeout
     try:
         while data:

@@ -632,6 +632,18 @@ FLAGS: tuple[Flag, ...] = (
     ),
     *(output_flag(fmt) for fmt in going("file", "push", "collector")),
     Flag(
+        dest="pcap",
+        decls=("--pcap",),
+        type=str | None,
+        default=None,
+        metavar="FILE|DIR",
+        help="Capture the run's own packets to FILE as pcapng, TLS and QUIC secrets inside"
+        " (Wireshark decrypts it as is; whoever has the file reads the whole exchange, the"
+        " API key included: keep it like the key); a DIR gets one file per run. Needs"
+        " dumpcap or CAP_NET_RAW.",
+        panel=OUTPUT,
+    ),
+    Flag(
         dest="label",
         decls=("--label",),
         type=list[str] | None,

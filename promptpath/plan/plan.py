@@ -24,6 +24,7 @@ from promptpath.core.series_plan import SeriesPlan
 from promptpath.options import RunOptions
 from promptpath.outputs.deliver import ExportPlan
 from promptpath.outputs.otlp import OtlpPlan
+from promptpath.outputs.pcap import PcapPlan
 from promptpath.probes.settings import ProbeSettings
 
 if TYPE_CHECKING:
@@ -44,6 +45,8 @@ class Outputs:
     exports: ExportPlan = field(default_factory=ExportPlan)
     #: --otlp-endpoint or the OTEL_* variables: spans and metrics to a collector.
     otlp: OtlpPlan | None = None
+    #: --pcap: the run's packets, captured while it runs, to a file (or one per run).
+    pcap: PcapPlan | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

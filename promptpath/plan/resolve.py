@@ -51,7 +51,7 @@ from promptpath.options import (
     parse_target,
     read_input,
 )
-from promptpath.outputs.formats import MACHINE_EXPORTS, going
+from promptpath.outputs.formats import BY_DEST, MACHINE_EXPORTS, going
 from promptpath.plan import flags
 from promptpath.plan.plan import ExporterPlan, FailOn, Outputs, Plan
 from promptpath.probes.settings import ProbeSettings
@@ -684,6 +684,13 @@ def resolve(
             f" {options.target.host} to go direct",
             kind="bad_option",
         )
+    from promptpath.plan.pcap import plan_pcap
+
+    pcap = plan_pcap(values.text("pcap"), options, environ)
+    for dest, path in exports.files:
+        if pcap is not None and os.path.realpath(path) == os.path.realpath(pcap.path):
+            flag = BY_DEST[dest].flag
+            raise UsageError(f"{flag} and --pcap name the same file {path}", kind="bad_option")
     return Plan(
         trace=options,
         probes=probes,
@@ -696,6 +703,7 @@ def resolve(
             slos=tuple(slos),
             exports=exports,
             otlp=otlp,
+            pcap=pcap,
         ),
     )
 

@@ -21,7 +21,7 @@ import anyio
 
 from promptpath.core.errors import PromptpathError, UsageError
 from promptpath.core.timeline import DNSAnswer, Family, ProxyInfo, Timeline
-from promptpath.net import dns
+from promptpath.net import dns, flows
 from promptpath.net.transport import (
     Connection,
     ConnectSpec,
@@ -146,6 +146,11 @@ class Tracer:
         --timeout counts from the timeline's t0: a load-mode stream that waited for a
         connection has spent that much of it already. ``index``: the stream's number,
         for a strategy that places streams by it."""
+        # --pcap DIR: the sockets this request opens belong to its run's file.
+        with flows.tagged(id(timeline)):
+            return await self._request(timeline, index)
+
+    async def _request(self, timeline: Timeline, index: int | None) -> PromptpathError | None:
         timeline.request = self.sent
         options = self.options
         # The deadline on the timeline's clock too: the stage it cuts ends exactly there,

@@ -136,6 +136,8 @@ def needs_lab(cmd: DocCommand) -> str | None:
         return "goes through a forward proxy (squid/tinyproxy: tests/lab)"
     if "--pushgateway" in cmd.argv:
         return "pushes to a Prometheus Pushgateway (tests/lab)"
+    if "--pcap" in cmd.argv:
+        return "captures packets: dumpcap or CAP_NET_RAW (tests/lab)"
     return None
 
 
@@ -233,7 +235,7 @@ def _pinned(argv: list[str]) -> bool:
 
 
 _PROXY_VARIABLES = {"https_proxy", "http_proxy", "all_proxy"}
-_WRITTEN = ("--junit", "--har", "--prom-textfile")
+_WRITTEN = ("--junit", "--har", "--prom-textfile", "--pcap")
 
 
 def rewrite(
