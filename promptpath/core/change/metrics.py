@@ -116,7 +116,7 @@ METRICS: tuple[Metric, ...] = (
     _m("first_output", "first output", "first_output_ms.from_start", "ms", 50.0, 0.15),
     _m(
         "ttft_network_adjusted",
-        "TTFT network-adjusted",
+        "TTFT net-adjusted",
         "ttft_network_adjusted_ms",
         "ms",
         50.0,
@@ -124,7 +124,7 @@ METRICS: tuple[Metric, ...] = (
     ),
     _m(
         "first_output_network_adjusted",
-        "first output network-adjusted",
+        "first output net-adj.",
         "first_output_network_adjusted_ms",
         "ms",
         50.0,
@@ -145,7 +145,7 @@ METRICS: tuple[Metric, ...] = (
         0.0,
         per=("tokens", "events"),
     ),
-    _m("server_time", "server's reported time", "server.time.ms", "ms", 50.0, 0.2),
+    _m("server_time", "server time", "server.time.ms", "ms", 50.0, 0.2),
     _m("rtt", "RTT (kernel)", "rtt_ms", "ms", 5.0, 0.25),
     _m("total", "total", "milestones_ms.end", "ms", 100.0, 0.15),
 )
