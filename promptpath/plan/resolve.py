@@ -630,6 +630,11 @@ def resolve(
         connections=values.get("connections"),
     )
     slos = _slos(values, profile, environ)
+    baseline = None
+    if values.text("baseline") is not None or any(s.baseline for s in slos):
+        from promptpath.plan.documents import read_baseline
+
+        baseline = read_baseline(values.text("baseline"), series.is_series, slos)
     compare = values.flag("compare_http")
     if slos and compare:
         raise UsageError("--slo judges one run or a series, not --compare-http", kind="bad_option")
@@ -696,6 +701,7 @@ def resolve(
             slos=tuple(slos),
             exports=exports,
             otlp=otlp,
+            baseline=baseline,
         ),
     )
 

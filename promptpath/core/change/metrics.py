@@ -130,6 +130,7 @@ METRICS: tuple[Metric, ...] = (
         50.0,
         0.15,
     ),
+    _m("itl_mean", "mean ITL", "tokens.mean_itl_ms", "ms", 5.0, 0.25),
     _m("gap_p50", "gap p50", "tokens.gaps_ms.p50", "ms", 5.0, 0.25),
     _m("gap_p95", "gap p95", "tokens.gaps_ms.p95", "ms", 10.0, 0.3),
     _m("gap_p99", "gap p99", "tokens.gaps_ms.p99", "ms", 20.0, 0.3),

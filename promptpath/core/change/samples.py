@@ -54,6 +54,7 @@ __all__ = [
     "judge",
     "judge_errors",
     "judge_many",
+    "not_judged",
     "repeats_to_settle",
 ]
 
@@ -162,6 +163,14 @@ def _unknown(item: Metric, before: Sequence[float], after: Sequence[float]) -> M
         "(absent from the document, or every run failed)",
         higher_is_worse=item.higher_is_worse,
     )
+
+
+def not_judged(
+    name: str, before: Sequence[float], after: Sequence[float], reason: str
+) -> MetricChange:
+    """A metric left unjudged (verdict ``unknown``) for ``reason``, its medians shown."""
+    item = metric(name)
+    return replace(_unknown(item, before, after), reason=reason)
 
 
 def _first_pass(
