@@ -164,12 +164,13 @@ def metric(name: str) -> Metric:
 
 def _walk(doc: Mapping[str, Any], path: Sequence[str]) -> float | None:
     node: Any = doc
-    for key in path:
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(key)
+    try:
+        for key in path:
+            node = node[key]
+    except (KeyError, TypeError, IndexError):
+        return None  # absent, or a list/string/null where an object was expected
     # bool is an int in Python; a true/false is never a measurement.
-    if isinstance(node, bool) or not isinstance(node, int | float):
+    if node.__class__ is bool or not isinstance(node, int | float):
         return None
     value = float(node)
     return value if math.isfinite(value) else None

@@ -103,6 +103,9 @@ class MetricChange:
     #: Why, in one sentence a network engineer can act on.
     reason: str
     higher_is_worse: bool = True
+    #: The rank test called the sides different (Holm-adjusted p below α), whatever the
+    #: floor said; None when no rank test judged it.
+    significant: bool | None = None
 
     @property
     def changed(self) -> bool:
@@ -308,7 +311,9 @@ def _holm(changes: list[MetricChange], alpha: float) -> list[MetricChange]:
         else:
             verdict = "unchanged"
             reason = f"within noise ({stats})"
-        out[i] = replace(change, p_adjusted=running, verdict=verdict, reason=reason)
+        out[i] = replace(
+            change, p_adjusted=running, verdict=verdict, reason=reason, significant=significant
+        )
     return out
 
 
