@@ -19,6 +19,7 @@ from promptpath.core.change.compose import Diff, Side, diff_runs
 from promptpath.core.change.history import parse_range
 from promptpath.core.errors import PromptpathError, UsageError
 from promptpath.environment import Environment
+from promptpath.modes.interrupts import quiet_on_closed_pipe
 from promptpath.plan.documents import Loaded, load
 
 __all__ = ["DiffArgs", "execute_diff", "shown_runs"]
@@ -78,20 +79,19 @@ def _side(loaded: Loaded, runs: list[Mapping[str, Any]], range_text: str | None)
 def _sides(args: DiffArgs) -> tuple[tuple[Side, list[Mapping[str, Any]]], ...]:
     if args.protocol not in _HTTP:
         raise UsageError(f"diff: --protocol {args.protocol!r}: use 2 or 3", kind="bad_option")
+    from promptpath.plan.resolve import diff_ranges
+
     ranges = (args.before_range, args.after_range)
-    if any(r is not None for r in ranges) and None in ranges:
-        raise UsageError("diff: --before and --after go together (two ranges of one history)")
+    diff_ranges(*ranges, one_file=args.after_file is None)
     first = load(args.before_file, "diff")
     if args.after_file is None:
         if first.history is None or ranges[0] is None:
             raise UsageError(
-                "diff: give two documents (BEFORE AFTER), or one watch history with "
-                "--before HH:MM-HH:MM --after HH:MM-HH:MM"
+                "diff: give two documents (BEFORE AFTER), or one watch history with time "
+                "ranges (HH:MM-HH:MM) before and after"
             )
         pairs = [(first, ranges[0]), (first, ranges[1])]
     else:
-        if ranges[0] is not None:
-            raise UsageError("diff: --before/--after select ranges of one history: give one file")
         pairs = [(first, None), (load(args.after_file, "diff"), None)]
     out = []
     for (loaded, range_text), word in zip(pairs, ("before", "after"), strict=True):
@@ -133,6 +133,7 @@ def shown_runs(before: list[Mapping[str, Any]], after: list[Mapping[str, Any]]) 
     return {"before": pick(before), "after": pick(after)}
 
 
+@quiet_on_closed_pipe
 def execute_diff(values: Mapping[str, object], *, env: Environment) -> int:
     """`promptpath diff`: the exit code (0 nothing regressed, 1 regressed, 2 bad input)."""
     from promptpath.cli.commands import usage_failure

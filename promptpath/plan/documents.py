@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,14 +17,14 @@ from promptpath.core.change.history import History, parse_history
 from promptpath.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from promptpath.core.slo import SLO
     from promptpath.plan.plan import Baseline
 
 __all__ = ["MAX_DOCUMENT_BYTES", "Loaded", "load", "read_baseline"]
 
-#: A document read at most: a series of 1,000 runs is ~25 MB; a week of watch history
-#: at one trace a minute ~250 MB.
-MAX_DOCUMENT_BYTES = 512 << 20
+#: A document read at most: a series of 1,000 runs is 6–25 MB, a day of watch history at
+#: one trace a minute ~30 MB. Parsed JSON takes several times its text: the bound keeps a
+#: wrong file (a disk image) from taking the machine's memory.
+MAX_DOCUMENT_BYTES = 256 << 20
 _KIND = {
     "promptpath.run/1": "run",
     "promptpath.series/1": "series",
@@ -65,8 +65,8 @@ def _not_ours(path: str, doc: object, who: str) -> UsageError:
             f"{who}: {path}: unknown schema version {schema[:60]!r} (this promptpath reads {known})"
         )
     return UsageError(
-        f"{who}: {path} is not a promptpath document (no promptpath schema: want the output "
-        "of run/probe --json, a series, --compare-http, or a watch history)"
+        f"{who}: {path} is not a promptpath document (no promptpath schema: want a run, a "
+        "series, a compare document or a watch history)"
     )
 
 
@@ -101,21 +101,9 @@ def load(path: str, who: str) -> Loaded:
     return Loaded(path=path, kind=_KIND[schema], runs=runs_of(doc))
 
 
-def read_baseline(path: str | None, is_series: bool, slos: Sequence[SLO]) -> Baseline | None:
-    """``--baseline FILE`` read (a series, a run, a compare document or a watch history);
-    a baseline SLO without it, or a baseline without a series, is a usage error."""
-    relative = [s.expr for s in slos if s.baseline is not None]
-    if path is None:
-        if relative:
-            raise UsageError(
-                f"--slo {relative[0]!r} compares with a baseline: add --baseline FILE",
-                kind="bad_option",
-            )
-        return None
-    if not is_series:
-        raise UsageError(
-            "--baseline holds a series to a saved one: add --count N (N ≥ 2)", kind="bad_option"
-        )
+def read_baseline(path: str) -> Baseline:
+    """``--baseline FILE`` read (a series, a run, a compare document or a watch history)
+    into the runs and values a series is held to (resolve.py checks its conflicts)."""
     from promptpath.core.change.baseline import baseline_values
     from promptpath.plan.plan import Baseline
 
