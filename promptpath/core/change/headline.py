@@ -33,6 +33,7 @@ WHERE: dict[str, str] = {
 QUIET = ("dns", "connect", "tls", "quic_handshake", "request", "wait")
 #: Facts worth a place in the headline, in this order; the rest are in the table.
 FACT_ORDER = (
+    "failure",
     "cert_issuer",
     "tls_intercepted",
     "via",
