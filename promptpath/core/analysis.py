@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from promptpath.core.coalescing import coalescing
+from promptpath.core.rtt import network_adjusted
 from promptpath.core.stats import Summary, intervals_ms, summarize
 from promptpath.core.stopped import PolicyStop, policy_stop, said
 from promptpath.core.timeline import (
@@ -159,6 +160,11 @@ class Metrics:
     first_output_after_ttft_ms: float | None = None
     #: The provider's content policy ended the answer (a finish reason, not an error).
     stopped: PolicyStop | None = None
+    #: The round trip subtracted (core/rtt.py: the connection's minimum; None through a
+    #: proxy or where none was read), and TTFT / first output from the request less it.
+    rtt_ms: float | None = None
+    ttft_network_adjusted_ms: float | None = None
+    first_output_network_adjusted_ms: float | None = None
 
     @property
     def output_lead(self) -> str | None:
@@ -294,6 +300,8 @@ def compute(timeline: Timeline) -> Metrics:
     tokens = token_metrics(timeline)
     mostly = tokens.events >= 4 and tokens.coalesced >= (tokens.events - 1) / 2
     closed = ms(timeline.closed_ns)
+    rtt = None if timeline.rtt is None else timeline.rtt.used_ms
+    rtt = None if rtt is None else round(rtt, 3)
     return Metrics(
         stages_ms=stages,
         milestones_ms=milestones,
@@ -304,6 +312,9 @@ def compute(timeline: Timeline) -> Metrics:
         first_output_from_request_ms=output_req,
         first_output_after_ttft_ms=output_lead,
         stopped=policy_stop(timeline.events),
+        rtt_ms=rtt,
+        ttft_network_adjusted_ms=network_adjusted(ttft_req, rtt),
+        first_output_network_adjusted_ms=network_adjusted(output_req, rtt),
     )
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
     from promptpath.core.errors import ErrorKind, ErrorStage, HTTPStatusKind, PromptpathError
+    from promptpath.core.rtt import PathRtt
 
 EventKind = Literal["content", "meta", "end", "error", "comment"]
 Family = Literal["ipv4", "ipv6"]
@@ -518,6 +519,9 @@ class Timeline:
     decoding: bool = False
     request: SentRequest | None = None  # what the tracer sent (or was about to send)
     websocket: WebSocketInfo | None = None  # set by the WebSocket transport
+    #: The connection's round-trip estimates, set by the transport when the stream ended
+    #: (TCP_INFO, QUIC's RTT estimator); None where none was read (WebSocket, a failure).
+    rtt: PathRtt | None = None
 
     # -- appending facts -------------------------------------------------------------
     def begin(self, name: StageName, t_ns: int, **detail: object) -> Stage:
