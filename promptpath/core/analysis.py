@@ -191,10 +191,12 @@ def reported_usage(timeline: Timeline) -> Usage | None:
     the input count in ``message_start`` and the output count in ``message_delta``); a
     count whose last word was impossible is named in ``untrusted`` instead."""
     counts: dict[str, int | None] = {}
+    apart = False
     for event in timeline.events:
         if event.usage is None:
             continue
-        for name in ("input_tokens", "output_tokens", "reasoning_tokens"):
+        apart = apart or event.usage.cached_apart
+        for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_input_tokens"):
             value = getattr(event.usage, name)
             if value is not None:
                 counts[name] = value
@@ -202,9 +204,16 @@ def reported_usage(timeline: Timeline) -> Usage | None:
                 counts[name] = None
     if not counts:
         return None
-    names = ("input_tokens", "output_tokens", "reasoning_tokens")
+    names = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_input_tokens")
     untrusted = tuple(name for name in names if name in counts and counts[name] is None)
-    return Usage(**{k: v for k, v in counts.items() if v is not None}, untrusted=untrusted)
+    return Usage(
+        input_tokens=counts.get("input_tokens"),
+        output_tokens=counts.get("output_tokens"),
+        reasoning_tokens=counts.get("reasoning_tokens"),
+        cached_input_tokens=counts.get("cached_input_tokens"),
+        untrusted=untrusted,
+        cached_apart=apart,
+    )
 
 
 def response_model(timeline: Timeline) -> str | None:

@@ -146,6 +146,13 @@ class Usage:
     input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
+    #: Input tokens the provider's prefix cache held (OpenAI prompt_tokens_details.
+    #: cached_tokens, Anthropic cache_read_input_tokens, Gemini cachedContentTokenCount,
+    #: Bedrock cacheReadInputTokens), as the dialect's plug-in maps them.
+    cached_input_tokens: int | None = None
+    #: Whether ``input_tokens`` leaves the cached ones out (Anthropic, Bedrock Converse)
+    #: rather than counting them in (OpenAI, Gemini).
+    cached_apart: bool = False
     #: The counts it sent that no request can have (negative, fractional, past
     #: MAX_TOKEN_COUNT): named here, their values kept out of every figure.
     untrusted: tuple[str, ...] = ()
