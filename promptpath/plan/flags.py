@@ -34,6 +34,7 @@ from promptpath.probes.settings import (
     DNSCacheSettings,
     IdleTimeoutSettings,
     PathSettings,
+    PrefillSettings,
     TLSSettings,
 )
 
@@ -119,6 +120,7 @@ _dns = DNSCacheSettings()
 _idle = IdleTimeoutSettings()
 _tls = TLSSettings()
 _path = PathSettings()
+_prefill = PrefillSettings()
 
 FLAGS: tuple[Flag, ...] = (
     # -- target and request ------------------------------------------------------------
@@ -473,6 +475,26 @@ FLAGS: tuple[Flag, ...] = (
         " (--resolve pins, --resolver, or the system's); no PTR query is sent without it.",
         panel=PROBES,
         setting="path.names",
+    ),
+    Flag(
+        dest="prefill_sizes",
+        decls=("--prefill-sizes",),
+        type=str,
+        default=_prefill.sizes,
+        metavar="N,N,...",
+        help="prefill probe: prompt sizes in input tokens (each an input-token cost).",
+        panel=PROBES,
+        setting="prefill.sizes",
+    ),
+    Flag(
+        dest="prefill_repeats",
+        decls=("--prefill-repeats",),
+        type=int,
+        default=_prefill.repeats,
+        metavar="N",
+        help="prefill probe: requests per size, interleaved.",
+        panel=PROBES,
+        setting="prefill.repeats",
     ),
     Flag(
         dest="canary",
