@@ -594,9 +594,9 @@ FLAGS: tuple[Flag, ...] = (
         decls=("--yes",),
         type=bool,
         default=False,
-        help="Go ahead with a series above the spend threshold.",
+        help="Go ahead with a series (or the prefill probe) above the spend threshold.",
         panel=SERIES,
-        commands=RUN,
+        commands=BOTH,
     ),
     # -- output and exports: the formats' rows come from outputs/formats.py ----------------
     *(output_flag(fmt) for fmt in going("stdout")),

@@ -134,7 +134,7 @@ class PrefillSettings:
     MAX_TOKENS = 200_000  # a size past this is a typo, not a prompt
     MAX_REPEATS = 50
 
-    sizes: str = "256,1024,4096"
+    sizes: str = "256,1024,3072"
     repeats: int = 3
 
     def __post_init__(self) -> None:
