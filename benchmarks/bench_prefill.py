@@ -30,26 +30,28 @@ def main() -> None:
     serve += ["--tokens", "4", "--rate", "0"]
     slopes: list[float] = []
     fixed: list[float] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        with reference_server(tls=False, extra_args=serve, tmp_path=Path(tmp)) as server:
-            url = server.path("/v1/chat/completions")
-            for n in range(args.runs):
-                began = time.perf_counter()
-                out = subprocess.run(
-                    [sys.executable, "-m", "promptpath", "run", url, "--probe", "prefill",
-                     "--json"],
-                    capture_output=True, text=True, check=False,
-                )  # fmt: skip
-                doc = json.loads(out.stdout)
-                [f] = [f for f in doc["findings"] if f["probe"] == "prefill"]
-                fit = f["evidence"]["fit"]
-                slopes.append(fit["slope_ms_per_1k"])
-                fixed.append(fit["fixed_ms"])
-                print(
-                    f"run {n + 1}: slope {fit['slope_ms_per_1k']:.2f} ± "
-                    f"{fit['slope_ci95_ms_per_1k']:.2f} ms/1k, fixed {fit['fixed_ms']:.1f} ± "
-                    f"{fit['fixed_ci95_ms']:.1f} ms ({time.perf_counter() - began:.1f} s)"
-                )
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        reference_server(tls=False, extra_args=serve, tmp_path=Path(tmp)) as server,
+    ):
+        url = server.path("/v1/chat/completions")
+        for n in range(args.runs):
+            began = time.perf_counter()
+            out = subprocess.run(
+                [sys.executable, "-m", "promptpath", "run", url, "--probe", "prefill",
+                 "--json"],
+                capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            doc = json.loads(out.stdout)
+            [f] = [f for f in doc["findings"] if f["probe"] == "prefill"]
+            fit = f["evidence"]["fit"]
+            slopes.append(fit["slope_ms_per_1k"])
+            fixed.append(fit["fixed_ms"])
+            print(
+                f"run {n + 1}: slope {fit['slope_ms_per_1k']:.2f} ± "
+                f"{fit['slope_ci95_ms_per_1k']:.2f} ms/1k, fixed {fit['fixed_ms']:.1f} ± "
+                f"{fit['fixed_ci95_ms']:.1f} ms ({time.perf_counter() - began:.1f} s)"
+            )
     worst_slope = max(abs(s - SLOPE) / SLOPE for s in slopes)
     worst_fixed = max(abs(f - FIXED_MS) for f in fixed)
     print(
