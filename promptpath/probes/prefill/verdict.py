@@ -102,11 +102,16 @@ def judge(
     ttft = statistics.median(s.adjusted_ms for s in at_largest) + (wire or 0.0)
     label = " (estimated)" if estimated else ""
     wire_words = f"{wire_words_ms(wire)} ms wire" if wire is not None else "wire not measured"
+    slope_words = f"{line.slope * 1000:.1f} ± {line.slope_hw * 1000:.1f} ms per 1k tokens"
+    grows_words = (
+        f"{_n(grows)} ms grows with the prompt (prefill, {slope_words})"
+        if line.slope - line.slope_hw > 0
+        else f"nothing measurably grows with the prompt ({slope_words})"
+    )
     summary = (
         f"of {_n(ttft)} ms TTFT at {_k(largest)} tokens{label}: {wire_words},"
         f" {_n(line.intercept)} ms fixed (gateway and queue) ± {_n(line.intercept_hw)},"
-        f" {_n(grows)} ms grows with the prompt (prefill,"
-        f" {line.slope * 1000:.1f} ± {line.slope_hw * 1000:.1f} ms per 1k tokens)"
+        f" {grows_words}"
     )
     evidence: dict[str, object] = {
         "fit": _fit_evidence(line, estimated),
