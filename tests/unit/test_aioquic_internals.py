@@ -296,5 +296,5 @@ def test_rtt_estimates_are_the_round_trips_the_handshake_took(
 
 
 def test_a_moved_rtt_estimator_fails_with_the_file_to_update() -> None:
-    with pytest.raises(internals.AioquicInternalsChanged, match="QuicConnection._loss is gone"):
+    with pytest.raises(internals.AioquicInternalsChanged, match=r"QuicConnection\._loss is gone"):
         internals.rtt_estimates(SimpleNamespace())  # type: ignore[arg-type]

@@ -119,11 +119,13 @@ def test_prompts_are_the_size_asked_and_new_after_the_fixed_prefix(size: int) ->
 
 def test_prefix_cache_matches_whole_blocks_from_the_start_only() -> None:
     cache = PrefixCache(block_words=4)
-    words = "a b c d e f g h i j".split()
+    words = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
     assert cache.lookup_and_remember(words) == 0  # seen for the first time
     assert cache.lookup_and_remember(words) == 8  # two whole blocks; "i j" is no block
-    assert cache.lookup_and_remember("a b c d X f g h".split()) == 4
-    assert cache.lookup_and_remember("Z b c d e f g h".split()) == 0  # from the start only
+    assert cache.lookup_and_remember(["a", "b", "c", "d", "X", "f", "g", "h"]) == 4
+    assert (
+        cache.lookup_and_remember(["Z", "b", "c", "d", "e", "f", "g", "h"]) == 0
+    )  # from the start only
 
 
 def test_prefix_cache_memory_is_bounded_least_recent_out() -> None:
