@@ -1,7 +1,7 @@
 """The prefill probe's own accuracy: slope and fixed part against what the reference
 endpoint injects (--ttft-ms 200 --prefill-ms-per-1k 40), over N runs of the default probe.
 
-    .venv/bin/python -m benchmarks.bench_prefill --runs 10
+    .venv/bin/python benchmarks/bench_prefill.py --runs 10
 
 Loopback only: the endpoint is a subprocess on 127.0.0.1 (plain HTTP).
 """
@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 FIXED_MS, SLOPE = 200.0, 40.0
 
 
@@ -24,7 +26,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
-    from tests.helpers.refserver import reference_server
+    from tests.helpers.refserver import reference_server  # the repository's, on sys.path
 
     serve = ["--ttft-ms", str(FIXED_MS), "--prefill-ms-per-1k", str(SLOPE)]
     serve += ["--tokens", "4", "--rate", "0"]
