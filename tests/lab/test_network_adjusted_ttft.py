@@ -30,12 +30,15 @@ TTFT_MS = 200.0
 #: 201.9-214.3 ms; HTTP/3 rtt_ms 42.2-49.7 (aioquic's min_rtt is taken in Python, after
 #: both ends' packet processing, so it reads 2-10 ms over the path), adjusted 193.5-225.1
 #: ms. The impairer never releases a packet early, so no round trip reads under 40 ms.
+#: Then this test 20 times at load average 3.0-8.8: all passed; HTTP/2 rtt_ms 40.08-40.17,
+#: adjusted 202.5-226.6 ms; HTTP/3 rtt_ms 42.8-49.6, adjusted 197.7-215.0 ms.
 RTT_BOUNDS = {"tcp_info": (RTT_MS, RTT_MS + 2.0), "quic": (RTT_MS, RTT_MS + 15.0)}
-#: The endpoint's own 200 ms, plus its and our wake-ups and parsing (and, for QUIC, less
-#: the round trip's over-reading).
+#: The endpoint's own 200 ms, plus its and our wake-ups and parsing, which grow with the
+#: machine's load (what the test holds is the subtraction above; this catches one
+#: subtracted twice, or not at all from a run that read none).
 ADJUSTED_BOUNDS = {
-    "tcp_info": (TTFT_MS - 1.0, TTFT_MS + 30.0),
-    "quic": (TTFT_MS - 15.0, TTFT_MS + 40.0),
+    "tcp_info": (TTFT_MS - 1.0, TTFT_MS + 45.0),
+    "quic": (TTFT_MS - 15.0, TTFT_MS + 45.0),
 }
 
 
