@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import timing
 from tests.helpers.cli import run_cli
 from tests.helpers.refserver import reference_server
 
@@ -43,6 +44,8 @@ def test_prefill_probe_recovers_the_injected_slope_and_fixed_part(tmp_path: Path
     with reference_server(tls=False, extra_args=SERVE, tmp_path=tmp_path) as server:
         finding = _finding(server.path(CACHING["openai"]), "openai")
     fit = finding["evidence"]["fit"]
+    timing.note("slope ms per 1k", fit["slope_ms_per_1k"], 36.0, 44.0)
+    timing.note("fixed ms", fit["fixed_ms"], 180.0, 220.0)
     assert abs(fit["slope_ms_per_1k"] - 40) <= 4, fit
     assert abs(fit["fixed_ms"] - 200) <= 20, fit
     assert fit["input_tokens_source"] == "usage"
@@ -64,5 +67,6 @@ def test_prefix_cache_is_read_in_each_dialects_usage_and_found_to_work(
     assert all(c is not None and c >= cache["input_tokens"] - 64 for c in cache["cached_tokens"])
     assert "prefix cache works" in finding["summary"], finding["summary"]
     # 3,072 tokens of prefill at 40 ms per 1k, taken off: ~123 ms shorter.
+    timing.note("cache shorter ms", cache["shorter_ms"], 100.0, 140.0)
     assert 100 <= cache["shorter_ms"] <= 140, cache
     assert finding["verdict"] == "pass", finding["summary"]
