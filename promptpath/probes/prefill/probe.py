@@ -31,7 +31,8 @@ def _input_tokens(tl: Timeline, prompt: str) -> tuple[int, bool, int | None]:
     if usage is None or usage.input_tokens is None:
         return estimate_tokens(prompt), True, None
     cached = usage.cached_input_tokens
-    total = usage.input_tokens + (cached or 0 if usage.cached_apart else 0)
+    apart = (cached or 0) if usage.cached_apart else 0  # Anthropic, Bedrock: outside
+    total = usage.input_tokens + apart
     return total, False, cached
 
 
