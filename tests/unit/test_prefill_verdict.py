@@ -43,7 +43,9 @@ def _samples(fixed: float, slope_per_1k: float, noise: float, repeats: int = 3) 
     for _ in range(repeats):
         for size in (256, 1024, 8192):
             y = fixed + slope_per_1k * size / 1000 + rng.gauss(0, noise)
-            out.append(Sample(input_tokens=size, estimated=False, adjusted_ms=y, rtt_ms=38.0))
+            out.append(
+                Sample(size=size, input_tokens=size, estimated=False, adjusted_ms=y, rtt_ms=38.0)
+            )
     return out
 
 
@@ -95,7 +97,13 @@ def test_too_wide_a_spread_says_how_many_repeats_would_settle_it() -> None:
 
 def test_estimated_input_tokens_are_labelled() -> None:
     samples = [
-        Sample(input_tokens=s.input_tokens, estimated=True, adjusted_ms=s.adjusted_ms, rtt_ms=None)
+        Sample(
+            size=s.size,
+            input_tokens=s.input_tokens,
+            estimated=True,
+            adjusted_ms=s.adjusted_ms,
+            rtt_ms=None,
+        )
         for s in _samples(260, 115, 2)
     ]
     finding = judge(samples, [], repeats=3)
@@ -104,7 +112,7 @@ def test_estimated_input_tokens_are_labelled() -> None:
 
 
 def test_too_few_first_tokens_skip() -> None:
-    one = [Sample(input_tokens=256, estimated=False, adjusted_ms=200.0, rtt_ms=None)]
+    one = [Sample(size=256, input_tokens=256, estimated=False, adjusted_ms=200.0, rtt_ms=None)]
     assert judge(one, [], repeats=1).verdict is Verdict.SKIP
 
 
@@ -139,3 +147,25 @@ def test_prefill_delay_counts_only_what_the_cache_did_not_hold() -> None:
     assert prefill_ms(40.0, 8000, 0) == 320.0
     assert prefill_ms(40.0, 8000, 6000) == 80.0
     assert tokens_of_words(48) == 64 and tokens_of_words(0) == 0
+
+
+def test_the_largest_sizes_repeats_are_grouped_by_size_when_their_counts_differ() -> None:
+    # A tokeniser that counts each repeat's fresh line a token or two apart; the repeat
+    # counted longest was also the slowest. The uncached figure is the median of all three.
+    samples = [
+        Sample(size=size, input_tokens=size + extra, estimated=False, adjusted_ms=y, rtt_ms=38.0)
+        for size, extra, y in (
+            (256, 0, 290.0),
+            (256, 1, 290.0),
+            (256, 2, 291.0),
+            (1024, 0, 378.0),
+            (1024, 1, 377.0),
+            (1024, 2, 378.0),
+            (8192, 0, 1200.0),
+            (8192, 1, 1201.0),
+            (8192, 2, 1500.0),
+        )
+    ]
+    cache = [CacheSample(input_tokens=8192, cached_tokens=8064, adjusted_ms=280.0)] * 2
+    finding = judge(samples, cache, repeats=3)
+    assert finding.evidence["cache"]["ttft_uncached_ms"] == 1201.0  # type: ignore[index]

@@ -107,7 +107,11 @@ class PrefillProbe(Probe):
                 tokens, estimated, _ = _input_tokens(tl, prompt)
                 samples.append(
                     Sample(
-                        input_tokens=tokens, estimated=estimated, adjusted_ms=adjusted, rtt_ms=rtt
+                        size=size,
+                        input_tokens=tokens,
+                        estimated=estimated,
+                        adjusted_ms=adjusted,
+                        rtt_ms=rtt,
                     )
                 )
         cache: list[CacheSample] = []

@@ -33,6 +33,7 @@ CACHE_FLOOR_MS = 5.0
 class Sample:
     """One request of the fit."""
 
+    size: int  # the prompt size asked for (input tokens, estimated): its group of repeats
     input_tokens: int
     estimated: bool  # input_tokens estimated from the prompt (the API reported no usage)
     adjusted_ms: float  # TTFT from the request less one round trip
@@ -94,8 +95,10 @@ def judge(
             evidence={"samples": len(ok)},
         )
     estimated = any(s.estimated for s in ok)
-    largest = max(s.input_tokens for s in ok)
-    at_largest = [s for s in ok if s.input_tokens == largest]
+    # The repeats of the largest size asked for: a tokeniser may count each one's fresh
+    # line a token or two apart, so they are grouped by the size, not by the count.
+    at_largest = [s for s in ok if s.size == max(s.size for s in ok)]
+    largest = max(s.input_tokens for s in at_largest)
     rtts = [s.rtt_ms for s in ok if s.rtt_ms is not None]
     wire = statistics.median(rtts) if rtts else None
     grows = line.slope * largest
