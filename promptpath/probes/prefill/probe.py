@@ -81,7 +81,10 @@ class PrefillProbe(Probe):
             nonlocal done, proxied
             done += 1
             ctx.progress(f"prefill: request {done} of {total}")
-            opts: RunOptions = dataclasses.replace(ctx.options, prompt=prompt, max_tokens=out)
+            # One cold request each (no --warm second one: it would double the input tokens).
+            opts: RunOptions = dataclasses.replace(
+                ctx.options, prompt=prompt, max_tokens=out, warm=False
+            )
             result = await trace(opts)
             tl = result.timeline
             if tl.error is not None or "ttft" not in tl.milestones:
