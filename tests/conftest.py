@@ -93,6 +93,7 @@ _TIMED_FILES = frozenset(
         "tests/integration/test_exporter_http.py",
         "tests/integration/test_first_output.py",
         "tests/integration/test_http3.py",
+        "tests/integration/test_prefill_probe.py",
         "tests/integration/test_server_telemetry.py",
         "tests/integration/test_timeout_time.py",
         "tests/lab/test_buffering.py",
@@ -104,6 +105,7 @@ _TIMED_FILES = frozenset(
         "tests/lab/test_idle_timeout.py",
         "tests/lab/test_impaired_path.py",
         "tests/lab/test_pcap.py",
+        "tests/lab/test_network_adjusted_ttft.py",
     }
 )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from promptpath.core.coalescing import coalescing
+from promptpath.core.rtt import network_adjusted
 from promptpath.core.stats import Summary, intervals_ms, summarize
 from promptpath.core.stopped import PolicyStop, policy_stop, said
 from promptpath.core.timeline import (
@@ -159,6 +160,11 @@ class Metrics:
     first_output_after_ttft_ms: float | None = None
     #: The provider's content policy ended the answer (a finish reason, not an error).
     stopped: PolicyStop | None = None
+    #: The round trip subtracted (core/rtt.py: the connection's minimum; None through a
+    #: proxy or where none was read), and TTFT / first output from the request less it.
+    rtt_ms: float | None = None
+    ttft_network_adjusted_ms: float | None = None
+    first_output_network_adjusted_ms: float | None = None
 
     @property
     def output_lead(self) -> str | None:
@@ -185,10 +191,12 @@ def reported_usage(timeline: Timeline) -> Usage | None:
     the input count in ``message_start`` and the output count in ``message_delta``); a
     count whose last word was impossible is named in ``untrusted`` instead."""
     counts: dict[str, int | None] = {}
+    apart = False
     for event in timeline.events:
         if event.usage is None:
             continue
-        for name in ("input_tokens", "output_tokens", "reasoning_tokens"):
+        apart = apart or event.usage.cached_apart
+        for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_input_tokens"):
             value = getattr(event.usage, name)
             if value is not None:
                 counts[name] = value
@@ -196,9 +204,16 @@ def reported_usage(timeline: Timeline) -> Usage | None:
                 counts[name] = None
     if not counts:
         return None
-    names = ("input_tokens", "output_tokens", "reasoning_tokens")
+    names = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_input_tokens")
     untrusted = tuple(name for name in names if name in counts and counts[name] is None)
-    return Usage(**{k: v for k, v in counts.items() if v is not None}, untrusted=untrusted)
+    return Usage(
+        input_tokens=counts.get("input_tokens"),
+        output_tokens=counts.get("output_tokens"),
+        reasoning_tokens=counts.get("reasoning_tokens"),
+        cached_input_tokens=counts.get("cached_input_tokens"),
+        untrusted=untrusted,
+        cached_apart=apart,
+    )
 
 
 def response_model(timeline: Timeline) -> str | None:
@@ -294,6 +309,8 @@ def compute(timeline: Timeline) -> Metrics:
     tokens = token_metrics(timeline)
     mostly = tokens.events >= 4 and tokens.coalesced >= (tokens.events - 1) / 2
     closed = ms(timeline.closed_ns)
+    rtt = None if timeline.rtt is None else timeline.rtt.used_ms
+    rtt = None if rtt is None else round(rtt, 3)
     return Metrics(
         stages_ms=stages,
         milestones_ms=milestones,
@@ -304,6 +321,9 @@ def compute(timeline: Timeline) -> Metrics:
         first_output_from_request_ms=output_req,
         first_output_after_ttft_ms=output_lead,
         stopped=policy_stop(timeline.events),
+        rtt_ms=rtt,
+        ttft_network_adjusted_ms=network_adjusted(ttft_req, rtt),
+        first_output_network_adjusted_ms=network_adjusted(output_req, rtt),
     )
 
 

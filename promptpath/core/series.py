@@ -75,6 +75,7 @@ def sample_of(timeline: Timeline, exit_code: int) -> RunSample:
         wait=stages.get("wait"),
         ttft=ms.get("ttft"),
         ttft_from_request=metrics.ttft_from_request_ms,
+        ttft_network_adjusted=metrics.ttft_network_adjusted_ms,
         first_output=ms.get("first_output"),
         itl_mean=tok.mean_itl_ms,
         gap_p99=None if tok.gap_summary is None else tok.gap_summary.p99,

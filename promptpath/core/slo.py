@@ -54,6 +54,8 @@ METRICS: dict[str, str] = {
     "wait": "ms",
     "ttft": "ms",
     "ttft_from_request": "ms",
+    # TTFT from the request less one round trip (core/rtt.py): the server's side.
+    "ttft_network_adjusted": "ms",
     # The first answer text (not reasoning, not a tool call): what a user waits for.
     "first_output": "ms",
     "itl_mean": "ms",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
     from promptpath.core.errors import ErrorKind, ErrorStage, HTTPStatusKind, PromptpathError
+    from promptpath.core.rtt import PathRtt
 
 EventKind = Literal["content", "meta", "end", "error", "comment"]
 Family = Literal["ipv4", "ipv6"]
@@ -145,6 +146,13 @@ class Usage:
     input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
+    #: Input tokens the provider's prefix cache held (OpenAI prompt_tokens_details.
+    #: cached_tokens, Anthropic cache_read_input_tokens, Gemini cachedContentTokenCount,
+    #: Bedrock cacheReadInputTokens), as the dialect's plug-in maps them.
+    cached_input_tokens: int | None = None
+    #: Whether ``input_tokens`` leaves the cached ones out (Anthropic, Bedrock Converse)
+    #: rather than counting them in (OpenAI, Gemini).
+    cached_apart: bool = False
     #: The counts it sent that no request can have (negative, fractional, past
     #: MAX_TOKEN_COUNT): named here, their values kept out of every figure.
     untrusted: tuple[str, ...] = ()
@@ -518,6 +526,9 @@ class Timeline:
     decoding: bool = False
     request: SentRequest | None = None  # what the tracer sent (or was about to send)
     websocket: WebSocketInfo | None = None  # set by the WebSocket transport
+    #: The connection's round-trip estimates, set by the transport when the stream ended
+    #: (TCP_INFO, QUIC's RTT estimator); None where none was read (WebSocket, a failure).
+    rtt: PathRtt | None = None
 
     # -- appending facts -------------------------------------------------------------
     def begin(self, name: StageName, t_ns: int, **detail: object) -> Stage:

@@ -35,6 +35,7 @@ __all__ = [
     "cipher_suite_name",
     "peer_certificate",
     "peer_certificate_chain",
+    "rtt_estimates",
     "stream_fully_sent",
 ]
 
@@ -145,3 +146,24 @@ def certificate_requested(quic: QuicConnection) -> bool:
     """
     what = "tls.Context._certificate_request"
     return _read(_read(quic, "tls", "QuicConnection.tls"), "_certificate_request", what) is not None
+
+
+def rtt_estimates(quic: QuicConnection) -> tuple[float, float] | None:
+    """The connection's RTT (min_rtt, smoothed_rtt) in ms, RFC 9002 section 5; None
+    before the first sample.
+
+    aioquic has no public accessor: reads ``QuicConnection._loss`` (a QuicPacketRecovery)
+    and its ``_rtt_initialized``, ``_rtt_min`` and ``_rtt_smoothed`` (seconds), aioquic 1.7.
+    """
+    loss = _read(quic, "_loss", "QuicConnection._loss")
+    ready = _read(loss, "_rtt_initialized", "QuicPacketRecovery._rtt_initialized")
+    minimum = _read(loss, "_rtt_min", "QuicPacketRecovery._rtt_min")
+    smoothed = _read(loss, "_rtt_smoothed", "QuicPacketRecovery._rtt_smoothed")
+    if not isinstance(ready, bool):
+        raise changed(f"QuicPacketRecovery._rtt_initialized is a {type(ready).__name__}")
+    for name, value in (("_rtt_min", minimum), ("_rtt_smoothed", smoothed)):
+        if not isinstance(value, float | int):
+            raise changed(f"QuicPacketRecovery.{name} is a {type(value).__name__}")
+    if not ready:
+        return None
+    return float(minimum) * 1000, float(smoothed) * 1000

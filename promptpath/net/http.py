@@ -14,6 +14,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -24,6 +25,7 @@ from promptpath.core.timeline import CloseRecord, GoawayRecord, Timeline
 from promptpath.net.backend import TracedNetworkStream, connect_tcp
 from promptpath.net.http2 import PeerEnded, StampedHTTP2Connection, goaway_record
 from promptpath.net.proxy import open_tunnel
+from promptpath.net.tcprtt import path_rtt, read_tcp_rtt
 from promptpath.net.transport import (
     Body,
     BodyPiece,
@@ -170,6 +172,10 @@ class TCPConnection:
         self.stream = stream
         self._spec = spec
         self._recorder = recorder
+        # The kernel's estimate right after the handshake (the SYN's sample and the TLS
+        # flights'); the stream's end reads it again with the minimum (net/tcprtt.py).
+        first = read_tcp_rtt(self._socket())
+        self._first_rtt_ms = None if first is None else first.smoothed_ms
         origin = httpcore.Origin(spec.scheme.encode(), spec.host.encode(), spec.port)
         alpn = stream.get_extra_info("ssl_object")
         selected = alpn.selected_alpn_protocol() if alpn is not None else None
@@ -186,6 +192,16 @@ class TCPConnection:
     def multiplexed(self) -> bool:
         """HTTP/2: streams share this connection; HTTP/1.1: one request at a time."""
         return self.http2
+
+    def _socket(self) -> socket.socket | None:
+        sock = self.stream.raw.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        return sock if isinstance(sock, socket.socket) else None
+
+    def record_rtt(self, timeline: Timeline) -> None:
+        """The kernel's round trip now onto ``timeline``, once (net/tcprtt.py)."""
+        if timeline.rtt is None:
+            via_proxy = self._spec.proxy is not None
+            timeline.rtt = path_rtt(self._socket(), self._first_rtt_ms, via_proxy=via_proxy)
 
     @property
     def closed_by_http(self) -> bool:
@@ -264,7 +280,7 @@ class TCPConnection:
             http_version=version.decode() if isinstance(version, bytes) else str(version),
             t_ns=tl.milestones.get("ttfb") or time.perf_counter_ns(),
         )
-        return head, _Body(response, recorder, tl, h2conn, stream_id)
+        return head, _Body(response, recorder, tl, h2conn, stream_id, self.record_rtt)
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -300,8 +316,10 @@ class _Body:
         timeline: Timeline,
         h2conn: StampedHTTP2Connection | None = None,
         stream_id: int = 0,
+        on_end: Callable[[Timeline], None] | None = None,
     ) -> None:
         self._response = response
+        self._on_end = on_end
         self._chunks = response.aiter_stream().__aiter__()
         self._recorder = recorder
         self._timeline = timeline  # this stream's: a reset ends this request, not another
@@ -330,6 +348,8 @@ class _Body:
         except StopAsyncIteration:
             # The read that carried the end (the last chunk, or EOF) is the body's end.
             self._done = True
+            if self._on_end is not None:
+                self._on_end(self._timeline)
             if self._h2conn is not None and self._h2conn.drain is not None:
                 # The server drained the connection and let this stream finish: say so.
                 note_goaway(self._timeline, goaway_record(self._h2conn.drain, self._stream_id))
@@ -342,6 +362,8 @@ class _Body:
         return BodyPiece(data=data, t_ns=t_ns, read_index=index)
 
     async def aclose(self) -> None:
+        if self._on_end is not None:  # a body left early: the estimates all the same
+            self._on_end(self._timeline)
         with anyio.CancelScope(shield=True):
             await self._response.aclose()
         if self._stamps is not None:

@@ -17,9 +17,11 @@ module only for ``--http 3``: an HTTP/2 run never pays for it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 
+from promptpath.core.rtt import PathRtt
 from promptpath.core.timeline import Timeline
+from promptpath.net import aioquic_internals
 from promptpath.net.keylog import KeyLog
 from promptpath.net.quic_complete import FirstRequest
 from promptpath.net.quic_connect import ClientCert, Session, connect, load_client_cert, preload
@@ -109,6 +111,27 @@ class QuicConnection:
         # The request that left with our Finished, and its response stream: ``request``
         # hands that stream over when asked for the very same request.
         self._first = None if session.first is None else spec.first_request
+        # RFC 9002's smoothed RTT right after the handshake; the stream's end reads again.
+        first = self._rtt()
+        self._first_rtt_ms = None if first is None else first[1]
+
+    def _rtt(self) -> tuple[float, float] | None:
+        quic = self._session.protocol.quic
+        return None if quic is None else aioquic_internals.rtt_estimates(quic)
+
+    def record_rtt(self, timeline: Timeline) -> None:
+        """QUIC's RTT estimates now onto ``timeline``, once (core/rtt.py)."""
+        if timeline.rtt is not None:
+            return
+        now = self._rtt()
+        if now is None and self._first_rtt_ms is None:
+            return
+        timeline.rtt = PathRtt(
+            source="quic",
+            first_ms=self._first_rtt_ms,
+            min_ms=None if now is None else now[0],
+            smoothed_ms=None if now is None else now[1],
+        )
 
     @property
     def reusable(self) -> bool:
@@ -149,7 +172,7 @@ class QuicConnection:
             http_version="HTTP/3",
             t_ns=head.t_ns,
         )
-        return response, _body(queue, head)
+        return response, _body(queue, head, lambda: self.record_rtt(tl))
 
     async def abort(self) -> None:
         """Leave without a CONNECTION_CLOSE (the UDP socket just goes)."""
@@ -163,7 +186,9 @@ class QuicConnection:
             self._session.keylog.drain()
 
 
-async def _body(queue: asyncio.Queue[Arrival], first: Arrival) -> AsyncGenerator[BodyPiece, None]:
+async def _body(
+    queue: asyncio.Queue[Arrival], first: Arrival, on_end: Callable[[], None]
+) -> AsyncGenerator[BodyPiece, None]:
     """The DATA arrivals of a response, then the end (the stream's FIN, stamped with its
     datagram); TransportError if the stream or the connection dies first."""
     arrival = first
@@ -173,6 +198,7 @@ async def _body(queue: asyncio.Queue[Arrival], first: Arrival) -> AsyncGenerator
             raise TransportError(arrival.broken)
         if arrival.data:
             yield BodyPiece(data=arrival.data, t_ns=arrival.t_ns, read_index=arrival.read_index)
+    on_end()
     yield BodyPiece(data=b"", t_ns=arrival.t_ns, read_index=arrival.read_index, end=True)
 
 

@@ -126,6 +126,11 @@ class QuicTracer(asyncio.DatagramProtocol):
         self.server_versions: tuple[int, ...] | None = None  # from a Version Negotiation
         self._fd: int | None = None  # the socket, when the kernel keeps receive stamps
 
+    @property
+    def quic(self) -> Any:
+        """The aioquic QuicConnection (read through net/aioquic_internals.py only)."""
+        return self._quic
+
     # -- asyncio side ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]

@@ -35,6 +35,7 @@ from promptpath.probes.settings import (
     EdgesSettings,
     IdleTimeoutSettings,
     PathSettings,
+    PrefillSettings,
     TLSSettings,
 )
 
@@ -124,6 +125,7 @@ _idle = IdleTimeoutSettings()
 _tls = TLSSettings()
 _path = PathSettings()
 _edges = EdgesSettings()
+_prefill = PrefillSettings()
 
 FLAGS: tuple[Flag, ...] = (
     # -- target and request ------------------------------------------------------------
@@ -513,6 +515,26 @@ FLAGS: tuple[Flag, ...] = (
         setting="edges.resolvers",
     ),
     Flag(
+        dest="prefill_sizes",
+        decls=("--prefill-sizes",),
+        type=str,
+        default=_prefill.sizes,
+        metavar="N,N,...",
+        help="prefill probe: prompt sizes in input tokens (each an input-token cost).",
+        panel=PROBES,
+        setting="prefill.sizes",
+    ),
+    Flag(
+        dest="prefill_repeats",
+        decls=("--prefill-repeats",),
+        type=int,
+        default=_prefill.repeats,
+        metavar="N",
+        help="prefill probe: requests per size, interleaved.",
+        panel=PROBES,
+        setting="prefill.repeats",
+    ),
+    Flag(
         dest="canary",
         decls=("--canary",),
         type=bool,
@@ -622,9 +644,9 @@ FLAGS: tuple[Flag, ...] = (
         decls=("--yes",),
         type=bool,
         default=False,
-        help="Go ahead with a series above the spend threshold.",
+        help="Go ahead with a series (or the prefill probe) above the spend threshold.",
         panel=SERIES,
-        commands=RUN,
+        commands=BOTH,
     ),
     # -- output and exports: the formats' rows come from outputs/formats.py ----------------
     *(output_flag(fmt) for fmt in going("stdout")),

@@ -54,7 +54,7 @@ from promptpath.options import (
 from promptpath.outputs.formats import BY_DEST, MACHINE_EXPORTS, going
 from promptpath.plan import flags
 from promptpath.plan.plan import ExporterPlan, FailOn, Outputs, Plan
-from promptpath.probes.settings import ProbeSettings
+from promptpath.probes.settings import PrefillSettings, ProbeSettings
 
 if TYPE_CHECKING:
     from promptpath.core.slo import SLO
@@ -629,6 +629,29 @@ def check_spend(plan: SeriesPlan, options: RunOptions, *, yes: bool, say: Say) -
         )
 
 
+def check_prefill_spend(
+    prefill: PrefillSettings, options: RunOptions, *, yes: bool, say: Say
+) -> None:
+    """The prefill probe's input tokens, stated; above a series' threshold a non-loopback
+    target needs --yes, as a series does (its prompts are long: tokens add up fast)."""
+    from promptpath.core.series import SPEND_ASK_REQUESTS, SPEND_ASK_TOKENS
+
+    sizes = prefill.values()
+    requests = len(sizes) * prefill.repeats + 2  # probes/prefill/probe.py: CACHE_REPEATS
+    tokens = sum(sizes) * prefill.repeats + 2 * max(sizes)
+    where = "loopback" if is_loopback(options) else options.target.host
+    say(f"promptpath: prefill probe: {requests} requests, ~{tokens:,} input tokens to {where}")
+    if yes or is_loopback(options):
+        return
+    if requests > SPEND_ASK_REQUESTS or tokens > SPEND_ASK_TOKENS:
+        raise UsageError(
+            f"the prefill probe's {requests} requests and ~{tokens:,} input tokens to"
+            f" {options.target.host} is above what a run spends without asking"
+            f" ({SPEND_ASK_REQUESTS} requests or {SPEND_ASK_TOKENS:,} tokens): add --yes",
+            kind="bad_option",
+        )
+
+
 def _fail_on(values: Values) -> FailOn:
     given = values.get("fail_on")
     for known in FAIL_ON:
@@ -693,6 +716,8 @@ def resolve(
         from promptpath.probes.suite import select
 
         probes = tuple(select(probe_names))
+    if any(p.name == "prefill" for p in probes):
+        check_prefill_spend(settings.prefill, options, yes=values.flag("yes"), say=say)
     if settings.path.names and not any(p.name == "path" for p in probes):
         raise UsageError(
             "--path-names names the hops the path probe finds: add --probe path (or all)",

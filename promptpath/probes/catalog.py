@@ -25,6 +25,7 @@ NAMES: Final = (
     "mtu",
     "upgrade",
     "edges",
+    "prefill",
 )
 
 

@@ -153,6 +153,41 @@ class EdgesSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PrefillSettings:
+    """--prefill-sizes, --prefill-repeats (the prefill probe): the prompt sizes, in input
+    tokens, and how many times each is sent (interleaved)."""
+
+    MAX_TOKENS = 200_000  # a size past this is a typo, not a prompt
+    MAX_REPEATS = 50
+
+    sizes: str = "256,1024,3072"
+    repeats: int = 3
+
+    def __post_init__(self) -> None:
+        try:
+            values = self.values()
+        except ValueError:
+            raise UsageError(
+                f"--prefill-sizes must be comma-separated token counts, got {self.sizes!r}",
+                kind="bad_option",
+            ) from None
+        if len(set(values)) < 2 or any(not 16 <= v <= self.MAX_TOKENS for v in values):
+            raise UsageError(
+                "--prefill-sizes needs at least two different sizes between 16 and"
+                f" {self.MAX_TOKENS:,} tokens",
+                kind="bad_option",
+            )
+        if not 1 <= self.repeats <= self.MAX_REPEATS:
+            raise UsageError(
+                f"--prefill-repeats must be between 1 and {self.MAX_REPEATS}", kind="bad_option"
+            )
+
+    def values(self) -> tuple[int, ...]:
+        """The sizes, smallest first (ValueError when one is not a whole number)."""
+        return tuple(sorted(int(v.replace("_", "")) for v in self.sizes.split(",") if v.strip()))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeSettings:
     """Every probe's settings; a probe reads its own field."""
 
@@ -163,3 +198,4 @@ class ProbeSettings:
     tls: TLSSettings = field(default_factory=TLSSettings)
     path: PathSettings = field(default_factory=PathSettings)
     edges: EdgesSettings = field(default_factory=EdgesSettings)
+    prefill: PrefillSettings = field(default_factory=PrefillSettings)

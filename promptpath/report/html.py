@@ -187,6 +187,12 @@ def _tokens(body: Mapping[str, Any]) -> str:
     return _facts(
         [
             ("TTFT ms (first content of any kind)", (body.get("ttft_ms") or {}).get("from_start")),
+            # One round trip off TTFT from the request: the server's side, and the wire's.
+            (
+                "TTFT at the server side ms (less one round trip)",
+                body.get("ttft_network_adjusted_ms"),
+            ),
+            ("round trip on the wire ms", body.get("rtt_ms")),
             ("first output (answer text)", _first_output(body)),
             ("tokens", _counted(tok)),
             ("content events", tok.get("events")),

@@ -20,6 +20,7 @@ from promptpath.core.analysis import (
 )
 from promptpath.core.coalescing import coalescing
 from promptpath.core.headers import SECRET_HEADERS
+from promptpath.core.rtt import rtt_json
 from promptpath.core.servertime import server_account, stream_time
 from promptpath.core.stats import Summary
 from promptpath.core.textsafe import valid_unicode_tree
@@ -328,6 +329,10 @@ def timeline_json(timeline: Timeline, metrics: Metrics | None = None) -> dict[st
             "from_start": metrics.milestones_ms.get("ttft"),
             "from_request": metrics.ttft_from_request_ms,
         },
+        "rtt_ms": metrics.rtt_ms,
+        "rtt": rtt_json(timeline.rtt),
+        "ttft_network_adjusted_ms": metrics.ttft_network_adjusted_ms,
+        "first_output_network_adjusted_ms": metrics.first_output_network_adjusted_ms,
         "first_output_ms": {
             "from_start": metrics.milestones_ms.get("first_output"),
             "from_request": metrics.first_output_from_request_ms,

@@ -157,6 +157,11 @@ def _tokens(body: Mapping[str, Any]) -> list[str]:
             f"- TTFT: {_ms(ttft.get('from_start'))} ms from t0"
             f" ({_ms(ttft.get('from_request'))} ms from the request sent)"
         )
+    adjusted, rtt = body.get("ttft_network_adjusted_ms"), body.get("rtt_ms")
+    if adjusted is not None and rtt is not None:
+        lines.append(
+            f"- ≈ {_ms(adjusted)} ms at the server side, {_ms(rtt)} ms on the wire (one round trip)"
+        )
     if gaps:
         lines.append(
             f"- gaps between tokens: p50 {_ms(gaps.get('p50'))} ms,"

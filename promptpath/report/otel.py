@@ -333,6 +333,13 @@ def run_telemetry(run: Mapping[str, Any]) -> RunTelemetry:
     first_output_ms = _number((run.get("first_output_ms") or {}).get("from_start"))
     if first_output_ms is not None:
         attrs["promptpath.response.time_to_first_output"] = first_output_ms / 1000
+    # TTFT from the request less one round trip, and that round trip (core/rtt.py): ours.
+    adjusted_ms = _number(run.get("ttft_network_adjusted_ms"))
+    if adjusted_ms is not None:
+        attrs["promptpath.response.time_to_first_chunk_network_adjusted"] = adjusted_ms / 1000
+    rtt_ms = _number(run.get("rtt_ms"))
+    if rtt_ms is not None:
+        attrs["promptpath.network.rtt"] = rtt_ms / 1000
     end_ms = _end_ms(run)
     error = run.get("error") if isinstance(run.get("error"), Mapping) else None
     root = Span(

@@ -65,6 +65,13 @@ _MEASURES = (
         _path("ttft_ms", "from_request"),
     ),
     _Measure(
+        "promptpath_ttft_network_adjusted_seconds",
+        "Time to first token from the last byte of the request less one round trip of the"
+        " path (the kernel's minimum RTT): the server's side.",
+        "ttft_network_adjusted_ms",
+        _path("ttft_network_adjusted_ms"),
+    ),
+    _Measure(
         "promptpath_first_output_seconds",
         "Time to the first answer text a user sees (not reasoning, not a tool call), from"
         " the start of the trace.",

@@ -39,6 +39,7 @@ _LABELS = {
     "wait": "wait (TTFB)",
     "ttft": "TTFT",
     "ttft_from_request": "TTFT from request",
+    "ttft_network_adjusted": "TTFT less one RTT",
     "first_output": "first output",
     "itl_mean": "mean ITL",
     "gap_p99": "gap p99",

@@ -22,6 +22,7 @@ from promptpath.core.edgename import edge_words
 from promptpath.core.findings import Verdict
 from promptpath.core.h3 import describe_h3
 from promptpath.core.headers import redact_headers
+from promptpath.core.rtt import wire_words
 from promptpath.core.servertime import server_account, split_words, stream_time, stream_words
 from promptpath.core.stats import sparkline
 from promptpath.core.stopped import said
@@ -397,6 +398,9 @@ def render_timeline(
             f"TTFT   {m['ttft']:.1f} ms from start · "
             f"{metrics.ttft_from_request_ms or 0:.1f} ms after the request was sent"
         )
+        wire = wire_words(timeline.rtt, metrics.ttft_network_adjusted_ms)
+        if wire is not None:
+            console.print(Text("       " + wire), highlight=False)
     note = output_note(metrics)
     if note is not None:
         console.print(Text("OUTPUT ") + Text(note), highlight=False)

@@ -35,6 +35,7 @@ from promptpath.server.dialect import (
     json_body,
     stamped,
 )
+from promptpath.server.prefill import PrefixCache, prefill_ms, tokens_of_words
 from promptpath.server.routing import dialect_for_path, path_model, websocket_only
 from promptpath.server.sigv4_check import AwsTestKey, SigV4Refusal, check_sigv4
 from promptpath.server.stats import RequestRecord, ServerStats
@@ -73,6 +74,7 @@ class ReferenceApp:
         on_startup: Callable[[], None] | None = None,
     ) -> None:
         self.defaults = defaults or Behaviour()
+        self.prefix_cache = PrefixCache()  # --prefix-cache: this server's, for its life
         self.api_key = api_key
         self.aws_credentials = aws_credentials
         self.on_startup = on_startup
@@ -338,6 +340,14 @@ class ReferenceApp:
             )
             return
 
+        delay_ms = 0.0
+        if behaviour.prefix_cache or behaviour.prefill_ms_per_1k:
+            cached = 0
+            if behaviour.prefix_cache:
+                hit = self.prefix_cache.lookup_and_remember(dialect_cls.prompt_words(payload))
+                cached = min(params.prompt_tokens, tokens_of_words(hit))
+                params = replace(params, cached_tokens=cached)
+            delay_ms = prefill_ms(behaviour.prefill_ms_per_1k, params.prompt_tokens, cached)
         info = response_info(params, behaviour)
         dialect = dialect_cls(info)
         limit = params.max_tokens
@@ -359,7 +369,7 @@ class ReferenceApp:
         if behaviour.body == "json" or not params.stream:
             ex.watch()
             try:
-                plan = Plan(behaviour, t_recv)
+                plan = Plan(behaviour, t_recv, prefill_ms=delay_ms)
                 if not await ex.sleep_until(plan.deadline(max(0, n_tokens - 1))):
                     self.stats.disconnect(record)
                     return
@@ -386,6 +396,7 @@ class ReferenceApp:
                 # A synchronous guardrail holds the answer and releases each scanned batch
                 # (the controls as asked stay as they were: this is the provider's doing).
                 hold_batch=dialect_cls.guardrail_batch if guardrail == "sync" else 1,
+                prefill_ms=delay_ms,
             )
             complete = await write_stream(ex, spec, stats=self.stats, record=record)
             if not complete and ex.gone:

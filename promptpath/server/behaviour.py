@@ -47,6 +47,9 @@ class Behaviour:
     """How one response is produced. ``None`` means "control off"."""
 
     ttft_ms: float = 0.0  # first content token this long after the request arrived
+    # ... and this much more per 1,000 input tokens not cached (server/prefill.py)
+    prefill_ms_per_1k: float = 0.0
+    prefix_cache: bool = False  # remember prompts' prefixes; report and skip cached tokens
     tokens: int = 32  # content tokens before the terminal marker (max_tokens may cut it)
     reasoning: int = 0  # of those, the first K are the model's reasoning, not the answer
     rate: float = 50.0  # tokens per second; 0 = as fast as possible

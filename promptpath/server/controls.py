@@ -180,6 +180,29 @@ TABLE: Final[tuple[Control, ...]] = (
         " out at once)",
     ),
     Control(
+        name="prefill-ms-per-1k",
+        field="prefill_ms_per_1k",
+        parse=_parse_float(),
+        flag_type=float,
+        metavar="MS",
+        help="More first-token delay per 1,000 input tokens not cached, as prefill [0].",
+        doc="prefill: the first token `ttft-ms` plus MS per 1,000 input tokens later (the"
+        " input tokens as the usage reports them; cached ones, with `prefix-cache`, not"
+        " counted)",
+    ),
+    Control(
+        name="prefix-cache",
+        field="prefix_cache",
+        parse=_parse_yes_no,
+        flag_type=bool,
+        help="Remember prompts' prefixes: report cached input tokens and skip their prefill.",
+        doc="remember every prompt's prefix (blocks of 48 words, bounded memory); a later"
+        " prompt that starts the same reports the shared tokens as cached in its dialect's"
+        " usage (`prompt_tokens_details.cached_tokens`, `cache_read_input_tokens`,"
+        " `cachedContentTokenCount`, `cacheReadInputTokens`, `input_tokens_details`) and"
+        " skips their `prefill-ms-per-1k`; the header and body field take `yes` or `no`",
+    ),
+    Control(
         name="tokens",
         field="tokens",
         parse=_parse_int(maximum=1_000_000),

@@ -51,6 +51,9 @@ class RequestParams:
     max_tokens: int | None
     prompt_tokens: int
     include_usage: bool = False
+    #: Of ``prompt_tokens``, those the emulated prefix cache held (``--prefix-cache``):
+    #: reported in each dialect's own usage field.
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -152,6 +155,14 @@ class Dialect(ABC):
             prompt_tokens=count_prompt_tokens(_strings(cls._prompt_parts(body))),
             include_usage=cls._include_usage(body),
         )
+
+    @classmethod
+    def prompt_words(cls, body: object) -> list[str]:
+        """The prompt's words in the order the request gives them (the prefix cache's
+        key: server/prefill.py); the same strings ``prompt_tokens`` counts."""
+        if not isinstance(body, dict):
+            return []
+        return [w for s in _strings(cls._prompt_parts(body)) for w in s.split()]
 
     @classmethod
     def _max_tokens(cls, body: JSONObject) -> int | None:

@@ -196,6 +196,8 @@ class StreamSpec:
     ws: bool = False
     #: At least this many events per write (a provider's check releasing scanned batches).
     hold_batch: int = 1
+    #: The emulated prefill's share of the first-token delay (server/prefill.py), in ms.
+    prefill_ms: float = 0.0
 
 
 async def write_stream(
@@ -230,7 +232,7 @@ async def write_stream(
         report=spec.report,
         ws=ws,
     )
-    plan = Plan(behaviour, t_recv)
+    plan = Plan(behaviour, t_recv, prefill_ms=spec.prefill_ms)
     held = 0  # tokens the emulated filter holds
 
     async def release() -> bool:
@@ -330,9 +332,9 @@ async def write_stream(
 class Plan:
     """When token ``i`` is due, on the ``loop.time()`` clock."""
 
-    def __init__(self, behaviour: Behaviour, t_recv: float) -> None:
+    def __init__(self, behaviour: Behaviour, t_recv: float, *, prefill_ms: float = 0.0) -> None:
         self.b = behaviour
-        self.t_first = t_recv + behaviour.ttft_ms / 1000.0
+        self.t_first = t_recv + (behaviour.ttft_ms + prefill_ms) / 1000.0
 
     def deadline(self, i: int) -> float:
         t = self.t_first

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Literal, Protocol
 
 from promptpath.core.errors import StreamError
@@ -143,22 +144,40 @@ def _token_count(value: object) -> int | Literal[False] | None:
     return value if 0 <= value <= MAX_TOKEN_COUNT else False
 
 
-def _usage(input_tokens: object, output_tokens: object, reasoning: object = None) -> Usage | None:
-    """The counts of one usage object; the impossible ones named as untrusted, not kept."""
+def _usage(
+    input_tokens: object,
+    output_tokens: object,
+    reasoning: object = None,
+    *,
+    cached: object = None,
+    cached_apart: bool = False,
+) -> Usage | None:
+    """The counts of one usage object; the impossible ones named as untrusted, not kept.
+    ``cached``: the prefix cache's input tokens; ``cached_apart``: the API counts them
+    outside ``input_tokens`` (Anthropic, Bedrock) rather than inside (OpenAI, Gemini)."""
     counts: dict[str, int] = {}
     untrusted: list[str] = []
     for name, value in (
         ("input_tokens", input_tokens),
         ("output_tokens", output_tokens),
         ("reasoning_tokens", reasoning),
+        ("cached_input_tokens", cached),
     ):
         count = _token_count(value)
         if count is False:
             untrusted.append(name)
         elif count is not None:
             counts[name] = count
-    usage = Usage(**counts, untrusted=tuple(untrusted))
-    return None if usage == Usage() else usage
+    usage = Usage(
+        input_tokens=counts.get("input_tokens"),
+        output_tokens=counts.get("output_tokens"),
+        reasoning_tokens=counts.get("reasoning_tokens"),
+        cached_input_tokens=counts.get("cached_input_tokens"),
+        untrusted=tuple(untrusted),
+    )
+    if usage == Usage():
+        return None
+    return replace(usage, cached_apart=True) if cached_apart else usage
 
 
 #: A model name longer than this is no model name: kept out of every report.

@@ -271,3 +271,30 @@ def test_a_moved_internal_fails_with_the_file_to_update() -> None:
         r"tls\.Context\._peer_certificate is gone; update promptpath/net/aioquic_internals\.py",
         str(caught.value),
     ), str(caught.value)
+
+
+def test_rtt_estimates_are_the_round_trips_the_handshake_took(
+    pki: tuple[trustme.LeafCert, x509.Certificate, x509.Certificate],
+) -> None:
+    pair = _pair(pki)
+    assert internals.rtt_estimates(pair.client) is None, _msg(
+        "QuicPacketRecovery._rtt_initialized is set before any sample"
+    )
+    # Each flight answered 30 ms after it left: every sample the client takes is 30 ms
+    # (less the ack delay its peer reports, which is 0 here: it acks at once).
+    for _ in range(20):
+        pair.client_to_server()
+        pair.now += 0.030
+        pair.server_to_client()
+        if any(isinstance(e, HandshakeCompleted) for e in pair.client_events):
+            break
+    estimates = internals.rtt_estimates(pair.client)
+    assert estimates is not None, _msg("QuicPacketRecovery._rtt_initialized never set")
+    minimum, smoothed = estimates
+    assert minimum == pytest.approx(30.0, abs=0.5), _msg("QuicPacketRecovery._rtt_min is not it")
+    assert smoothed == pytest.approx(30.0, abs=1.0), _msg("QuicPacketRecovery._rtt_smoothed")
+
+
+def test_a_moved_rtt_estimator_fails_with_the_file_to_update() -> None:
+    with pytest.raises(internals.AioquicInternalsChanged, match=r"QuicConnection\._loss is gone"):
+        internals.rtt_estimates(SimpleNamespace())  # type: ignore[arg-type]

@@ -223,3 +223,15 @@ def test_push_url_groups_by_instance_target_and_labels_with_base64_for_slashes()
     encoded = url[len(prefix) :].split("/")[0]
     assert base64.urlsafe_b64decode(encoded) == b"eu/west"
     assert "/target@base64/" in url
+
+
+def test_ttft_less_one_round_trip_is_exported_beside_ttft_when_the_report_has_it() -> None:
+    found = parse(prometheus.render(sample_run(100.0, ttft_network_adjusted_ms=61.5)))
+    medians = [
+        value
+        for (name, labels), value in found.items()
+        if name == "promptpath_ttft_network_adjusted_seconds" and ("quantile", "0.5") in labels
+    ]
+    assert medians == [0.0615]
+    older = parse(prometheus.render(sample_run(100.0)))  # sample-run.json predates the field
+    assert not any(name == "promptpath_ttft_network_adjusted_seconds" for name, _ in older)

@@ -410,3 +410,15 @@ def test_the_reproduce_line_leaves_the_credential_out_and_says_so() -> None:
     notes = unescape(section.split("</pre>", 1)[1])
     assert "The credential headers Authorization, x-api-key were left out" in notes
     assert "A credential was left out where the command says [redacted]" in notes
+
+
+def test_the_page_splits_ttft_into_the_server_side_and_the_wire_when_the_report_can() -> None:
+    body = _body()
+    older = render_html(body)  # sample-run.json predates the fields: no row, no None
+    assert "at the server side" not in older and "None" not in older
+    body.update(rtt_ms=38.0, ttft_network_adjusted_ms=912.0)
+    page = render_html(body)
+    assert re.search(
+        r"TTFT at the server side ms \(less one round trip\)</t[hd]>\s*<td[^>]*>912", page
+    )
+    assert re.search(r"round trip on the wire ms</t[hd]>\s*<td[^>]*>38", page)

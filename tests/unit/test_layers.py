@@ -28,6 +28,7 @@ SHARED = (
     "promptpath.core.headers",
     "promptpath.core.media",
     "promptpath.core.wsclose",  # WebSocket close codes in words: the transport and reports
+    "promptpath.core.rtt",  # the path's round trip: the transports measure, reports show it
 )
 
 #: layer prefix -> prefixes it may import (besides itself and SHARED)

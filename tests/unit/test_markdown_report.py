@@ -274,3 +274,11 @@ def test_the_reproduce_block_leaves_a_credential_header_out_and_says_so() -> Non
     notes = "\n".join(lines[at + 5 :])
     assert "The credential header Authorization was left out" in notes
     assert "A credential was left out where the command says \\[redacted\\]" in notes
+
+
+def test_the_summary_splits_ttft_into_the_server_side_and_the_wire_when_it_can() -> None:
+    body = _body()
+    assert "on the wire" not in render_markdown(body)  # sample-run.json predates the fields
+    body.update(rtt_ms=38.0, ttft_network_adjusted_ms=912.0)
+    lines = render_markdown(body).splitlines()
+    assert "- ≈ 912.0 ms at the server side, 38.0 ms on the wire (one round trip)" in lines

@@ -352,3 +352,13 @@ def test_gemini_and_vertex_generate_content_whatever_the_path() -> None:
         "generate_content"
     )
     assert otel.operation_name("mistral", "/v1/completions") == "text_completion"
+
+
+def test_ttft_less_one_round_trip_and_the_round_trip_are_attributes_of_their_own() -> None:
+    attrs = otel.telemetry(_run(ttft_network_adjusted_ms=912.0, rtt_ms=38.0))[0].root.attributes
+    assert attrs["promptpath.response.time_to_first_chunk_network_adjusted"] == 0.912
+    assert attrs["promptpath.network.rtt"] == 0.038
+    assert attrs["gen_ai.response.time_to_first_chunk"] == 0.01  # unchanged beside them
+    older = otel.telemetry(_run())[0].root.attributes  # a report from before the fields
+    assert "promptpath.network.rtt" not in older
+    assert "promptpath.response.time_to_first_chunk_network_adjusted" not in older

@@ -105,6 +105,39 @@ def test_a_spend_line_is_said_before_a_series_is_refused() -> None:
     ]
 
 
+def test_the_prefill_probes_input_tokens_are_said_and_above_the_threshold_need_yes() -> None:
+    url = "https://api.example.invalid/v1/chat/completions"
+    said: list[str] = []
+    big = {"probe": ["prefill"], "prefill_sizes": "1000,8000", "prefill_repeats": 3}
+    with pytest.raises(UsageError, match="add --yes"):
+        resolve(values_for(url, **big), environ={}, say=said.append)
+    assert said == [
+        "promptpath: prefill probe: 8 requests, ~43,000 input tokens to api.example.invalid"
+    ]
+    assert resolve(values_for(url, **big, yes=True), environ={}).probe_settings.prefill.repeats == 3
+    # The defaults stay under the threshold; loopback is never refused.
+    resolve(values_for(url, probe=["prefill"]), environ={})
+    resolve(values_for(URL, probe=["prefill"], prefill_sizes="1000,50000"), environ={})
+
+
+@pytest.mark.parametrize(
+    ("sizes", "repeats", "words"),
+    [
+        ("256", 3, "at least two different sizes"),
+        ("256,256", 3, "at least two different sizes"),
+        ("256,abc", 3, "comma-separated token counts"),
+        ("8,1024", 3, "between 16 and 200,000"),
+        ("256,1024", 0, "--prefill-repeats must be between 1 and 50"),
+    ],
+)
+def test_bad_prefill_settings_are_refused_naming_the_option(
+    sizes: str, repeats: int, words: str
+) -> None:
+    with pytest.raises(UsageError) as caught:
+        plan(probe=["prefill"], prefill_sizes=sizes, prefill_repeats=repeats)
+    assert words in caught.value.message
+
+
 def test_the_family_flags_become_the_socket_family() -> None:
     assert plan(ipv4=True).trace.family == socket.AF_INET
     assert plan(ipv6=True).trace.family == socket.AF_INET6

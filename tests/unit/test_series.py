@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from promptpath.core.errors import ConnectError, UsageError
 from promptpath.core.exitcodes import ExitCode
+from promptpath.core.rtt import PathRtt
 from promptpath.core.series import (
     MIN_SAMPLES,
     RunSample,
@@ -123,6 +124,14 @@ def test_sample_of_reads_the_metrics_of_a_timeline() -> None:
         "total": 131.0,
     }
     assert sample.ok and sample.error_stage is None and sample.tls_days_left is None
+
+
+def test_sample_of_takes_one_round_trip_off_ttft_from_the_request_when_one_was_read() -> None:
+    tl = _timeline()
+    tl.rtt = PathRtt(source="tcp_info", first_ms=41.0, min_ms=40.0, smoothed_ms=44.0)
+    assert sample_of(tl, 0).values["ttft_network_adjusted"] == 54.0  # 94 - 40
+    tl.rtt = PathRtt(source="tcp_info", first_ms=0.3, min_ms=0.2, smoothed_ms=0.4, hop="proxy")
+    assert "ttft_network_adjusted" not in sample_of(tl, 0).values  # the proxy's hop: none
 
 
 def test_sample_of_a_failed_run_names_its_stage() -> None:

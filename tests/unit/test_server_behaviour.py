@@ -200,6 +200,7 @@ def test_every_control_travels_in_the_body() -> None:
             "accel-buffering": "no",
             "status": "200",
             "ignore-disconnect": "yes",
+            "prefix-cache": "yes",
             "probe-id": "p1",
             "close-code": "1011",
             "cdn": "fastly:AMS",

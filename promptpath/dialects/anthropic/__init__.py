@@ -66,7 +66,9 @@ class AnthropicDecoder(_Dialect):
         if typ == "message_start":
             u = _obj(_obj(obj.get("message")).get("usage"))
             # output_tokens here is a placeholder (usually 1); message_delta has the count.
-            return [mk("meta", typ, usage=_usage(u.get("input_tokens"), None))]
+            cached = u.get("cache_read_input_tokens")
+            usage = _usage(u.get("input_tokens"), None, cached=cached, cached_apart=True)
+            return [mk("meta", typ, usage=usage)]
         if typ == "message_delta":
             u = _obj(obj.get("usage"))
             stop = _str(_obj(obj.get("delta")).get("stop_reason"))

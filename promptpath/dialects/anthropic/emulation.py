@@ -73,9 +73,11 @@ class Messages(Dialect):
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": {
-                "input_tokens": self.info.params.prompt_tokens,
+                # input_tokens leaves the cached ones out (Anthropic's usage: the total
+                # input is input_tokens + cache_creation_ + cache_read_input_tokens).
+                "input_tokens": self.info.params.prompt_tokens - self.info.params.cached_tokens,
                 "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
+                "cache_read_input_tokens": self.info.params.cached_tokens,
                 "output_tokens": output_tokens,
             },
         }

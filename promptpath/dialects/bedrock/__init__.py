@@ -150,7 +150,12 @@ class BedrockConverseDecoder(_Bedrock):
             return [mk("meta", name, text=f"stopReason={reason}" if reason else "")]
         if name == "metadata":
             u = _obj(obj.get("usage"))
-            usage = _usage(u.get("inputTokens"), u.get("outputTokens"))
+            usage = _usage(
+                u.get("inputTokens"),
+                u.get("outputTokens"),
+                cached=u.get("cacheReadInputTokens"),
+                cached_apart=True,
+            )
             latency = _obj(obj.get("metrics")).get("latencyMs")
             server_ms = float(latency) if isinstance(latency, int | float) else None
             kind: EventKind = "end" if self._stopped else "meta"

@@ -191,11 +191,16 @@ class BedrockConverse(_BedrockEndpoint):
 
     def _usage(self, output_tokens: int) -> JSONObject:
         prompt = self.info.params.prompt_tokens
-        return {
-            "inputTokens": prompt,
+        cached = self.info.params.cached_tokens
+        usage: JSONObject = {
+            # inputTokens leaves cache reads out (TokenUsage: cacheReadInputTokens apart).
+            "inputTokens": prompt - cached,
             "outputTokens": output_tokens,
             "totalTokens": prompt + output_tokens,
         }
+        if cached:  # --prefix-cache
+            usage["cacheReadInputTokens"] = cached
+        return usage
 
     def opening(self) -> list[Event]:
         return [AwsEvent({"role": "assistant"}, name="messageStart")]

@@ -109,7 +109,12 @@ class GeminiDecoder(_Dialect):
             if reason:
                 finish.append(reason)
         u = _obj(obj.get("usageMetadata"))
-        usage = _usage(u.get("promptTokenCount"), _output_tokens(u), u.get("thoughtsTokenCount"))
+        usage = _usage(
+            u.get("promptTokenCount"),
+            _output_tokens(u),
+            u.get("thoughtsTokenCount"),
+            cached=u.get("cachedContentTokenCount"),
+        )
         blocked = _str(_obj(obj.get("promptFeedback")).get("blockReason"))
         if finish or blocked:
             text = f"finishReason={','.join(finish)}" if finish else f"blockReason={blocked}"

@@ -81,6 +81,8 @@ class GenerateContent(Dialect):
     def _usage(self, output_tokens: int | None) -> JSONObject:
         prompt = self.info.params.prompt_tokens
         usage: JSONObject = {"promptTokenCount": prompt, "totalTokenCount": prompt}
+        if self.info.params.cached_tokens:  # --prefix-cache: of promptTokenCount, cached
+            usage["cachedContentTokenCount"] = self.info.params.cached_tokens
         if output_tokens is not None:
             # candidatesTokenCount leaves the thoughts out; the total has both.
             usage["candidatesTokenCount"] = output_tokens - self._thoughts

@@ -75,6 +75,7 @@ class OpenAIChatDecoder(_Dialect):
             u.get("prompt_tokens"),
             u.get("completion_tokens"),
             _obj(u.get("completion_tokens_details")).get("reasoning_tokens"),
+            cached=_obj(u.get("prompt_tokens_details")).get("cached_tokens"),
         )
         if not events:
             text = "finish_reason=" + ",".join(finish) if finish else ""

@@ -121,6 +121,8 @@ class ChatCompletions(OpenAIErrors, Dialect):
         }
         if self._reasoned:
             usage["completion_tokens_details"] = {"reasoning_tokens": self._reasoned}
+        if self.info.params.cached_tokens:  # --prefix-cache: of prompt_tokens, the cached
+            usage["prompt_tokens_details"] = {"cached_tokens": self.info.params.cached_tokens}
         return usage
 
     def opening(self) -> list[Event]:

@@ -99,7 +99,7 @@ class Responses(OpenAIErrors, Dialect):
         prompt = self.info.params.prompt_tokens
         return {
             "input_tokens": prompt,
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens_details": {"cached_tokens": self.info.params.cached_tokens},
             "output_tokens": output_tokens,
             "output_tokens_details": {"reasoning_tokens": len(self._summary)},
             "total_tokens": prompt + output_tokens,
