@@ -597,6 +597,18 @@ FLAGS: tuple[Flag, ...] = (
     ),
     *(output_flag(fmt) for fmt in going("file", "push", "collector")),
     Flag(
+        dest="otel_semconv",
+        decls=("--otel-semconv",),
+        type=str | None,
+        default=None,
+        metavar="default|latest",
+        help="GenAI names in the OTLP export: v1.41's (default) or the latest experimental"
+        " ones (default: latest when OTEL_SEMCONV_STABILITY_OPT_IN lists"
+        " gen_ai_latest_experimental).",
+        panel=OUTPUT,
+        commands=RUN,
+    ),
+    Flag(
         dest="label",
         decls=("--label",),
         type=list[str] | None,

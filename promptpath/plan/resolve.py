@@ -674,7 +674,11 @@ def resolve(
     from promptpath.outputs.otlp import plan_otlp
 
     # A comparison is not one operation: the environment's collector gets nothing from it.
-    otlp = None if compare else plan_otlp(values.text("otlp_endpoint"), environ, say)
+    otlp = (
+        None
+        if compare
+        else plan_otlp(values.text("otlp_endpoint"), environ, say, values.text("otel_semconv"))
+    )
     if options.http == "3" and options.target.scheme != "https":
         raise UsageError("HTTP/3 needs an https:// target (QUIC always runs TLS)")
     if options.http == "3" and options.proxy is not None:

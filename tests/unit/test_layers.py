@@ -46,9 +46,15 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.junit": ("promptpath.report.runs",),
     "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
     # (and the dialects' plug-ins, whose gen_ai.provider.name each holds)
-    "promptpath.report.otel": ("promptpath.report.runs", "promptpath.dialects"),
+    "promptpath.report.otel": (
+        "promptpath.report.runs",
+        "promptpath.dialects",
+        "promptpath.report.otel_names",
+    ),
+    # The GenAI conventions' names in both settings: a table, nothing of promptpath.
+    "promptpath.report.otel_names": (),
     # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
-    "promptpath.outputs.otlp_sdk": ("promptpath.report.otel",),
+    "promptpath.outputs.otlp_sdk": ("promptpath.report.otel", "promptpath.report.otel_names"),
     # The option table is read by every --help: typer, the probes' plain settings and
     # names, the output formats' table and the dialects' names only.
     "promptpath.plan.flags": (
