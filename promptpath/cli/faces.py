@@ -231,6 +231,24 @@ def exporter(ctx: typer.Context, **values: object) -> None:
     raise typer.Exit(execute_exporter(values, env=Environment.of(ctx.obj)))
 
 
+_MCP_HELP = """Serve promptpath's tools to an AI assistant over MCP (stdio).
+
+The tools: list_profiles, trace, run_probes (and diff_reports): each input schema made
+from this command line's options, each result the JSON `run --json` prints and the verdict
+line. Only the targets the config names may be probed (anything else is refused before any
+connection), keys come from the environment and the config, never from a tool call, and
+each client connection has a spend limit. Needs the mcp extra. See docs/mcp.md.
+"""
+
+
+@flags.declare("mcp", _CTX)
+def mcp(ctx: typer.Context, **values: object) -> None:
+    _no_trio()
+    from promptpath.cli.commands import execute_mcp
+
+    raise typer.Exit(execute_mcp(values, env=Environment.of(ctx.obj)))
+
+
 #: serve's help is its function's docstring (server/command.py: the dialects it speaks come
 #: from the server's registry); --help's list of commands shows this line without loading
 #: it (tests/unit/test_cli_help.py holds the two equal).
@@ -251,6 +269,7 @@ _COMMANDS: dict[str, tuple[Callable[[], Callable[..., Any]], str | None]] = {
     "demo": (lambda: demo, None),
     "serve": (_serve, None),
     "exporter": (lambda: exporter, _EXPORTER_HELP),
+    "mcp": (lambda: mcp, _MCP_HELP),
 }
 
 

@@ -57,6 +57,7 @@ BOTH: Final = frozenset({"run", "probe"})
 WITH_DEMO: Final = frozenset({"run", "probe", "demo"})
 DEMO_ONLY: Final = frozenset({"demo"})
 EXPORTER_ONLY: Final = frozenset({"exporter"})
+MCP_ONLY: Final = frozenset({"mcp"})
 #: The exporter's panel (its own command; not one of run's PANELS).
 EXPORTER: Final = "Exporter"
 #: Loopback by default: exposing the exporter is a choice (--listen).
@@ -628,7 +629,14 @@ FLAGS: tuple[Flag, ...] = (
         help="The exporter's TOML config: modules and the targets it may probe"
         " (default: $PROMPTPATH_EXPORTER_CONFIG).",
         panel=EXPORTER,
-        commands=EXPORTER_ONLY,
+        commands=EXPORTER_ONLY | MCP_ONLY,
+        per_command={
+            "mcp": {
+                "help": "The TOML config (the exporter's format): the targets the tools may"
+                " probe, their modules, [mcp] connection_token_budget (default:"
+                " $PROMPTPATH_MCP_CONFIG, then $PROMPTPATH_EXPORTER_CONFIG)."
+            }
+        },
     ),
     Flag(
         dest="listen",

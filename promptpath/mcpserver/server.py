@@ -1,0 +1,178 @@
+"""`promptpath mcp`: the tools over stdio, with the official MCP SDK (the ``mcp`` extra).
+
+The SDK's low-level server carries the JSON-RPC: ``tools/list`` answers the tool table
+(tools.py, each input schema made from the CLI's option table) and ``tools/call`` checks
+the arguments against it, then hands them to the connection's Session (jobs.py). Each
+result is two text blocks, the one-line verdict and the JSON document, and the document
+again as structured content; a refusal is an error result (``isError``) with the usage
+error's short JSON object.
+
+stdout is the protocol's: nothing else is ever written there. The SDK logs to stderr.
+SIGTERM and SIGINT cut the runs in flight (each answers with what it measured, its error
+naming the stage it was cut in), then the server exits 128 + the signal, as a run does;
+the client closing stdin ends it with 0.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import warnings
+from collections.abc import Callable
+from typing import Any, Final
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from promptpath import __version__
+from promptpath.core.errors import PromptpathError, UsageError
+from promptpath.mcpserver.jobs import Reply, Session, refusal
+from promptpath.mcpserver.tools import DIFF_TOOL, TOOLS, ToolSpec, checked, input_schema, spec_of
+
+NAME: Final = "promptpath"
+INSTRUCTIONS: Final = (
+    "Network-path diagnostics for streaming AI APIs. list_profiles names the targets this"
+    " server may probe; trace times one prompt stage by stage; run_probes adds probes (their"
+    " cost is stated first, dry_run states it alone). Every run spends tokens against this"
+    " connection's limit."
+)
+#: After a stop signal: how long the cut runs have to answer before the server ends.
+_ANSWER_GRACE_S: Final = 2.0
+#: Then how long the SDK's writer task gets to put the cut runs' answers on stdout.
+_WRITE_S: Final = 0.2
+
+
+def offered() -> tuple[ToolSpec, ...]:
+    """The tools: the table's, and diff_reports when the diff command is installed."""
+    import importlib.util
+
+    try:
+        has_diff = importlib.util.find_spec("promptpath.cli.diff") is not None
+    except (ImportError, ValueError):
+        has_diff = False
+    return (*TOOLS, DIFF_TOOL) if has_diff else TOOLS
+
+
+def _result(reply: Reply) -> types.CallToolResult:
+    text = json.dumps(reply.document, ensure_ascii=False)
+    return types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text=reply.verdict),
+            types.TextContent(type="text", text=text),
+        ],
+        structured_content=reply.document,
+        is_error=reply.refused,
+    )
+
+
+class Tools:
+    """The handlers the SDK calls, over one Session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.tools = offered()
+
+    async def list_tools(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=s.name, description=s.description, input_schema=input_schema(s))
+                for s in self.tools
+            ]
+        )
+
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            spec = spec_of(params.name, self.tools)
+            arguments = checked(spec, params.arguments)
+            reply = await self._call(ctx, spec.name, arguments)
+        except PromptpathError as exc:
+            reply = refusal(exc)
+        return _result(reply)
+
+    async def _call(self, ctx: Any, name: str, arguments: dict[str, Any]) -> Reply:
+        session = self.session
+        if name == "list_profiles":
+            return session.list_profiles()
+        if name == "diff_reports":
+            from promptpath.mcpserver.diffing import diff_reports
+
+            return diff_reports(arguments["before"], arguments["after"])
+        probes = [str(p) for p in arguments.get("probe") or []]
+        probe, plan, cost = session.prepare(arguments, probes)
+        line = session.cost_line(probe.target, cost)
+        if arguments.get("dry_run"):
+            try:
+                session.admit(probe, int(cost["tokens"]))
+                allowed = True
+            except UsageError:
+                allowed = False
+            return Reply(verdict=line, document={**cost, "allowed": allowed})
+        session.admit(probe, int(cost["tokens"]))
+        await _say(ctx, line)  # the cost, before anything is sent
+        reply = await session.run(probe, plan, cost)
+        return Reply(verdict=reply.verdict, document={**reply.document, "cost": cost})
+
+
+async def _say(ctx: Any, line: str) -> None:
+    """One notice to the client before a run starts: a progress notification when the call
+    asked for progress, and a log message (the protocol's older way, still what most
+    clients show)."""
+    token = getattr(getattr(ctx, "meta", None), "progress_token", None)
+    try:
+        if token is not None:
+            await ctx.session.send_progress_notification(token, 0.0, message=line)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await ctx.session.send_log_message(
+                "info", line, logger=NAME, related_request_id=ctx.request_id
+            )
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass  # the client went away: the run's answer will find nobody either
+
+
+async def serve(session: Session, on_stop: Callable[[int], None] | None = None) -> int:
+    """Serve one client over stdin/stdout until it closes them (0) or a stop signal:
+    the runs in flight are cut and answered, then ``on_stop(128 + the signal)`` ends the
+    process (the SDK's stdin reader is a thread no cancellation reaches: the server would
+    wait for the client's next line otherwise); without it, the code is returned once the
+    client closes stdin."""
+    tools = Tools(session)
+    server: Server[Any] = Server(
+        NAME,
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=tools.list_tools,
+        on_call_tool=tools.call_tool,
+    )
+    stopped: list[signal.Signals] = []
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    stopped.append(signal.Signals(signum))
+                    session.stop.cut(stopped[0])
+                    with anyio.move_on_after(_ANSWER_GRACE_S):
+                        while session.guard.in_flight:
+                            await anyio.sleep(0.02)
+                    await anyio.sleep(_WRITE_S)  # the answers' writer runs
+                    if on_stop is not None:
+                        on_stop(128 + int(stopped[0]))
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(watch)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+        tg.cancel_scope.cancel()
+    return 128 + int(stopped[0]) if stopped else 0
+
+
+__all__ = ["offered", "serve"]
