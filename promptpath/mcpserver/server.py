@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from promptpath import __version__
 from promptpath.core.errors import PromptpathError, UsageError
 from promptpath.mcpserver.jobs import Reply, Session, refusal
-from promptpath.mcpserver.tools import DIFF_TOOL, TOOLS, ToolSpec, checked, input_schema, spec_of
+from promptpath.mcpserver.tools import TOOLS, checked, input_schema, spec_of
 
 NAME: Final = "promptpath"
 INSTRUCTIONS: Final = (
@@ -43,17 +43,6 @@ INSTRUCTIONS: Final = (
 _ANSWER_GRACE_S: Final = 2.0
 #: Then how long the SDK's writer task gets to put the cut runs' answers on stdout.
 _WRITE_S: Final = 0.2
-
-
-def offered() -> tuple[ToolSpec, ...]:
-    """The tools: the table's, and diff_reports when the diff command is installed."""
-    import importlib.util
-
-    try:
-        has_diff = importlib.util.find_spec("promptpath.cli.diff") is not None
-    except (ImportError, ValueError):
-        has_diff = False
-    return (*TOOLS, DIFF_TOOL) if has_diff else TOOLS
 
 
 def _result(reply: Reply) -> types.CallToolResult:
@@ -73,7 +62,7 @@ class Tools:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.tools = offered()
+        self.tools = TOOLS
 
     async def list_tools(
         self, ctx: Any, params: types.PaginatedRequestParams | None
@@ -103,7 +92,7 @@ class Tools:
         if name == "diff_reports":
             from promptpath.mcpserver.diffing import diff_reports
 
-            return diff_reports(arguments["before"], arguments["after"])
+            return diff_reports(arguments)
         probes = [str(p) for p in arguments.get("probe") or []]
         probe, plan, cost = session.prepare(arguments, probes)
         line = session.cost_line(probe.target, cost)
@@ -175,4 +164,4 @@ async def serve(session: Session, on_stop: Callable[[int], None] | None = None) 
     return 128 + int(stopped[0]) if stopped else 0
 
 
-__all__ = ["offered", "serve"]
+__all__ = ["Tools", "serve"]

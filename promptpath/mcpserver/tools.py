@@ -98,14 +98,23 @@ TOOLS: Final = (
         own={"target": _TARGET, "module": _MODULE, "dry_run": _DRY_RUN},
         required=("target", "probe"),
     ),
-)
-#: The diff tool, offered when the diff command is there (promptpath.cli.diff).
-DIFF_TOOL: Final = ToolSpec(
-    name="diff_reports",
-    description="Compare two saved run reports (before, after): what changed, judged"
-    " against each metric's noise floor, as `promptpath diff --json`. Sends nothing.",
-    own={"before": _REPORT, "after": _REPORT},
-    required=("before", "after"),
+    ToolSpec(
+        name="diff_reports",
+        description="What changed between two saved documents (run, series or --compare-http"
+        " JSON, or a watch history), judged against each side's noise, as `promptpath diff"
+        " --json`; or two time ranges of one watch history (before_range, after_range)."
+        " Reads the files named, sends nothing, spends nothing.",
+        options=("before_range", "after_range", "protocol"),
+        own={
+            "before": _REPORT,
+            "after": {
+                **_REPORT,
+                "description": "The document to compare before with (none:"
+                " before is a watch history and the two ranges pick its sides).",
+            },
+        },
+        required=("before",),
+    ),
 )
 
 
@@ -196,7 +205,6 @@ def checked(spec: ToolSpec, arguments: Mapping[str, Any] | None) -> dict[str, An
 
 
 __all__ = [
-    "DIFF_TOOL",
     "PROBE_OPTIONS",
     "TOOLS",
     "TRACE_OPTIONS",

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ import jsonschema
 import pytest
 
 from promptpath.plan.flags import BY_DEST
+from tests.helpers.cli import run_cli
 from tests.helpers.refserver import RefServer
 
 pytest.importorskip("mcp")
@@ -105,15 +107,56 @@ def _call(config: Path, *calls: tuple[str, dict[str, Any]]) -> tuple[Any, ...]:
     return result
 
 
-@pytest.fixture
-def config(tmp_path: Path, refserver_tls: RefServer) -> Path:
-    return _config(tmp_path / "mcp.toml", refserver_tls)
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory, refserver_tls: RefServer) -> Iterator[Any]:
+    """One client connection (one server process: its start-up, the SDK's imports, is most
+    of each one's cost) making every call the allow-list, trace, probes and diff tests
+    read, with a listening loopback socket that the refused URL names."""
+    tmp = tmp_path_factory.mktemp("mcp")
+    config = _config(tmp / "mcp.toml", refserver_tls)
+    assert refserver_tls.ca is not None
+    saved = []
+    for name in ("before.json", "after.json"):
+        result = run_cli(
+            *("run", refserver_tls.path("/v1/chat/completions"), "--cacert", refserver_tls.ca),
+            *("--json", "--http", "2", "-H", "x-promptpath-tokens: 5"),
+            environ={"OPENAI_API_KEY": KEY},
+        )
+        assert result.exit_code == 0, result.stderr
+        (tmp / name).write_text(result.stdout)
+        saved.append(str(tmp / name))
+    (tmp / "not-ours.json").write_text('{"hello": 1}')
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        tools, results, seen = _call(
+            config,
+            ("trace", {"target": "ref"}),
+            ("trace", {"target": f"https://127.0.0.1:{port}/v1/chat/completions"}),
+            ("run_probes", {"target": "not-configured", "probe": ["tls"]}),
+            ("trace", {"target": "ref", "api_key_env": "HOME"}),
+            ("run_probes", {"target": "ref", "probe": ["tls"], "tls_warn_days": 3}),
+            ("diff_reports", {"before": saved[0], "after": saved[1]}),
+            ("diff_reports", {"before": str(tmp / "not-ours.json"), "after": saved[1]}),
+        )
+        # Observed by hand: a connect to a listening socket waits in its accept queue
+        # even when nobody accepts. None does.
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+        # The check can fail: a connection that was made is there to accept.
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            time.sleep(0.05)
+            accepted, _ = listener.accept()
+            accepted.close()
+    yield tools, results, seen
 
 
-def test_the_tools_and_their_schemas_come_from_the_option_table(config: Path) -> None:
-    tools, _, _ = _call(config)
+def test_the_tools_and_their_schemas_come_from_the_option_table(session: Any) -> None:
+    tools, _, _ = session
     by_name = {t.name: t for t in tools.tools}
-    assert {"list_profiles", "trace", "run_probes"} <= set(by_name)
+    assert set(by_name) == {"list_profiles", "trace", "run_probes", "diff_reports"}
     trace = by_name["trace"].input_schema
     assert trace["required"] == ["target"] and trace["additionalProperties"] is False
     assert trace["properties"]["max_tokens"]["description"] == (
@@ -125,12 +168,14 @@ def test_the_tools_and_their_schemas_come_from_the_option_table(config: Path) ->
         assert name not in trace["properties"]
     probes = by_name["run_probes"].input_schema["properties"]["probe"]
     assert "buffering" in probes["items"]["enum"] and "all" in probes["items"]["enum"]
+    diff = by_name["diff_reports"].input_schema["properties"]
+    assert diff["protocol"]["enum"] == ["2", "3"]
 
 
 def test_a_trace_of_the_reference_endpoint_is_the_run_document_and_its_verdict(
-    config: Path,
+    session: Any,
 ) -> None:
-    _, [(result, notices)], seen = _call(config, ("trace", {"target": "ref"}))
+    _, [(result, notices), *_], seen = session
     assert result.is_error is False, result.content[0].text
     report = result.structured_content
     verdict, document = (block.text for block in result.content)
@@ -140,35 +185,14 @@ def test_a_trace_of_the_reference_endpoint_is_the_run_document_and_its_verdict(
     assert report["tokens"]["count"] == 5
     run = {k: v for k, v in report.items() if k != "cost"}
     jsonschema.validate(run, SCHEMA)
-    # The cost was stated before the run: the notice came before the result.
+    # The cost was stated before the run: its notice came before the result.
     assert notices == 1 and seen.notices[0].startswith("cost of ref: ≤16 tokens")
     assert report["cost"]["tokens"] == 16
-    assert all(KEY not in text for text in seen.texts + seen.notices)
 
 
-def test_a_target_outside_the_allow_list_is_refused_without_a_connection(config: Path) -> None:
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(8)
-        listener.setblocking(False)
-        port = listener.getsockname()[1]
-        url = f"https://127.0.0.1:{port}/v1/chat/completions"
-        _, results, seen = _call(
-            config,
-            ("trace", {"target": url}),
-            ("run_probes", {"target": "not-configured", "probe": ["tls"]}),
-            ("trace", {"target": "ref", "api_key_env": "HOME"}),
-        )
-        # Observed by hand: a connect to a listening socket is pending in its accept queue
-        # even when nobody accepts; none is.
-        with pytest.raises(BlockingIOError):
-            listener.accept()
-        # The check can fail: a connection that was made is there to accept.
-        with socket.create_connection(("127.0.0.1", port), timeout=5):
-            time.sleep(0.05)
-            accepted, _ = listener.accept()
-            accepted.close()
-    (url_refused, _), (name_refused, _), (argument_refused, _) = results
+def test_a_target_outside_the_allow_list_is_refused_without_a_connection(session: Any) -> None:
+    _, results, _ = session
+    (url_refused, _), (name_refused, _), (argument_refused, _) = results[1:4]
     for result in (url_refused, name_refused):
         assert result.is_error is True
         assert result.structured_content["error"]["kind"] == "not_allowed"
@@ -176,7 +200,27 @@ def test_a_target_outside_the_allow_list_is_refused_without_a_connection(config:
         assert "allow-list" in result.content[0].text
     assert argument_refused.is_error is True
     assert "takes no argument 'api_key_env'" in argument_refused.content[0].text
-    assert all(KEY not in text for text in seen.texts)
+    # (the socket the URL names saw no connection: the session fixture checked it)
+
+
+def test_probes_state_their_cost_first_and_diff_reads_two_saved_reports(session: Any) -> None:
+    _, results, seen = session
+    (probed, notices), (diffed, _), (refused, _) = results[4:7]
+    assert probed.is_error is False
+    assert notices == 2 and "tls (" in seen.notices[1]  # the probe's cost, stated first
+    assert [f["probe"] for f in probed.structured_content["findings"]] == ["tls"]
+    assert probed.structured_content["cost"]["probes"][0]["probe"] == "tls"
+    assert diffed.is_error is False
+    assert diffed.structured_content["schema"] == "promptpath.diff/1"
+    assert diffed.content[0].text.split(":", 1)[0] in ("SAME", "CHANGED", "REGRESSED")
+    assert diffed.content[0].text.endswith(diffed.structured_content["headline"])
+    assert refused.is_error is True and "not a promptpath document" in refused.content[0].text
+
+
+def test_no_result_or_notice_carries_the_key(session: Any) -> None:
+    _, _, seen = session
+    assert len(seen.texts) == 7 * 3  # two text blocks and the structured content per call
+    assert all(KEY not in text for text in seen.texts + seen.notices)
 
 
 def test_the_spend_limit_refuses_the_run_that_would_go_over(
@@ -201,18 +245,6 @@ def test_the_spend_limit_refuses_the_run_that_would_go_over(
     assert profiles.structured_content["spent"] == 32 and profiles.structured_content["left"] == 8
 
 
-def test_the_calls_timeout_ends_the_run_as_a_run_times_out(
-    tmp_path: Path, refserver_tls: RefServer
-) -> None:
-    config = _config(tmp_path / "slow.toml", refserver_tls, ttft_ms=5000)
-    _, [(result, _)], _ = _call(config, ("trace", {"target": "ref", "timeout": 0.5}))
-    report = result.structured_content
-    assert result.is_error is False  # a run that failed is a report, not a refusal
-    assert report["ok"] is False and report["exit_code"] == 8
-    assert report["error"]["kind"] == "timeout"
-    assert result.content[0].text == report["headline"]
-
-
 def _rpc(process: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
     assert process.stdin is not None
     process.stdin.write((json.dumps(message) + "\n").encode())
@@ -227,12 +259,17 @@ def _read(process: subprocess.Popen[bytes]) -> dict[str, Any]:
     return message
 
 
-def test_sigterm_cuts_the_run_in_flight_answers_it_and_exits_143(
-    tmp_path: Path, refserver_tls: RefServer
-) -> None:
-    """The SDK's client hides the server's process: the handshake is spoken by hand here
-    (initialize, initialized, tools/call) to send the process a signal mid-run."""
-    config = _config(tmp_path / "slow.toml", refserver_tls, ttft_ms=5000)
+def _trace(process: subprocess.Popen[bytes], call: int, **arguments: object) -> None:
+    params = {"name": "trace", "arguments": {"target": "ref", **arguments}}
+    _rpc(process, {"jsonrpc": "2.0", "id": call, "method": "tools/call", "params": params})
+
+
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory: pytest.TempPathFactory, refserver_tls: RefServer) -> dict[str, Any]:
+    """A server whose target answers its first token after 5 s: one call with a 0.5 s
+    timeout, then one cut by SIGTERM. The SDK's client hides the server's process, so
+    the handshake is spoken by hand (initialize, initialized, tools/call)."""
+    config = _config(tmp_path_factory.mktemp("slow") / "slow.toml", refserver_tls, ttft_ms=5000)
     process = subprocess.Popen(
         [sys.executable, "-m", "promptpath", "mcp", "--config", str(config)],
         stdin=subprocess.PIPE,
@@ -247,25 +284,39 @@ def test_sigterm_cuts_the_run_in_flight_answers_it_and_exits_143(
         }})  # fmt: skip
         assert _read(process)["result"]["serverInfo"]["name"] == "promptpath"
         _rpc(process, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        _rpc(process, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                       "params": {"name": "trace", "arguments": {"target": "ref"}}})  # fmt: skip
-        notice = _read(process)  # the cost, before anything is sent
-        assert notice["method"] == "notifications/message"
-        time.sleep(0.3)  # the request is out; the first token is 5 s away
+        _trace(process, 2, timeout=0.5)
+        assert _read(process)["method"] == "notifications/message"
+        timed_out = _read(process)["result"]
+        _trace(process, 3)
+        assert _read(process)["method"] == "notifications/message"  # the cost, first
+        time.sleep(0.3)  # the request is out; its first token is 5 s away
         process.send_signal(signal.SIGTERM)
         sent = time.monotonic()
-        answer = _read(process)["result"]
+        cut = _read(process)["result"]
         code = process.wait(timeout=10)
         took = time.monotonic() - sent
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+    return {"timed_out": timed_out, "cut": cut, "code": code, "took": took}
+
+
+def test_the_calls_timeout_ends_the_run_as_a_run_times_out(slow: dict[str, Any]) -> None:
+    answer = slow["timed_out"]
     report = answer["structuredContent"]
+    assert answer["isError"] is False  # a run that failed is a report, not a refusal
+    assert report["ok"] is False and report["exit_code"] == 8
+    assert report["error"]["kind"] == "timeout"
+    assert answer["content"][0]["text"] == report["headline"]
+
+
+def test_sigterm_cuts_the_run_in_flight_answers_it_and_exits_143(slow: dict[str, Any]) -> None:
+    report = slow["cut"]["structuredContent"]
     assert report["exit_code"] == 143 and report["error"]["kind"] == "interrupted"
-    assert "SIGTERM" in answer["content"][0]["text"]
-    assert code == 143
-    # Measured 0.23 s idle (the cut, the answer's write, then the exit); 20 runs under the
-    # other helpers' load: see the report. The bound is the grace the server allows (2 s)
-    # plus the write's 0.2 s and a margin, far under the 5 s the run would have taken.
-    assert took < 4.0
+    assert "SIGTERM" in slow["cut"]["content"][0]["text"]
+    assert slow["code"] == 143
+    # Measured 0.23 s idle (the cut, the answer's write, then the exit); 20 runs at load
+    # ~7: see the report. The bound is the server's grace for the cut runs (2 s) plus the
+    # write's 0.2 s and a margin: far under the 5 s the run would have taken.
+    assert slow["took"] < 4.0
