@@ -113,7 +113,8 @@ async def _say(ctx: Any, line: str) -> None:
     """One notice to the client before a run starts: a progress notification when the call
     asked for progress, and a log message (the protocol's older way, still what most
     clients show)."""
-    token = getattr(getattr(ctx, "meta", None), "progress_token", None)
+    meta = getattr(ctx, "meta", None)  # a TypedDict (RequestParamsMeta), or None
+    token = meta.get("progress_token") if isinstance(meta, dict) else None
     try:
         if token is not None:
             await ctx.session.send_progress_notification(token, 0.0, message=line)

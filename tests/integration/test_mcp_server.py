@@ -66,11 +66,16 @@ cacert = "{server.ca}"
 
 
 class Connected:
-    """What one client connection saw: the results of its calls and the log notices."""
+    """What one client connection saw: the results of its calls, the log notices and the
+    progress notifications."""
 
     def __init__(self) -> None:
         self.notices: list[str] = []
+        self.progress: list[str] = []
         self.texts: list[str] = []
+
+    async def progressed(self, progress: float, total: float | None, message: str | None) -> None:
+        self.progress.append(str(message))
 
 
 async def _session(config: Path, calls: list[tuple[str, dict[str, Any]]]) -> tuple[Any, ...]:
@@ -95,7 +100,7 @@ async def _calls(
     async with Client(server, logging_callback=logged, log_level="info") as client:
         tools = await client.list_tools()
         for name, arguments in calls:
-            result = await client.call_tool(name, arguments)
+            result = await client.call_tool(name, arguments, progress_callback=seen.progressed)
             results.append((result, len(seen.notices)))
             seen.texts += [block.text for block in result.content]
             seen.texts.append(json.dumps(result.structured_content))
@@ -208,6 +213,8 @@ def test_probes_state_their_cost_first_and_diff_reads_two_saved_reports(session:
     (probed, notices), (diffed, _), (refused, _) = results[4:7]
     assert probed.is_error is False
     assert notices == 2 and "tls (" in seen.notices[1]  # the probe's cost, stated first
+    # and as progress, which each call here asked for (progress_callback)
+    assert seen.progress == seen.notices
     assert [f["probe"] for f in probed.structured_content["findings"]] == ["tls"]
     assert probed.structured_content["cost"]["probes"][0]["probe"] == "tls"
     assert diffed.is_error is False
@@ -220,7 +227,7 @@ def test_probes_state_their_cost_first_and_diff_reads_two_saved_reports(session:
 def test_no_result_or_notice_carries_the_key(session: Any) -> None:
     _, _, seen = session
     assert len(seen.texts) == 7 * 3  # two text blocks and the structured content per call
-    assert all(KEY not in text for text in seen.texts + seen.notices)
+    assert all(KEY not in text for text in seen.texts + seen.notices + seen.progress)
 
 
 def test_the_spend_limit_refuses_the_run_that_would_go_over(

@@ -110,6 +110,16 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # A service on top of the Plan, as the run command is: it never imports the reference
     # server (a probe of a real endpoint must not carry hypercorn in) nor the CLI.
     "promptpath.exporter": ("promptpath.server", "promptpath.cli", "promptpath.net"),
+    # `promptpath mcp`: a face on the exporter's config, guard and probe run (and the diff
+    # command's reading): never the reference server, the socket layer, or the rest of the
+    # command line.
+    "promptpath.mcpserver": (
+        "promptpath.server",
+        "promptpath.net",
+        "promptpath.cli.commands",
+        "promptpath.cli.faces",
+        "promptpath.cli.entry",
+    ),
     # Writes, pushes and sends what the report holds (the JSON object): it neither traces,
     # runs a mode nor parses the command line. The plan reads its destinations' checks.
     "promptpath.outputs": (
