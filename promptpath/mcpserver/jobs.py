@@ -49,6 +49,9 @@ class Reply:
     verdict: str
     document: dict[str, Any]
     refused: bool = False
+    #: A run's stated cost (``Session.cost``) and its line: beside the document, never in it.
+    cost: dict[str, Any] | None = None
+    cost_line: str | None = None
 
 
 def refusal(exc: PromptpathError) -> Reply:

@@ -45,16 +45,24 @@ _ANSWER_GRACE_S: Final = 2.0
 _WRITE_S: Final = 0.2
 
 
+#: The result's ``_meta`` key of a run's stated cost.
+COST_META: Final = "promptpath/cost"
+
+
 def _result(reply: Reply) -> types.CallToolResult:
-    text = json.dumps(reply.document, ensure_ascii=False)
-    return types.CallToolResult(
-        content=[
-            types.TextContent(type="text", text=reply.verdict),
-            types.TextContent(type="text", text=text),
-        ],
+    """The verdict line, the document as `--json` prints it (and as structured content),
+    and for a run its stated cost: a third text block and ``_meta["promptpath/cost"]``."""
+    blocks = [reply.verdict, json.dumps(reply.document, ensure_ascii=False)]
+    if reply.cost_line is not None:
+        blocks.append(reply.cost_line)
+    result = types.CallToolResult(
+        content=[types.TextContent(type="text", text=text) for text in blocks],
         structured_content=reply.document,
         is_error=reply.refused,
     )
+    if reply.cost is not None:
+        result.meta = {COST_META: reply.cost}  # (the field's alias is _meta)
+    return result
 
 
 class Tools:
@@ -106,7 +114,7 @@ class Tools:
         session.admit(probe, int(cost["tokens"]))
         await _say(ctx, line)  # the cost, before anything is sent
         reply = await session.run(probe, plan, cost)
-        return Reply(verdict=reply.verdict, document={**reply.document, "cost": cost})
+        return Reply(verdict=reply.verdict, document=reply.document, cost=cost, cost_line=line)
 
 
 async def _say(ctx: Any, line: str) -> None:

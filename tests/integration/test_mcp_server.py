@@ -183,16 +183,17 @@ def test_a_trace_of_the_reference_endpoint_is_the_run_document_and_its_verdict(
     _, [(result, notices), *_], seen = session
     assert result.is_error is False, result.content[0].text
     report = result.structured_content
-    verdict, document = (block.text for block in result.content)
+    verdict, document, cost_line = (block.text for block in result.content)
     assert json.loads(document) == report
     assert report["schema"] == "promptpath.run/1" and report["ok"] is True
     assert verdict == report["headline"] and verdict.startswith("OK")
     assert report["tokens"]["count"] == 5
-    run = {k: v for k, v in report.items() if k != "cost"}
-    jsonschema.validate(run, SCHEMA)
-    # The cost was stated before the run: its notice came before the result.
+    jsonschema.validate(report, SCHEMA)
+    # The cost was stated before the run: its notice came before the result; the result
+    # carries it beside the document, never in it.
     assert notices == 1 and seen.notices[0].startswith("cost of ref: ≤16 tokens")
-    assert report["cost"]["tokens"] == 16
+    assert cost_line == seen.notices[0] and "cost" not in report
+    assert result.meta["promptpath/cost"]["tokens"] == 16
 
 
 def test_a_target_outside_the_allow_list_is_refused_without_a_connection(session: Any) -> None:
@@ -216,7 +217,7 @@ def test_probes_state_their_cost_first_and_diff_reads_two_saved_reports(session:
     # and as progress, which each call here asked for (progress_callback)
     assert seen.progress == seen.notices
     assert [f["probe"] for f in probed.structured_content["findings"]] == ["tls"]
-    assert probed.structured_content["cost"]["probes"][0]["probe"] == "tls"
+    assert probed.meta["promptpath/cost"]["probes"][0]["probe"] == "tls"
     assert diffed.is_error is False
     assert diffed.structured_content["schema"] == "promptpath.diff/1"
     assert diffed.content[0].text.split(":", 1)[0] in ("SAME", "CHANGED", "REGRESSED")
@@ -226,7 +227,8 @@ def test_probes_state_their_cost_first_and_diff_reads_two_saved_reports(session:
 
 def test_no_result_or_notice_carries_the_key(session: Any) -> None:
     _, _, seen = session
-    assert len(seen.texts) == 7 * 3  # two text blocks and the structured content per call
+    # Two text blocks and the structured content per call, and a run's cost line.
+    assert len(seen.texts) == 7 * 3 + 2
     assert all(KEY not in text for text in seen.texts + seen.notices + seen.progress)
 
 
