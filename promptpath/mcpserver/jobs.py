@@ -196,7 +196,6 @@ class Session:
                         "probes": list(probe.probe_names),
                         "max_tokens": trace.max_tokens,
                         "timeout_s": trace.timeout,
-                        "cost_tokens": probe.tokens,
                     }
                 )
             targets.append({"name": name, "url": shown_url(target.url), "modules": modules})

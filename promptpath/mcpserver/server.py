@@ -91,6 +91,8 @@ class Tools:
             reply = await self._call(ctx, spec.name, arguments)
         except PromptpathError as exc:
             reply = refusal(exc)
+        except Exception as exc:  # a bug of ours: one line, exit code 70, no traceback
+            reply = _bug(exc)
         return _result(reply)
 
     async def _call(self, ctx: Any, name: str, arguments: dict[str, Any]) -> Reply:
@@ -115,6 +117,22 @@ class Tools:
         await _say(ctx, line)  # the cost, before anything is sent
         reply = await session.run(probe, plan, cost)
         return Reply(verdict=reply.verdict, document=reply.document, cost=cost, cost_line=line)
+
+
+def _bug(exc: Exception) -> Reply:
+    """A bug's answer, as the command line prints one (cli/faces.py): the exception's
+    type and text, control characters escaped; exit code 70."""
+    from promptpath.core.exitcodes import ExitCode
+    from promptpath.core.textsafe import visible
+
+    message = f"internal error: {type(exc).__name__}: {visible(str(exc))[:300]}"
+    document = {
+        "schema": "promptpath.run/1",
+        "ok": False,
+        "exit_code": int(ExitCode.INTERNAL),
+        "error": {"message": message},
+    }
+    return Reply(verdict=f"promptpath: {message}", document=document, refused=True)
 
 
 async def _say(ctx: Any, line: str) -> None:
