@@ -104,14 +104,6 @@ def execute_exporter(values: Mapping[str, object], *, env: Environment) -> int:
     return run_exporter(plan, env)
 
 
-def execute_mcp(values: Mapping[str, object], *, env: Environment) -> int:
-    """`promptpath mcp`: the MCP server over stdio until the client leaves or a signal."""
-    from promptpath.mcpserver.run import run_mcp
-
-    config = values.get("config")
-    return run_mcp(config if isinstance(config, str) else None, env)
-
-
 def _warn_unused_resolve(options: RunOptions, env: Environment) -> None:
     for entry in options.unused_resolve():
         where = f"{options.target.host}:{options.target.port}"

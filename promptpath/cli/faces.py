@@ -279,9 +279,10 @@ each client connection has a spend limit. Needs the mcp extra. See docs/mcp.md.
 @flags.declare("mcp", _CTX)
 def mcp(ctx: typer.Context, **values: object) -> None:
     _no_trio()
-    from promptpath.cli.commands import execute_mcp
+    from promptpath.mcpserver.run import run_mcp
 
-    raise typer.Exit(execute_mcp(values, env=Environment.of(ctx.obj)))
+    config = values.get("config")
+    raise typer.Exit(run_mcp(config if isinstance(config, str) else None, Environment.of(ctx.obj)))
 
 
 #: serve's help is its function's docstring (server/command.py: the dialects it speaks come
