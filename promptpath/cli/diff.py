@@ -10,29 +10,20 @@ beyond its noise, else 0.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from promptpath.core.change.compose import Diff, Side, diff_runs
-from promptpath.core.change.documents import SCHEMAS, runs_of, schema_of
-from promptpath.core.change.history import History, parse_history, parse_range
+from promptpath.core.change.history import parse_range
 from promptpath.core.errors import PromptpathError, UsageError
 from promptpath.environment import Environment
+from promptpath.modes.interrupts import quiet_on_closed_pipe
+from promptpath.plan.documents import Loaded, load
 
-__all__ = ["MAX_DOCUMENT_BYTES", "DiffArgs", "Loaded", "execute_diff", "load", "shown_runs"]
+__all__ = ["DiffArgs", "execute_diff", "shown_runs"]
 
-#: A document read at most: a series of 1,000 runs is ~25 MB; a week of watch history
-#: at one trace a minute ~250 MB.
-MAX_DOCUMENT_BYTES = 512 << 20
-_KIND = {
-    "promptpath.run/1": "run",
-    "promptpath.series/1": "series",
-    "promptpath.compare/1": "compare",
-    "promptpath.watch/1": "history",
-}
 _HTTP = {"2": "HTTP/2", "3": "HTTP/3"}
 
 
@@ -65,73 +56,6 @@ class DiffArgs:
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Loaded:
-    """One file read: its kind, and its runs (or its history, for time ranges)."""
-
-    path: str
-    kind: str
-    runs: list[Mapping[str, Any]]
-    history: History | None = None
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_DOCUMENT_BYTES + 1)
-    except OSError as exc:
-        raise UsageError(f"diff: cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_DOCUMENT_BYTES:
-        raise UsageError(f"diff: {path} is larger than {MAX_DOCUMENT_BYTES >> 20} MiB")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(f"diff: {path} is not a promptpath document (not UTF-8 text)") from None
-
-
-def _not_ours(path: str, doc: object) -> UsageError:
-    schema = doc.get("schema") if isinstance(doc, Mapping) else None
-    if isinstance(schema, str) and schema.startswith("promptpath.") and schema not in SCHEMAS:
-        known = ", ".join(SCHEMAS)
-        return UsageError(
-            f"diff: {path}: unknown schema version {schema[:60]!r} (this promptpath reads {known})"
-        )
-    return UsageError(
-        f"diff: {path} is not a promptpath document (no promptpath schema: want the output "
-        "of run/probe --json, a series, --compare-http, or a watch history)"
-    )
-
-
-def load(path: str) -> Loaded:
-    """Read one document (or history); UsageError naming the file otherwise."""
-    text = _read(path)
-    try:
-        doc: object = json.loads(text)
-    except ValueError:
-        doc = None
-    if doc is None and text.lstrip().startswith("{"):
-        lines = text.splitlines()
-        try:
-            first = json.loads(lines[0]) if lines else None
-        except ValueError:
-            first = None
-        if schema_of(first) == "promptpath.watch/1":
-            try:
-                history = parse_history(lines)
-            except ValueError as exc:
-                raise UsageError(f"diff: {path}: not a watch history: {exc}") from None
-            return Loaded(path=path, kind="history", runs=history.runs(), history=history)
-        raise _not_ours(path, first)
-    schema = schema_of(doc)
-    if schema is None:
-        raise _not_ours(path, doc)
-    assert isinstance(doc, Mapping)
-    if schema == "promptpath.watch/1":  # a history of one line
-        history = parse_history([text])
-        return Loaded(path=path, kind="history", runs=history.runs(), history=history)
-    return Loaded(path=path, kind=_KIND[schema], runs=runs_of(doc))
-
-
 def _protocol_runs(loaded: Loaded, protocol: str) -> list[Mapping[str, Any]]:
     """A compare document's runs of one protocol (its HTTP/2 run or its HTTP/3 run)."""
     if loaded.kind != "compare":
@@ -155,21 +79,20 @@ def _side(loaded: Loaded, runs: list[Mapping[str, Any]], range_text: str | None)
 def _sides(args: DiffArgs) -> tuple[tuple[Side, list[Mapping[str, Any]]], ...]:
     if args.protocol not in _HTTP:
         raise UsageError(f"diff: --protocol {args.protocol!r}: use 2 or 3", kind="bad_option")
+    from promptpath.plan.resolve import diff_ranges
+
     ranges = (args.before_range, args.after_range)
-    if any(r is not None for r in ranges) and None in ranges:
-        raise UsageError("diff: --before and --after go together (two ranges of one history)")
-    first = load(args.before_file)
+    diff_ranges(*ranges, one_file=args.after_file is None)
+    first = load(args.before_file, "diff")
     if args.after_file is None:
         if first.history is None or ranges[0] is None:
             raise UsageError(
-                "diff: give two documents (BEFORE AFTER), or one watch history with "
-                "--before HH:MM-HH:MM --after HH:MM-HH:MM"
+                "diff: give two documents (BEFORE AFTER), or one watch history with time "
+                "ranges (HH:MM-HH:MM) before and after"
             )
         pairs = [(first, ranges[0]), (first, ranges[1])]
     else:
-        if ranges[0] is not None:
-            raise UsageError("diff: --before/--after select ranges of one history: give one file")
-        pairs = [(first, None), (load(args.after_file), None)]
+        pairs = [(first, None), (load(args.after_file, "diff"), None)]
     out = []
     for (loaded, range_text), word in zip(pairs, ("before", "after"), strict=True):
         if range_text is not None:
@@ -210,6 +133,7 @@ def shown_runs(before: list[Mapping[str, Any]], after: list[Mapping[str, Any]]) 
     return {"before": pick(before), "after": pick(after)}
 
 
+@quiet_on_closed_pipe
 def execute_diff(values: Mapping[str, object], *, env: Environment) -> int:
     """`promptpath diff`: the exit code (0 nothing regressed, 1 regressed, 2 bad input)."""
     from promptpath.cli.commands import usage_failure

@@ -572,6 +572,18 @@ FLAGS: tuple[Flag, ...] = (
         commands=RUN,
     ),
     Flag(
+        dest="baseline",
+        decls=("--baseline",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="A saved series or run (--json) to hold this series to: the report shows what"
+        " changed against it, and --slo takes 'ttft_p95<1.5x baseline',"
+        " 'connect_p50<baseline+10ms'.",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    Flag(
         dest="yes",
         decls=("--yes",),
         type=bool,

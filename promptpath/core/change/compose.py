@@ -17,9 +17,11 @@ from promptpath.core.change.headline import headline
 from promptpath.core.change.metrics import METRICS, run_failed, values_of
 from promptpath.core.change.samples import (
     ALPHA,
+    MIN_REPEATS,
     MetricChange,
     judge_errors,
     judge_many,
+    not_judged,
     repeats_to_settle,
 )
 
@@ -94,6 +96,12 @@ def _notes(metrics: Sequence[MetricChange], before: Side, after: Side, alpha: fl
     return notes
 
 
+def _thin(have: int, runs: int) -> bool:
+    """A series whose metric only some runs have (tokens/s needs two content events apart):
+    fewer than MIN_REPEATS of them, or under half the runs that finished."""
+    return runs >= MIN_REPEATS and (have < MIN_REPEATS or 2 * have < runs)
+
+
 def diff_runs(
     before: Sequence[Mapping[str, Any]],
     after: Sequence[Mapping[str, Any]],
@@ -108,12 +116,24 @@ def diff_runs(
         failed = sum(1 for r in runs if run_failed(r))
         sides.append(given or Side(source="", kind="runs", runs=len(runs), failed=failed))
     b_side, a_side = sides
-    samples = {}
+    samples: dict[str, tuple[list[float], list[float]]] = {}
+    sparse: dict[str, MetricChange] = {}
+    ok_b, ok_a = b_side.runs - b_side.failed, a_side.runs - a_side.failed
     for item in METRICS:
         b, a = values_of(item, before), values_of(item, after)
-        if b or a:
-            samples[item.name] = (b, a)
-    metrics = tuple(judge_many(samples, alpha=alpha))
+        if not (b or a):
+            continue
+        thin = _thin(len(b), ok_b) or _thin(len(a), ok_a)
+        if b and a and thin:
+            sparse[item.name] = not_judged(
+                item.name, b, a,
+                f"in {len(b)} of {ok_b} runs before and {len(a)} of {ok_a} after: the runs "
+                "that have it are not a sample of the others",
+            )  # fmt: skip
+            continue
+        samples[item.name] = (b, a)
+    judged = {c.name: c for c in judge_many(samples, alpha=alpha)} | sparse
+    metrics = tuple(judged[m.name] for m in METRICS if m.name in judged)
     errors = judge_errors(
         sum(1 for r in before if run_failed(r)),
         len(before),

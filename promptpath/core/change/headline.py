@@ -143,7 +143,19 @@ def headline(
     elif not parts:
         sample = by_name.get("ttft") or (metrics[0] if metrics else None)
         count = f" ({_count(sample)})" if sample is not None else ""
-        parts.append(f"No change beyond noise{count}")
+        small = [m for m in metrics if m.significant and not m.changed]
+        if small:
+            parts.append(f"No change beyond the floors{count}")
+            parts.append(
+                "real but under the floor: "
+                + ", ".join(
+                    f"{m.label} {signed(m.delta or 0.0, m.unit)} (floor {m.floor or 0.0:.3g})"
+                    for m in small[:3]
+                )
+                + (f" and {len(small) - 3} more" if len(small) > 3 else "")
+            )
+        else:
+            parts.append(f"No change beyond noise{count}")
     if quiet:
         parts.append(", ".join(quiet) + " unchanged")
     parts.extend(_facts(facts))
