@@ -14,6 +14,7 @@ from promptpath.core.timeline import (
     CONNECT_STAGES,
     FILTER_EVENTS,
     MILESTONES,
+    USAGE_COUNTS,
     Timeline,
     Usage,
     content_events,
@@ -188,7 +189,7 @@ def reported_usage(timeline: Timeline) -> Usage | None:
     for event in timeline.events:
         if event.usage is None:
             continue
-        for name in ("input_tokens", "output_tokens", "reasoning_tokens"):
+        for name in USAGE_COUNTS:
             value = getattr(event.usage, name)
             if value is not None:
                 counts[name] = value
@@ -196,8 +197,7 @@ def reported_usage(timeline: Timeline) -> Usage | None:
                 counts[name] = None
     if not counts:
         return None
-    names = ("input_tokens", "output_tokens", "reasoning_tokens")
-    untrusted = tuple(name for name in names if name in counts and counts[name] is None)
+    untrusted = tuple(name for name in USAGE_COUNTS if name in counts and counts[name] is None)
     return Usage(**{k: v for k, v in counts.items() if v is not None}, untrusted=untrusted)
 
 

@@ -145,10 +145,23 @@ class Usage:
     input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_tokens: int | None = None
+    #: Input tokens served from, and written to, the provider's prompt cache (OpenAI's
+    #: ``cached_tokens``; Anthropic's ``cache_read_input_tokens``/``cache_creation_…``).
+    cache_read_input_tokens: int | None = None
+    cache_write_input_tokens: int | None = None
     #: The counts it sent that no request can have (negative, fractional, past
     #: MAX_TOKEN_COUNT): named here, their values kept out of every figure.
     untrusted: tuple[str, ...] = ()
 
+
+#: Usage's counts, by field name (the JSON report's ``tokens.usage`` keys).
+USAGE_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cache_read_input_tokens",
+    "cache_write_input_tokens",
+)
 
 #: More tokens than any one request reads or writes (the largest context windows hold
 #: ~10 million): a count past it is the server's error, or an attack on our arithmetic.

@@ -139,6 +139,9 @@ class DialectSpec:
     #: gen_ai.operation.name when the API has one of its own (None: ``chat``, or
     #: ``text_completion`` on a legacy completions path).
     otel_operation: str | None = None
+    #: The API's input-token count leaves the prompt cache's reads and writes out
+    #: (Anthropic's); the latest GenAI conventions count them in (the export adds them).
+    usage_input_excludes_cache: bool = False
     # -- the reference endpoint ------------------------------------------------------------
     #: How ``promptpath serve`` speaks it: the name of a ``server.dialect.Dialect`` (one
     #: instance per response) in the plug-in's ``emulation.py``, imported only when the

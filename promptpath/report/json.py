@@ -88,7 +88,14 @@ def arrivals_json(timeline: Timeline) -> dict[str, Any]:
 def _usage_json(timeline: Timeline) -> dict[str, int | None] | None:
     """The server's own token counts (null: it reported none)."""
     usage = reported_usage(timeline)
-    return None if usage is None else asdict(usage)
+    if usage is None:
+        return None
+    body = asdict(usage)
+    # The prompt cache's counts only when the provider reported them (absent: it did not).
+    for name in ("cache_read_input_tokens", "cache_write_input_tokens"):
+        if body[name] is None:
+            del body[name]
+    return body
 
 
 def _gaps(summary: Summary | None) -> dict[str, float] | None:

@@ -238,6 +238,21 @@ def _subsets(run: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def _with_cache(
+    run: Mapping[str, Any], input_tokens: int | None, subsets: Mapping[str, int]
+) -> int | None:
+    """The input count the latest conventions mean ("including cached tokens"): an API
+    whose count leaves the prompt cache out (Anthropic's: its plug-in says so) gets the
+    cache's reads and writes added; any other's is already whole."""
+    provider = str((run.get("target") or {}).get("provider") or "")
+    if input_tokens is None or provider not in NAMES:
+        return input_tokens
+    if not dialect(provider).usage_input_excludes_cache:
+        return input_tokens
+    cached = ("cache_read_input_tokens", "cache_write_input_tokens")
+    return input_tokens + sum(subsets.get(key, 0) for key in cached)
+
+
 def _common(run: Mapping[str, Any]) -> Attributes:
     """The attributes the span and every metric share (the metrics' own list)."""
     target = run.get("target") or {}
@@ -290,11 +305,13 @@ def run_telemetry(run: Mapping[str, Any], semconv: Semconv = "default") -> RunTe
     if address.get("ip"):
         attrs["network.peer.address"] = str(address["ip"])
     input_tokens, output_tokens = _tokens(run)
+    subsets = _subsets(run)
+    if semconv == "latest":
+        input_tokens = _with_cache(run, input_tokens, subsets)
     if input_tokens is not None:
         attrs["gen_ai.usage.input_tokens"] = input_tokens
     if output_tokens is not None:
         attrs["gen_ai.usage.output_tokens"] = output_tokens
-    subsets = _subsets(run)
     if semconv == "latest":
         for key, attr, _role in _SUBSETS:
             if key in subsets:

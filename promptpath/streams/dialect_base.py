@@ -143,7 +143,14 @@ def _token_count(value: object) -> int | Literal[False] | None:
     return value if 0 <= value <= MAX_TOKEN_COUNT else False
 
 
-def _usage(input_tokens: object, output_tokens: object, reasoning: object = None) -> Usage | None:
+def _usage(
+    input_tokens: object,
+    output_tokens: object,
+    reasoning: object = None,
+    *,
+    cache_read: object = None,
+    cache_write: object = None,
+) -> Usage | None:
     """The counts of one usage object; the impossible ones named as untrusted, not kept."""
     counts: dict[str, int] = {}
     untrusted: list[str] = []
@@ -151,6 +158,8 @@ def _usage(input_tokens: object, output_tokens: object, reasoning: object = None
         ("input_tokens", input_tokens),
         ("output_tokens", output_tokens),
         ("reasoning_tokens", reasoning),
+        ("cache_read_input_tokens", cache_read),
+        ("cache_write_input_tokens", cache_write),
     ):
         count = _token_count(value)
         if count is False:

@@ -78,7 +78,7 @@ def test_the_opt_in_variable_sends_the_latest_names_only(
     report, metrics, span = _export(refserver_tls, receiver)
     assert report["tokens"]["usage"]["reasoning_tokens"] == 2
     latest = {i.name for i in INSTRUMENTS["latest"].values()}
-    # Everything but the cache counters: the reference endpoint reports no cache counts.
+    # Everything but the cache counters: its chat completions stream reports no cache count.
     assert set(metrics) == latest - {
         "gen_ai.client.inference.usage.cache_read.input_tokens",
         "gen_ai.client.inference.usage.cache_write.input_tokens",
@@ -130,3 +130,33 @@ def test_a_bad_setting_is_exit_2_naming_the_option(refserver_tls: RefServer) -> 
     assert result.exit_code == 2
     assert "--otel-semconv wants default or latest" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_prompt_caches_counts_reach_the_report_and_the_latest_counters(
+    refserver_tls: RefServer, receiver: OtlpReceiver
+) -> None:
+    """The reference endpoint's Messages stream says cache_creation_input_tokens 0 and
+    cache_read_input_tokens 0 in message_start (as Anthropic's API does without caching):
+    counts reported, so the cache counters are sent, with those zeros."""
+    receiver.clear()
+    assert refserver_tls.ca is not None
+    result = run_cli(
+        *("run", refserver_tls.path("/v1/messages"), "--cacert", refserver_tls.ca, "--json"),
+        *("-H", "x-promptpath-tokens: 5", "--http", "2", "--otlp-endpoint", receiver.url),
+        environ={"ANTHROPIC_API_KEY": KEY, **OPT_IN},
+    )
+    assert result.exit_code == 0, result.stderr
+    usage = json.loads(result.stdout)["tokens"]["usage"]
+    assert usage["cache_read_input_tokens"] == 0 and usage["cache_write_input_tokens"] == 0
+    (request,) = receiver.of("/v1/metrics")
+    sums = {
+        m.name: m.sum.data_points[0].as_int
+        for rm in request.message.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.WhichOneof("data") == "sum"
+    }
+    assert sums["gen_ai.client.inference.usage.cache_read.input_tokens"] == 0
+    assert sums["gen_ai.client.inference.usage.cache_write.input_tokens"] == 0
+    assert sums["gen_ai.client.inference.usage.input_tokens"] == usage["input_tokens"]
+    assert "gen_ai.client.inference.usage.reasoning.output_tokens" not in sums

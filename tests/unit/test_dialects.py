@@ -162,7 +162,10 @@ def test_openai_recorded_stream() -> None:
     )
     assert [e.kind for e in events[-3:]] == ["meta", "meta", "end"]
     assert events[-3].text == "finish_reason=stop"
-    assert events[-2].usage == Usage(input_tokens=18, output_tokens=9, reasoning_tokens=0)
+    # The recording's prompt_tokens_details.cached_tokens: 0 (a subset of prompt_tokens).
+    assert events[-2].usage == Usage(
+        input_tokens=18, output_tokens=9, reasoning_tokens=0, cache_read_input_tokens=0
+    )
 
 
 def test_openai_recorded_tool_stream() -> None:
@@ -311,7 +314,9 @@ def test_responses_recorded_stream() -> None:
     assert all(e.kind == "meta" for e in events[:4])  # created, in_progress, item/part added
     end = events[-1]
     assert (end.kind, end.name) == ("end", "response.completed")
-    assert end.usage == Usage(input_tokens=19, output_tokens=42, reasoning_tokens=28)
+    assert end.usage == Usage(
+        input_tokens=19, output_tokens=42, reasoning_tokens=28, cache_read_input_tokens=0
+    )
 
 
 def test_responses_tool_call_and_incomplete_end() -> None:
@@ -352,7 +357,10 @@ def test_anthropic_recorded_stream() -> None:
     events = decode_file("anthropic.sse", "anthropic")
     assert [e.name for e in events[:3]] == ["message_start", "content_block_start", "ping"]
     assert [e.kind for e in events[:3]] == ["meta", "meta", "meta"]
-    assert events[0].usage == Usage(input_tokens=472)
+    # message_start's cache_creation_input_tokens and cache_read_input_tokens: 0 each.
+    assert events[0].usage == Usage(
+        input_tokens=472, cache_read_input_tokens=0, cache_write_input_tokens=0
+    )
     assert content(events) == [
         ("reasoning", "The user asks why BGP flaps."),
         ("reasoning", " Hold timers, MTU, CPU."),

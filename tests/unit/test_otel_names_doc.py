@@ -181,3 +181,43 @@ def test_cache_counts_in_a_report_reach_the_latest_counters_and_span() -> None:
     assert got["gen_ai.client.inference.usage.cache_read.input_tokens"][0].value == 80
     assert tele.root.attributes["gen_ai.usage.cache_read.input_tokens"] == 80
     assert "gen_ai.client.inference.usage.cache_write.input_tokens" not in got
+
+
+def test_the_prompt_caches_counts_are_read_where_the_dialect_reports_them() -> None:
+    """Anthropic counts cache reads and writes apart from input_tokens; OpenAI counts its
+    cached_tokens inside prompt_tokens (their API references; the recorded streams in
+    tests/data/streams carry both shapes)."""
+    from promptpath.core.timeline import Usage
+    from promptpath.dialects.anthropic import _cached_usage
+    from promptpath.streams.dialect_base import _usage
+
+    anthropic = {
+        "input_tokens": 12,
+        "cache_read_input_tokens": 900,
+        "cache_creation_input_tokens": 40,
+    }
+    assert _cached_usage(anthropic, 7) == Usage(
+        input_tokens=12, output_tokens=7, cache_read_input_tokens=900, cache_write_input_tokens=40
+    )
+    impossible = _usage(1, 2, cache_read=-5)
+    assert impossible is not None and impossible.untrusted == ("cache_read_input_tokens",)
+
+
+@pytest.mark.parametrize(("provider", "expected_input"), [("anthropic", 952), ("openai", 12)])
+def test_latest_counts_the_cache_in_the_input_as_the_conventions_mean_it(
+    provider: str, expected_input: int
+) -> None:
+    run = _run(
+        input_tokens=12, output_tokens=7, cache_read_input_tokens=900, cache_write_input_tokens=40
+    )
+    run["target"]["provider"] = provider  # type: ignore[index]
+    latest = otel.run_telemetry(run, "latest")
+    got = _by_name(latest.recordings)
+    assert got["gen_ai.client.inference.usage.input_tokens"][0].value == expected_input
+    assert got["gen_ai.client.inference.usage.cache_read.input_tokens"][0].value == 900
+    assert got["gen_ai.client.inference.usage.cache_write.input_tokens"][0].value == 40
+    assert latest.root.attributes["gen_ai.usage.input_tokens"] == expected_input
+    assert latest.root.attributes["gen_ai.usage.cache_write.input_tokens"] == 40
+    # The default setting is unchanged: the input as the provider counted it.
+    default = otel.run_telemetry(run)
+    assert default.root.attributes["gen_ai.usage.input_tokens"] == 12

@@ -117,6 +117,8 @@ SPEC = replace(
     body=body,
     extra_headers=headers,
     decoder=BedrockInvokeDecoder,
+    # Claude's Messages usage (the only payload whose tokens are read) leaves the cache out.
+    usage_input_excludes_cache=True,
     emulation="BedrockInvoke",
     docs=(
         DocRow(

@@ -75,6 +75,8 @@ class OpenAIChatDecoder(_Dialect):
             u.get("prompt_tokens"),
             u.get("completion_tokens"),
             _obj(u.get("completion_tokens_details")).get("reasoning_tokens"),
+            # A subset of prompt_tokens (OpenAI counts cached input in the input).
+            cache_read=_obj(u.get("prompt_tokens_details")).get("cached_tokens"),
         )
         if not events:
             text = "finish_reason=" + ",".join(finish) if finish else ""

@@ -69,6 +69,7 @@ class ResponsesDecoder(_Dialect):
                 u.get("input_tokens"),
                 u.get("output_tokens"),
                 _obj(u.get("output_tokens_details")).get("reasoning_tokens"),
+                cache_read=_obj(u.get("input_tokens_details")).get("cached_tokens"),
             )
             reason = _str(_obj(response.get("incomplete_details")).get("reason"))
             return [mk("end", typ, usage=usage, text=f"reason={reason}" if reason else "")]
