@@ -48,6 +48,10 @@ from promptpath.report.otel_names import (
     Instrument,
     Semconv,
 )
+from promptpath.report.otel_tokens import SUBSETS as _SUBSETS
+from promptpath.report.otel_tokens import subsets as _subsets
+from promptpath.report.otel_tokens import tokens as _tokens
+from promptpath.report.otel_tokens import with_cache as _with_cache
 from promptpath.report.runs import runs_of
 
 AttrValue = str | int | float | bool
@@ -201,56 +205,6 @@ def _protocol_version(http_version: object) -> str | None:
     if not isinstance(http_version, str) or not http_version:
         return None
     return http_version.removeprefix("HTTP/")
-
-
-def _tokens(run: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    """(input, output) tokens: the provider's own counts, else output counted from the
-    content events; input only when the provider reported it."""
-    tokens = run.get("tokens") or {}
-    usage = tokens.get("usage") or {}
-    reported_in = usage.get("input_tokens")
-    reported_out = usage.get("output_tokens")
-    input_tokens = reported_in if isinstance(reported_in, int) else None
-    if isinstance(reported_out, int):
-        return input_tokens, reported_out
-    counted = tokens.get("count")
-    return input_tokens, counted if isinstance(counted, int) and counted > 0 else None
-
-
-#: The subsets of the usage a dialect may report (tokens.usage in the run document), with
-#: the latest conventions' span attribute and counter role for each.
-_SUBSETS: Final = (
-    ("cache_read_input_tokens", "gen_ai.usage.cache_read.input_tokens", "usage.cache_read"),
-    ("cache_write_input_tokens", "gen_ai.usage.cache_write.input_tokens", "usage.cache_write"),
-    ("reasoning_tokens", "gen_ai.usage.reasoning.output_tokens", "usage.reasoning"),
-)
-
-
-def _subsets(run: Mapping[str, Any]) -> dict[str, int]:
-    """The usage subsets the provider reported (cache reads and writes, reasoning), by
-    their key in tokens.usage; a count it did not send is absent, never 0."""
-    usage = (run.get("tokens") or {}).get("usage") or {}
-    out: dict[str, int] = {}
-    for key, _attr, _role in _SUBSETS:
-        value = usage.get(key)
-        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-            out[key] = value
-    return out
-
-
-def _with_cache(
-    run: Mapping[str, Any], input_tokens: int | None, subsets: Mapping[str, int]
-) -> int | None:
-    """The input count the latest conventions mean ("including cached tokens"): an API
-    whose count leaves the prompt cache out (Anthropic's: its plug-in says so) gets the
-    cache's reads and writes added; any other's is already whole."""
-    provider = str((run.get("target") or {}).get("provider") or "")
-    if input_tokens is None or provider not in NAMES:
-        return input_tokens
-    if not dialect(provider).usage_input_excludes_cache:
-        return input_tokens
-    cached = ("cache_read_input_tokens", "cache_write_input_tokens")
-    return input_tokens + sum(subsets.get(key, 0) for key in cached)
 
 
 def _common(run: Mapping[str, Any]) -> Attributes:

@@ -50,7 +50,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         "promptpath.report.runs",
         "promptpath.dialects",
         "promptpath.report.otel_names",
+        "promptpath.report.otel_tokens",
     ),
+    "promptpath.report.otel_tokens": ("promptpath.dialects",),
     # The GenAI conventions' names in both settings: a table, nothing of promptpath.
     "promptpath.report.otel_names": (),
     # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
