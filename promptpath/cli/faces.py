@@ -266,6 +266,25 @@ def diff(ctx: typer.Context, before_file: str, after_file: str | None, **values:
     raise typer.Exit(execute_diff(values, env=Environment.of(ctx.obj)))
 
 
+_MCP_HELP = """Serve promptpath's tools to an AI assistant over MCP (stdio).
+
+The tools: list_profiles, trace, run_probes (and diff_reports): each input schema made
+from this command line's options, each result the JSON `run --json` prints and the verdict
+line. Only the targets the config names may be probed (anything else is refused before any
+connection), keys come from the environment and the config, never from a tool call, and
+each client connection has a spend limit. Needs the mcp extra. See docs/mcp.md.
+"""
+
+
+@flags.declare("mcp", _CTX)
+def mcp(ctx: typer.Context, **values: object) -> None:
+    _no_trio()
+    from promptpath.mcpserver.run import run_mcp
+
+    config = values.get("config")
+    raise typer.Exit(run_mcp(config if isinstance(config, str) else None, Environment.of(ctx.obj)))
+
+
 #: serve's help is its function's docstring (server/command.py: the dialects it speaks come
 #: from the server's registry); --help's list of commands shows this line without loading
 #: it (tests/unit/test_cli_help.py holds the two equal).
@@ -287,6 +306,7 @@ _COMMANDS: dict[str, tuple[Callable[[], Callable[..., Any]], str | None]] = {
     "serve": (_serve, None),
     "exporter": (lambda: exporter, _EXPORTER_HELP),
     "diff": (lambda: diff, None),
+    "mcp": (lambda: mcp, _MCP_HELP),
 }
 
 

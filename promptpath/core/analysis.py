@@ -15,6 +15,7 @@ from promptpath.core.timeline import (
     CONNECT_STAGES,
     FILTER_EVENTS,
     MILESTONES,
+    USAGE_COUNTS,
     Timeline,
     Usage,
     content_events,
@@ -196,7 +197,7 @@ def reported_usage(timeline: Timeline) -> Usage | None:
         if event.usage is None:
             continue
         apart = apart or event.usage.cached_apart
-        for name in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_input_tokens"):
+        for name in USAGE_COUNTS:
             value = getattr(event.usage, name)
             if value is not None:
                 counts[name] = value
@@ -204,16 +205,9 @@ def reported_usage(timeline: Timeline) -> Usage | None:
                 counts[name] = None
     if not counts:
         return None
-    names = ("input_tokens", "output_tokens", "reasoning_tokens", "cached_input_tokens")
-    untrusted = tuple(name for name in names if name in counts and counts[name] is None)
-    return Usage(
-        input_tokens=counts.get("input_tokens"),
-        output_tokens=counts.get("output_tokens"),
-        reasoning_tokens=counts.get("reasoning_tokens"),
-        cached_input_tokens=counts.get("cached_input_tokens"),
-        untrusted=untrusted,
-        cached_apart=apart,
-    )
+    untrusted = tuple(name for name in USAGE_COUNTS if name in counts and counts[name] is None)
+    kept = {name: value for name, value in counts.items() if value is not None}
+    return Usage(**kept, untrusted=untrusted, cached_apart=apart)
 
 
 def response_model(timeline: Timeline) -> str | None:

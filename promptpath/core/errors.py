@@ -46,7 +46,11 @@ ErrorStage = Literal[
 ]
 
 #: What is wrong with the options, the config file or the target (always stage ``config``).
-UsageKind = Literal["usage", "bad_option", "bad_target", "bad_config", "cleartext_key"]
+#: (``not_allowed``, ``over_budget``: `promptpath mcp` refusing a target outside its
+#: allow-list, or a run past its connection's spend limit, before any connection.)
+UsageKind = Literal[
+    "usage", "bad_option", "bad_target", "bad_config", "cleartext_key", "not_allowed", "over_budget"
+]
 
 #: What went wrong, machine-readable. Grouped by the stage that mostly produces it; a few
 #: (``refused``, ``timeout``, ``network_error``) occur in more than one.

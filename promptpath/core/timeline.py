@@ -153,10 +153,22 @@ class Usage:
     #: Whether ``input_tokens`` leaves the cached ones out (Anthropic, Bedrock Converse)
     #: rather than counting them in (OpenAI, Gemini).
     cached_apart: bool = False
+    #: Input tokens written to the prompt cache with this request (Anthropic's
+    #: cache_creation_input_tokens, counted apart from its input_tokens like its reads).
+    cache_write_input_tokens: int | None = None
     #: The counts it sent that no request can have (negative, fractional, past
     #: MAX_TOKEN_COUNT): named here, their values kept out of every figure.
     untrusted: tuple[str, ...] = ()
 
+
+#: Usage's counts, by field name (the JSON report's ``tokens.usage`` keys).
+USAGE_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cached_input_tokens",
+    "cache_write_input_tokens",
+)
 
 #: More tokens than any one request reads or writes (the largest context windows hold
 #: ~10 million): a count past it is the server's error, or an attack on our arithmetic.

@@ -16,6 +16,9 @@
     max_tokens = 16
     probes = ["buffering", "tls"]
 
+    [mcp]                           # promptpath mcp only (docs/mcp.md)
+    connection_token_budget = 2000  # tokens one MCP client connection may spend; 0 = none
+
     [targets.prod-openai]           # the only names /probe?target= accepts
     url = "https://api.openai.com/v1/chat/completions"
     modules = ["chat"]              # optional: the modules that may probe it (default: all)
@@ -64,10 +67,15 @@ GLOBAL_KEYS: dict[str, type | tuple[type, ...]] = {
     "scrape_timeout_offset_s": (int, float),
     "otlp_endpoint": str,
 }
+#: `promptpath mcp`'s own keys (the exporter ignores the table).
+MCP_KEYS: dict[str, type | tuple[type, ...]] = {"connection_token_budget": int}
 DEFAULT_MAX_IN_FLIGHT = 4
 DEFAULT_MIN_INTERVAL_S = 60.0
 DEFAULT_OFFSET_S = 0.5
-_TOP = ("exporter", "modules", "targets")
+#: What one MCP client connection may spend unless [mcp] says otherwise: a few traces and
+#: a probe or two at the default 64-token cap, never an open tap.
+DEFAULT_CONNECTION_BUDGET = 2000
+_TOP = ("exporter", "modules", "targets", "mcp")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +90,11 @@ class Probe:
     tokens: int
     #: The module's baseline: SLO metric name (``ttft_p50``...) → its value; None: none.
     baseline: Mapping[str, float | None] | None = None
+    #: The module's table merged with the target's keys, as a profile's (``url`` and the
+    #: rest; no probes): what `promptpath mcp` re-resolves with a tool call's options.
+    profile: Mapping[str, Any] = field(default_factory=dict)
+    #: The module's probe names, as its table gives them.
+    probe_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +118,8 @@ class ExporterConfig:
     otlp_endpoint: str | None = None
     otlp_resource: tuple[tuple[str, str], ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    #: [mcp] connection_token_budget: what one MCP client connection may spend (0: none).
+    connection_token_budget: int = DEFAULT_CONNECTION_BUDGET
 
     def probe(self, target: str, module: str) -> Probe | None:
         return self.probes.get((target, module))
@@ -163,6 +178,13 @@ def load(path: Path, environ: Mapping[str, str]) -> ExporterConfig:
     if otlp is not None:
         otlp, resource = _otlp(path, otlp, environ)
 
+    mcp = _check_table(path, "[mcp]", _table(path, data, "mcp"), MCP_KEYS)
+    connection_budget = int(mcp.get("connection_token_budget", DEFAULT_CONNECTION_BUDGET))
+    if connection_budget < 0:
+        raise _bad(
+            path,
+            f"[mcp] connection_token_budget must be 0 (none) or more, got {connection_budget}",
+        )
     modules = {
         name: _check_table(path, f"module {name!r}", table, MODULE_KEYS)
         for name, table in _table(path, data, "modules").items()
@@ -207,6 +229,7 @@ def load(path: Path, environ: Mapping[str, str]) -> ExporterConfig:
         scrape_timeout_offset_s=offset,
         otlp_endpoint=otlp,
         otlp_resource=resource,
+        connection_token_budget=connection_budget,
     )
 
 
@@ -258,12 +281,21 @@ def _resolved(
     for file_key in ("cacert", "cert", "key"):
         if file_key in profile and not Path(profile[file_key]).is_absolute():
             profile[file_key] = str(path.parent / profile[file_key])
+    names = tuple(str(p) for p in module_table.get("probes", []))
     try:
-        plan = module_plan(profile, probes=list(module_table.get("probes", [])), environ=environ)
+        plan = module_plan(profile, probes=list(names), environ=environ)
     except PromptpathError as exc:
         raise _bad(path, f"target {target!r} with module {module!r}: {exc.message}") from None
     baseline = _baseline(path, module, module_table.get("baseline"))
-    return Probe(target=target, module=module, plan=plan, tokens=_spend(plan), baseline=baseline)
+    return Probe(
+        target=target,
+        module=module,
+        plan=plan,
+        tokens=spend(plan),
+        baseline=baseline,
+        profile=profile,
+        probe_names=names,
+    )
 
 
 def _baseline(path: Path, module: str, given: str | None) -> Mapping[str, float | None] | None:
@@ -284,7 +316,7 @@ def _baseline(path: Path, module: str, given: str | None) -> Mapping[str, float 
     return baseline_values(loaded.runs)
 
 
-def _spend(plan: Plan) -> int:
+def spend(plan: Plan) -> int:
     """The most one probe may spend in tokens: the trace's cap and each probe's own."""
     from promptpath.probes.base import ProbeContext
 
@@ -298,4 +330,4 @@ def _spend(plan: Plan) -> int:
     return tokens
 
 
-__all__ = ["ExporterConfig", "Probe", "Target", "load"]
+__all__ = ["ExporterConfig", "Probe", "Target", "load", "spend"]

@@ -55,10 +55,12 @@ class Outcome:
 class Stop:
     """The probes running now, to cut at once when the drain runs out (run.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, why: str = "the exporter's drain ran out") -> None:
         self._scopes: set[anyio.CancelScope] = set()
         #: The stop signal, once ``cut`` was called.
         self.signal: signal.Signals | None = None
+        #: What a cut run's error says after the signal's name (`promptpath mcp`: its own).
+        self.why = why
 
     def cut(self, signum: signal.Signals) -> int:
         """Cut every probe running now (and any started later); how many were running."""
@@ -117,7 +119,7 @@ async def run_probe(plan: Plan, deadline_s: float, *, stop: Stop | None = None) 
             stage = phase_of(result.timeline, options)
             record_error(
                 result.timeline,
-                timeout_error(options, stage) if cut_by is None else _cut(cut_by, stage),
+                timeout_error(options, stage) if cut_by is None else _cut(cut_by, stage, stop.why),
             )
             timed_out_in = stage
         elif running is not None:
@@ -128,7 +130,7 @@ async def run_probe(plan: Plan, deadline_s: float, *, stop: Stop | None = None) 
                     verdict=Verdict.ERROR,
                     summary=f"stopped at the scrape's deadline ({deadline_s:g} s)"
                     if cut_by is None
-                    else f"stopped by {cut_by.name}: the exporter's drain ran out",
+                    else f"stopped by {cut_by.name}: {stop.why}",
                 )
             )
     assert result is not None
@@ -152,14 +154,14 @@ async def run_probe(plan: Plan, deadline_s: float, *, stop: Stop | None = None) 
     )
 
 
-def _cut(signum: signal.Signals, stage: ErrorStage) -> PromptpathError:
+def _cut(signum: signal.Signals, stage: ErrorStage, why: str) -> PromptpathError:
     """The error of a trace the drain cut: the signal, in the stage it cut (its exit code
     128 + the signal, as a run that signal interrupts)."""
     from promptpath.core.errors import Interrupted
     from promptpath.core.exitcodes import ExitCode
 
     error = Interrupted(
-        f"interrupted by {signum.name} in stage {stage!r}: the exporter's drain ran out",
+        f"interrupted by {signum.name} in stage {stage!r}: {why}",
         stage=stage,
         kind="interrupted",
     )

@@ -420,12 +420,17 @@ class Exporter:
         resource names the target and module either way."""
         from dataclasses import replace
 
-        from promptpath.outputs.otlp import send_plan
+        from promptpath.outputs.otlp import pick_semconv, send_plan
 
         endpoint = self.config.otlp_endpoint
         plan = probe.plan.outputs.otlp
         if endpoint is not None:
-            plan = send_plan(endpoint, resource=dict(self.config.otlp_resource))
+            # The names follow the exporter's OTEL_SEMCONV_STABILITY_OPT_IN, as a run's do.
+            plan = send_plan(
+                endpoint,
+                resource=dict(self.config.otlp_resource),
+                semconv=pick_semconv(None, self.environ),
+            )
         if plan is None:
             return None
         extra = (

@@ -33,6 +33,7 @@ from typing import Any, Final
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from promptpath.core.errors import UsageError
+from promptpath.report.otel_names import OPT_IN_VARIABLE, SEMCONVS, Semconv, semconv_from
 
 EXTRA: Final = "pip install 'promptpath[otel]'"
 #: The default bound on one export (both signals, sent side by side).
@@ -54,6 +55,8 @@ class OtlpPlan:
     source: str = "--otlp-endpoint"
     #: The endpoint as messages show it: no userinfo, no query.
     shown: str = field(default="", compare=False)
+    #: Which GenAI conventions' names: --otel-semconv, else OTEL_SEMCONV_STABILITY_OPT_IN.
+    semconv: Semconv = "default"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,13 +148,34 @@ def _disabled(environ: Mapping[str, str]) -> bool:
     return environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
 
 
+def pick_semconv(given: str | None, environ: Mapping[str, str]) -> Semconv:
+    """--otel-semconv (``default`` or ``latest``) when given, else what
+    OTEL_SEMCONV_STABILITY_OPT_IN says (``gen_ai_latest_experimental`` listed: latest)."""
+    if given is None:
+        return semconv_from(environ)
+    value = given.strip().lower()
+    for known in SEMCONVS:
+        if value == known:
+            return known
+    raise UsageError(
+        f"--otel-semconv wants default or latest, got {given!r}"
+        f" (or set {OPT_IN_VARIABLE}=gen_ai_latest_experimental)",
+        kind="bad_option",
+    )
+
+
 def plan_otlp(
-    endpoint: str | None, environ: Mapping[str, str], say: Callable[[str], None]
+    endpoint: str | None,
+    environ: Mapping[str, str],
+    say: Callable[[str], None],
+    semconv: str | None = None,
 ) -> OtlpPlan | None:
     """The OTLP export this run makes, or None. ``endpoint`` is --otlp-endpoint; without
     it the environment decides. UsageError when --otlp-endpoint is given and cannot be
     honoured; the environment's variables only warn (``say``), since they may be set for
-    every program of a machine."""
+    every program of a machine. ``semconv`` is --otel-semconv (checked even when nothing
+    is exported: a typo is a typo)."""
+    chosen = pick_semconv(semconv, environ)
     traces = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
     metrics = environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "").strip()
     base = environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
@@ -189,6 +213,7 @@ def plan_otlp(
         timeout_s=_timeout(environ),
         source=source,
         shown=shown_url(base or traces_url or metrics_url),
+        semconv=chosen,
     )
 
 
@@ -200,7 +225,7 @@ def send_otlp(report: Mapping[str, Any], plan: OtlpPlan) -> OtlpOutcome:
     the thread (a CLI run exits; the thread's socket times out)."""
     from promptpath.report.otel import count_points, telemetry
 
-    runs = telemetry(report)
+    runs = telemetry(report, plan.semconv)
     spans, points = count_points(runs)
     box: dict[str, str | None] = {}
 
@@ -214,6 +239,7 @@ def send_otlp(report: Mapping[str, Any], plan: OtlpPlan) -> OtlpOutcome:
                 metrics_url=plan.metrics_url,
                 resource=dict(plan.resource),
                 timeout_s=plan.timeout_s,
+                semconv=plan.semconv,
             )
         except Exception as exc:  # the SDK's failure is the export's, never the run's
             box["error"] = f"{type(exc).__name__}: {exc}"
@@ -240,11 +266,13 @@ def send_plan(
     *,
     resource: Mapping[str, str] | None = None,
     timeout_s: float = TIMEOUT_S,
+    semconv: Semconv = "default",
 ) -> OtlpPlan:
     """The plan for a caller with an endpoint of its own (``promptpath exporter``'s
     ``otlp_endpoint``): the collector's base URL, the resource attributes
-    (``service.name`` defaults to promptpath). UsageError for an endpoint that is not
-    http(s)://HOST[:PORT][/PATH]."""
+    (``service.name`` defaults to promptpath), the conventions' setting (the caller's
+    OTEL_SEMCONV_STABILITY_OPT_IN: ``pick_semconv(None, environ)``). UsageError for an
+    endpoint that is not http(s)://HOST[:PORT][/PATH]."""
     base = check_endpoint(endpoint, "otlp_endpoint").rstrip("/")
     attrs = {"service.name": DEFAULT_SERVICE, **(resource or {})}
     return OtlpPlan(
@@ -254,6 +282,7 @@ def send_plan(
         timeout_s=timeout_s,
         source="otlp_endpoint",
         shown=shown_url(base),
+        semconv=semconv,
     )
 
 
@@ -263,10 +292,12 @@ def send_report(
     *,
     resource: Mapping[str, str] | None = None,
     timeout_s: float = TIMEOUT_S,
+    semconv: Semconv = "default",
 ) -> OtlpOutcome:
     """``send_otlp`` of the JSON report of a finished run or series to ``endpoint``
     (``send_plan``'s)."""
-    return send_otlp(report, send_plan(endpoint, resource=resource, timeout_s=timeout_s))
+    plan = send_plan(endpoint, resource=resource, timeout_s=timeout_s, semconv=semconv)
+    return send_otlp(report, plan)
 
 
 def _scrub(message: str, plan: OtlpPlan) -> str:
@@ -291,6 +322,7 @@ __all__ = [
     "check_endpoint",
     "otel_installed",
     "parse_resource_attributes",
+    "pick_semconv",
     "plan_otlp",
     "send_otlp",
     "send_plan",

@@ -34,7 +34,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.version import __version__ as SDK_VERSION
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
-from promptpath.report.otel import INSTRUMENTS, RunTelemetry, Span
+from promptpath.report.otel import RunTelemetry, Span
+from promptpath.report.otel_names import Semconv, instruments
 
 SCOPE = "promptpath"
 
@@ -151,29 +152,36 @@ def build_spans(runs: Sequence[RunTelemetry], resource: Resource) -> tuple[Reada
     return memory.get_finished_spans()
 
 
-def build_metrics(runs: Sequence[RunTelemetry], resource: Resource) -> Any:
-    """The runs' recordings in histograms with the conventions' buckets, read once."""
+def build_metrics(
+    runs: Sequence[RunTelemetry], resource: Resource, semconv: Semconv = "default"
+) -> Any:
+    """The runs' recordings in the setting's instruments (report/otel_names.py): the
+    histograms with the conventions' buckets, the token counters monotonic sums; read once."""
     reader = InMemoryMetricReader()
+    table = instruments(semconv)
     views = [
         View(
             instrument_name=i.name,
             aggregation=ExplicitBucketHistogramAggregation(boundaries=i.buckets),
         )
-        for i in INSTRUMENTS
+        for i in table
+        if i.kind == "histogram"
     ]
     provider = MeterProvider(
         resource=resource, metric_readers=[reader], views=views, shutdown_on_exit=False
     )
     meter = provider.get_meter(SCOPE, _version())
-    histograms = {
-        i.name: meter.create_histogram(i.name, unit=i.unit, description=i.description)
-        for i in INSTRUMENTS
-    }
+    made: dict[str, Any] = {}
+    for i in table:
+        create = meter.create_counter if i.kind == "counter" else meter.create_histogram
+        made[i.name] = create(i.name, unit=i.unit, description=i.description)
     for run in runs:
         for recording in run.recordings:
-            histograms[recording.instrument.name].record(
-                recording.value, attributes=recording.attributes
-            )
+            instrument = made[recording.instrument.name]
+            if recording.instrument.kind == "counter":
+                instrument.add(recording.value, attributes=recording.attributes)
+            else:
+                instrument.record(recording.value, attributes=recording.attributes)
     data = reader.get_metrics_data()
     provider.shutdown()
     return data
@@ -257,6 +265,7 @@ def export(
     metrics_url: str,
     resource: Mapping[str, str],
     timeout_s: float,
+    semconv: Semconv = "default",
 ) -> str | None:
     """Send the spans and the metrics side by side (a URL that is "" is skipped); None,
     or what went wrong (the first signal's failure, naming the signal)."""
@@ -267,7 +276,7 @@ def export(
             spans = build_spans(runs, sdk_resource)
             jobs.append(("traces", pool.submit(_send_spans, spans, traces_url, timeout_s)))
         if metrics_url:
-            data = build_metrics(runs, sdk_resource)
+            data = build_metrics(runs, sdk_resource, semconv)
             jobs.append(("metrics", pool.submit(_send_metrics, data, metrics_url, timeout_s)))
         for signal, job in jobs:
             error = job.result()

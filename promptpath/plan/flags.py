@@ -59,6 +59,7 @@ BOTH: Final = frozenset({"run", "probe"})
 WITH_DEMO: Final = frozenset({"run", "probe", "demo"})
 DEMO_ONLY: Final = frozenset({"demo"})
 EXPORTER_ONLY: Final = frozenset({"exporter"})
+MCP_ONLY: Final = frozenset({"mcp"})
 #: The exporter's panel (its own command; not one of run's PANELS).
 EXPORTER: Final = "Exporter"
 DIFF_ONLY: Final = frozenset({"diff"})
@@ -681,6 +682,18 @@ FLAGS: tuple[Flag, ...] = (
         panel=OUTPUT,
     ),
     Flag(
+        dest="otel_semconv",
+        decls=("--otel-semconv",),
+        type=str | None,
+        default=None,
+        metavar="default|latest",
+        help="GenAI names in the OTLP export: v1.41's (default) or the latest experimental"
+        " ones (default: latest when OTEL_SEMCONV_STABILITY_OPT_IN lists"
+        " gen_ai_latest_experimental).",
+        panel=OUTPUT,
+        commands=RUN,
+    ),
+    Flag(
         dest="label",
         decls=("--label",),
         type=list[str] | None,
@@ -731,7 +744,14 @@ FLAGS: tuple[Flag, ...] = (
         help="The exporter's TOML config: modules and the targets it may probe"
         " (default: $PROMPTPATH_EXPORTER_CONFIG).",
         panel=EXPORTER,
-        commands=EXPORTER_ONLY,
+        commands=EXPORTER_ONLY | MCP_ONLY,
+        per_command={
+            "mcp": {
+                "help": "The TOML config (the exporter's format): the targets the tools may"
+                " probe, their modules, [mcp] connection_token_budget (default:"
+                " $PROMPTPATH_MCP_CONFIG, then $PROMPTPATH_EXPORTER_CONFIG)."
+            }
+        },
     ),
     Flag(
         dest="listen",

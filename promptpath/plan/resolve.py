@@ -729,7 +729,11 @@ def resolve(
     from promptpath.outputs.otlp import plan_otlp
 
     # A comparison is not one operation: the environment's collector gets nothing from it.
-    otlp = None if compare else plan_otlp(values.text("otlp_endpoint"), environ, say)
+    otlp = (
+        None
+        if compare
+        else plan_otlp(values.text("otlp_endpoint"), environ, say, values.text("otel_semconv"))
+    )
     if options.http == "3" and options.target.scheme != "https":
         raise UsageError("HTTP/3 needs an https:// target (QUIC always runs TLS)")
     if options.http == "3" and options.proxy is not None:
@@ -807,11 +811,17 @@ def _compare_runs(
 
 
 def module_plan(
-    profile: Mapping[str, Any], *, probes: list[str], environ: Mapping[str, str]
+    profile: Mapping[str, Any],
+    *,
+    probes: list[str],
+    environ: Mapping[str, str],
+    given: Mapping[str, object] | None = None,
 ) -> Plan:
     """The Plan of one exporter probe: a module's table and its target's (merged, as a
-    profile's keys: ``url`` and the rest), with the module's probes."""
-    values = values_for(str(profile["url"]), probe=probes or None)
+    profile's keys: ``url`` and the rest), with the module's probes. ``given``: option
+    values by dest that win over the profile's, as the command line's do over a profile
+    (`promptpath mcp`'s tool arguments)."""
+    values = values_for(str(profile["url"]), probe=probes or None, **dict(given or {}))
     return resolve(values.with_(**_profile_fills(values, profile)), environ=environ)
 
 

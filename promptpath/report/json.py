@@ -89,7 +89,9 @@ def arrivals_json(timeline: Timeline) -> dict[str, Any]:
 def _usage_json(timeline: Timeline) -> dict[str, int | None] | None:
     """The server's own token counts (null: it reported none)."""
     usage = reported_usage(timeline)
-    return None if usage is None else asdict(usage)
+    if usage is None:
+        return None
+    return asdict(usage)
 
 
 def _gaps(summary: Summary | None) -> dict[str, float] | None:

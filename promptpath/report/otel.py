@@ -4,25 +4,19 @@ Pure: it reads the JSON report (a run or a series, already redacted by structure
 returns plain dataclasses; ``promptpath/outputs/otlp.py`` hands them to the OpenTelemetry SDK.
 Nothing here imports opentelemetry, so the mapping is tested without the ``otel`` extra.
 
-Names and units follow the OpenTelemetry semantic conventions for generative AI, which
-live in their own repository (open-telemetry/semantic-conventions-genai, status
-Development):
+The names, units and bucket boundaries follow the OpenTelemetry semantic conventions for
+generative AI (open-telemetry/semantic-conventions-genai, status Development), in one
+table of both settings, ``report/otel_names.py``: v1.41's names by default, the latest
+with ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` or ``--otel-semconv
+latest``. The span is named ``{gen_ai.operation.name} {gen_ai.request.model}``, kind
+CLIENT, with ``gen_ai.provider.name``, the models, ``gen_ai.usage.*``,
+``gen_ai.request.stream`` and ``gen_ai.response.time_to_first_chunk`` (s). A provider
+that reports billable tokens is used as reported; else the output tokens are the content
+events counted ("if GenAI system returns each token independently, instrumentation
+SHOULD count").
 
-- ``docs/gen-ai/gen-ai-spans.md`` (Inference): the span is named
-  ``{gen_ai.operation.name} {gen_ai.request.model}``, kind CLIENT; ``gen_ai.provider.name``
-  (it replaced the deprecated ``gen_ai.system``), ``gen_ai.request.model``,
-  ``gen_ai.response.model``, ``gen_ai.usage.input_tokens``/``output_tokens``,
-  ``gen_ai.request.stream``, ``gen_ai.response.time_to_first_chunk`` (s), ``server.address``,
-  ``server.port`` and ``error.type``.
-- ``docs/gen-ai/gen-ai-metrics.md``: ``gen_ai.client.operation.duration``,
-  ``…time_to_first_chunk`` and ``…time_per_output_chunk`` in ``s`` with the explicit bucket
-  boundaries [0.01, 0.02, …, 81.92]; ``gen_ai.client.token.usage`` in ``{token}`` with
-  [1, 4, 16, …, 67108864] and ``gen_ai.token.type`` ``input`` / ``output``. A provider that
-  reports billable tokens is used as reported; else the output tokens are the content
-  events counted ("if GenAI system returns each token independently, instrumentation
-  SHOULD count").
-- From open-telemetry/semantic-conventions, the HTTP client span's attributes
-  (``docs/http/http-spans.md``): ``url.full`` with userinfo and the query values of
+From open-telemetry/semantic-conventions, the HTTP client span's attributes
+(``docs/http/http-spans.md``): ``url.full`` with userinfo and the query values of
   credential-like keys replaced by ``REDACTED``, ``http.request.method``,
   ``http.response.status_code``, ``network.protocol.name``/``version`` (``1.1``, ``2``,
   ``3``), and ``error.type``: the status code as a string for an answer >= 400, else a
@@ -45,6 +39,19 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from promptpath.dialects.plugins import dialect
 from promptpath.dialects.registry import NAMES
+from promptpath.report.otel_names import (
+    INSTRUMENTS,
+    MODALITY_UNKNOWN,
+    STAGE_DURATION,
+    TOKEN_MODALITY,
+    TOKEN_TYPE,
+    Instrument,
+    Semconv,
+)
+from promptpath.report.otel_tokens import SUBSETS as _SUBSETS
+from promptpath.report.otel_tokens import subsets as _subsets
+from promptpath.report.otel_tokens import tokens as _tokens
+from promptpath.report.otel_tokens import with_cache as _with_cache
 from promptpath.report.runs import runs_of
 
 AttrValue = str | int | float | bool
@@ -55,69 +62,12 @@ Attributes = dict[str, AttrValue]
 TEXT_MAX: Final = 512
 REDACTED: Final = "REDACTED"  # semantic-conventions url.full: the word, not our "[redacted]"
 
-#: gen-ai-metrics.md's ExplicitBucketBoundaries for every client duration (s).
-DURATION_BUCKETS: Final = (
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
-)  # fmt: skip
-#: gen-ai-metrics.md's ExplicitBucketBoundaries for gen_ai.client.token.usage.
-TOKEN_BUCKETS: Final = (
-    1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
-)  # fmt: skip
-#: Ours for the network stages: a loopback DNS answer takes 0.1 ms, a TLS handshake over an
-#: ocean 300 ms; the GenAI buckets start at 10 ms and would put every set-up stage in one.
-STAGE_BUCKETS: Final = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-)  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Instrument:
-    """One histogram: its name, unit, description and bucket boundaries (a View)."""
-
-    name: str
-    unit: str
-    description: str
-    buckets: tuple[float, ...]
-
-
-OPERATION_DURATION: Final = Instrument(
-    name="gen_ai.client.operation.duration",
-    unit="s",
-    description="GenAI operation duration.",
-    buckets=DURATION_BUCKETS,
-)
-TIME_TO_FIRST_CHUNK: Final = Instrument(
-    name="gen_ai.client.operation.time_to_first_chunk",
-    unit="s",
-    description="Time to receive the first chunk, from when the client issues the request.",
-    buckets=DURATION_BUCKETS,
-)
-TIME_PER_OUTPUT_CHUNK: Final = Instrument(
-    name="gen_ai.client.operation.time_per_output_chunk",
-    unit="s",
-    description="Time per output chunk, recorded for each chunk after the first one.",
-    buckets=DURATION_BUCKETS,
-)
-TOKEN_USAGE: Final = Instrument(
-    name="gen_ai.client.token.usage",
-    unit="{token}",
-    description="Number of input and output tokens used.",
-    buckets=TOKEN_BUCKETS,
-)
-STAGE_DURATION: Final = Instrument(
-    name="promptpath.stage.duration",
-    unit="s",
-    description="Duration of each stage of a traced prompt (promptpath.stage: dns, connect, tls,"
-    " quic_handshake, proxy stages, request, wait, first_token, streaming).",
-    buckets=STAGE_BUCKETS,
-)
-INSTRUMENTS: Final = (
-    OPERATION_DURATION,
-    TIME_TO_FIRST_CHUNK,
-    TIME_PER_OUTPUT_CHUNK,
-    TOKEN_USAGE,
-    STAGE_DURATION,
-)
+_DEFAULT_NAMES: Final = INSTRUMENTS["default"]
+#: The default setting's instruments by their old names (tests and callers use them).
+OPERATION_DURATION: Final = _DEFAULT_NAMES["duration"]
+TIME_TO_FIRST_CHUNK: Final = _DEFAULT_NAMES["time_to_first_chunk"]
+TIME_PER_OUTPUT_CHUNK: Final = _DEFAULT_NAMES["time_per_output_chunk"]
+TOKEN_USAGE: Final = _DEFAULT_NAMES["token_usage"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -257,20 +207,6 @@ def _protocol_version(http_version: object) -> str | None:
     return http_version.removeprefix("HTTP/")
 
 
-def _tokens(run: Mapping[str, Any]) -> tuple[int | None, int | None]:
-    """(input, output) tokens: the provider's own counts, else output counted from the
-    content events; input only when the provider reported it."""
-    tokens = run.get("tokens") or {}
-    usage = tokens.get("usage") or {}
-    reported_in = usage.get("input_tokens")
-    reported_out = usage.get("output_tokens")
-    input_tokens = reported_in if isinstance(reported_in, int) else None
-    if isinstance(reported_out, int):
-        return input_tokens, reported_out
-    counted = tokens.get("count")
-    return input_tokens, counted if isinstance(counted, int) and counted > 0 else None
-
-
 def _common(run: Mapping[str, Any]) -> Attributes:
     """The attributes the span and every metric share (the metrics' own list)."""
     target = run.get("target") or {}
@@ -293,8 +229,9 @@ def _common(run: Mapping[str, Any]) -> Attributes:
     return attrs
 
 
-def run_telemetry(run: Mapping[str, Any]) -> RunTelemetry:
-    """One run object of the report (the shape `run --json` prints) as telemetry."""
+def run_telemetry(run: Mapping[str, Any], semconv: Semconv = "default") -> RunTelemetry:
+    """One run object of the report (the shape `run --json` prints) as telemetry, with
+    the names of ``semconv`` (report/otel_names.py)."""
     anchor = _anchor_ns(run)
 
     def at(ms: float) -> int:
@@ -322,10 +259,17 @@ def run_telemetry(run: Mapping[str, Any]) -> RunTelemetry:
     if address.get("ip"):
         attrs["network.peer.address"] = str(address["ip"])
     input_tokens, output_tokens = _tokens(run)
+    subsets = _subsets(run)
+    if semconv == "latest":
+        input_tokens = _with_cache(run, input_tokens, subsets)
     if input_tokens is not None:
         attrs["gen_ai.usage.input_tokens"] = input_tokens
     if output_tokens is not None:
         attrs["gen_ai.usage.output_tokens"] = output_tokens
+    if semconv == "latest":
+        for key, attr, _role in _SUBSETS:
+            if key in subsets:
+                attrs[attr] = subsets[key]
     ttft_ms = _number((run.get("ttft_ms") or {}).get("from_start"))
     if ttft_ms is not None:
         attrs["gen_ai.response.time_to_first_chunk"] = ttft_ms / 1000
@@ -355,7 +299,9 @@ def run_telemetry(run: Mapping[str, Any]) -> RunTelemetry:
     return RunTelemetry(
         root=root,
         stages=stages,
-        recordings=tuple(_recordings(run, metric_attrs, end_ms, input_tokens, output_tokens)),
+        recordings=tuple(
+            _recordings(run, semconv, metric_attrs, end_ms, (input_tokens, output_tokens), subsets)
+        ),
     )
 
 
@@ -396,50 +342,72 @@ def _finding_events(run: Mapping[str, Any], time_unix_ns: int) -> list[SpanEvent
 
 def _recordings(
     run: Mapping[str, Any],
+    semconv: Semconv,
     attrs: Attributes,
     end_ms: float,
-    input_tokens: int | None,
-    output_tokens: int | None,
+    counts: tuple[int | None, int | None],
+    subsets: Mapping[str, int],
 ) -> list[Recording]:
-    out = [Recording(instrument=OPERATION_DURATION, value=end_ms / 1000, attributes=attrs)]
+    names = INSTRUMENTS[semconv]
+
+    def record(role: str, value: float, attributes: Attributes = attrs) -> Recording:
+        return Recording(instrument=names[role], value=value, attributes=attributes)
+
+    out = [record("duration", end_ms / 1000)]
     tokens = run.get("tokens") or {}
     ttft_ms = _number((run.get("ttft_ms") or {}).get("from_start"))
     if ttft_ms is not None:
-        out.append(
-            Recording(instrument=TIME_TO_FIRST_CHUNK, value=ttft_ms / 1000, attributes=attrs)
-        )
+        out.append(record("time_to_first_chunk", ttft_ms / 1000))
     for gap in tokens.get("gaps") or []:
         value = _number(gap)
         if value is not None:
-            out.append(
-                Recording(instrument=TIME_PER_OUTPUT_CHUNK, value=value / 1000, attributes=attrs)
-            )
-    for token_type, count in (("input", input_tokens), ("output", output_tokens)):
-        if count is not None:
-            out.append(
-                Recording(
-                    instrument=TOKEN_USAGE,
-                    value=count,
-                    attributes={**attrs, "gen_ai.token.type": token_type},
-                )
-            )
+            out.append(record("time_per_output_chunk", value / 1000))
+    if semconv == "latest":
+        out.extend(_latest_tokens(record, attrs, counts, subsets))
+    else:
+        for token_type, count in zip(("input", "output"), counts, strict=True):
+            if count is not None:
+                out.append(record("token_usage", count, {**attrs, TOKEN_TYPE: token_type}))
     for span in run.get("spans_ms") or []:
         start, end = _number(span.get("start")), _number(span.get("end"))
         if start is None or end is None:
             continue
+        stage_attrs: Attributes = {**attrs, "promptpath.stage": str(span.get("stage"))}
         out.append(
-            Recording(
-                instrument=STAGE_DURATION,
-                value=(end - start) / 1000,
-                attributes={**attrs, "promptpath.stage": str(span.get("stage"))},
-            )
+            Recording(instrument=STAGE_DURATION, value=(end - start) / 1000, attributes=stage_attrs)
         )
     return out
 
 
-def telemetry(report: Mapping[str, Any]) -> list[RunTelemetry]:
+def _latest_tokens(
+    record: Any,
+    attrs: Attributes,
+    counts: tuple[int | None, int | None],
+    subsets: Mapping[str, int],
+) -> list[Recording]:
+    """The latest conventions' token metrics (gen-ai-token-metrics.md): the input and
+    output counters on every operation, failed ones too, ``0`` when no count came (their
+    rule), under ``gen_ai.token.modality`` ``unknown``; the per-operation histograms, which
+    carry ``error.type`` but no modality; the cache and reasoning counters only when the
+    provider reported that subset (a 0 there would claim it said none were cached)."""
+    input_tokens, output_tokens = counts
+    counter_attrs = {k: v for k, v in attrs.items() if k != "error.type"}
+    counter_attrs[TOKEN_MODALITY] = MODALITY_UNKNOWN
+    out = [
+        record("usage.input", input_tokens or 0, counter_attrs),
+        record("usage.output", output_tokens or 0, counter_attrs),
+    ]
+    for key, _attr, role in _SUBSETS:
+        if key in subsets:
+            out.append(record(role, subsets[key], counter_attrs))
+    out.append(record("operation.input", input_tokens or 0))
+    out.append(record("operation.output", output_tokens or 0))
+    return out
+
+
+def telemetry(report: Mapping[str, Any], semconv: Semconv = "default") -> list[RunTelemetry]:
     """Every run of ``report`` (itself, or a series' runs) as telemetry, in order."""
-    return [run_telemetry(run) for run in runs_of(report)]
+    return [run_telemetry(run, semconv) for run in runs_of(report)]
 
 
 def count_points(runs: Sequence[RunTelemetry]) -> tuple[int, int]:

@@ -150,11 +150,13 @@ def _usage(
     reasoning: object = None,
     *,
     cached: object = None,
+    cache_write: object = None,
     cached_apart: bool = False,
 ) -> Usage | None:
     """The counts of one usage object; the impossible ones named as untrusted, not kept.
-    ``cached``: the prefix cache's input tokens; ``cached_apart``: the API counts them
-    outside ``input_tokens`` (Anthropic, Bedrock) rather than inside (OpenAI, Gemini)."""
+    ``cached``: the prefix cache's input tokens (read); ``cache_write``: those written to it;
+    ``cached_apart``: the API counts both outside ``input_tokens`` (Anthropic, Bedrock)
+    rather than inside (OpenAI, Gemini)."""
     counts: dict[str, int] = {}
     untrusted: list[str] = []
     for name, value in (
@@ -162,6 +164,7 @@ def _usage(
         ("output_tokens", output_tokens),
         ("reasoning_tokens", reasoning),
         ("cached_input_tokens", cached),
+        ("cache_write_input_tokens", cache_write),
     ):
         count = _token_count(value)
         if count is False:
@@ -173,6 +176,7 @@ def _usage(
         output_tokens=counts.get("output_tokens"),
         reasoning_tokens=counts.get("reasoning_tokens"),
         cached_input_tokens=counts.get("cached_input_tokens"),
+        cache_write_input_tokens=counts.get("cache_write_input_tokens"),
         untrusted=tuple(untrusted),
     )
     if usage == Usage():

@@ -207,6 +207,9 @@ def test_doc_command_runs_against_the_reference_endpoint(
     if cmd.argv[0] == "exporter":
         _exporter(cmd, request.getfixturevalue("tls_ref"), tmp_path)
         return
+    if cmd.argv[0] == "mcp":
+        _mcp(cmd, request.getfixturevalue("tls_ref"), tmp_path)
+        return
     if cmd.argv[0] == "diff":
         _diff(cmd, request.getfixturevalue("tls_ref"), tmp_path)
         return
@@ -350,10 +353,9 @@ def _is_exporter(toml_block: str) -> bool:
     return re.search(r"^\[modules\.", toml_block, re.M) is not None
 
 
-def _exporter(cmd: DocCommand, ref: RefServer, tmp_path: Path) -> None:
-    """``promptpath exporter --config FILE ...`` with FILE the exporter config its page
-    shows, every target pointed at the reference endpoint; --check-config passes, and a
-    served one answers a probe of its first target and stops on SIGTERM with 143."""
+def _pointed_config(cmd: DocCommand, ref: RefServer, tmp_path: Path) -> tuple[str, Path]:
+    """The exporter config the line's page shows, every target pointed at the reference
+    endpoint: (the page's block, the file written)."""
     page = ROOT / cmd.where.split(":")[0]
     (block,) = [b for _, b in fenced(page.read_text(), "toml") if _is_exporter(b)]
     url = f"{ref.url}/v1/chat/completions"
@@ -366,6 +368,42 @@ def _exporter(cmd: DocCommand, ref: RefServer, tmp_path: Path) -> None:
         lines.append(line)
     config = tmp_path / "exporter.toml"
     config.write_text("\n".join(lines) + "\n")
+    return block, config
+
+
+def _mcp(cmd: DocCommand, ref: RefServer, tmp_path: Path) -> None:
+    """``promptpath mcp --config FILE`` with FILE the config its page shows, pointed at the
+    reference endpoint, driven by the MCP SDK's client over stdio: its tools listed, a
+    trace of the page's first target answered, no key in it."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    block, config = _pointed_config(cmd, ref, tmp_path)
+    argv = list(cmd.argv)
+    argv[argv.index("--config") + 1] = str(config)
+    target = re.findall(r"^\[targets\.([\w-]+)\]", block, re.M)[0]
+    key = "sk-docs-mcp-0123456789abcdef"
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "promptpath", *argv], env={"OPENAI_API_KEY": key}
+    )
+
+    async def session() -> Any:
+        with anyio.fail_after(60):
+            async with Client(server) as client:
+                assert "trace" in {t.name for t in (await client.list_tools()).tools}
+                return await client.call_tool("trace", {"target": target})
+
+    result = anyio.run(session)
+    assert result.is_error is False, f"{cmd.where}: {result.content[0].text}"
+    assert result.structured_content["ok"] is True
+    assert all(key not in block.text for block in result.content)
+
+
+def _exporter(cmd: DocCommand, ref: RefServer, tmp_path: Path) -> None:
+    """``promptpath exporter --config FILE ...`` with FILE the exporter config its page
+    shows, every target pointed at the reference endpoint; --check-config passes, and a
+    served one answers a probe of its first target and stops on SIGTERM with 143."""
+    block, config = _pointed_config(cmd, ref, tmp_path)
     argv = list(cmd.argv)
     argv[argv.index("--config") + 1] = str(config)
     if "--check-config" in argv:

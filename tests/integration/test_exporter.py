@@ -510,6 +510,8 @@ def test_each_fresh_probe_goes_to_the_otlp_endpoint(
             config = config.replace(
                 "[exporter]\n", f'[exporter]\notlp_endpoint = "{receiver.url}"\n', 1
             )
+            # The config's endpoint follows the exporter's opt-in, as a run's does.
+            env["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
         else:
             env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
         with exporter(tmp_path, config, env=env) as running:
@@ -529,5 +531,15 @@ def test_each_fresh_probe_goes_to_the_otlp_endpoint(
             names = [s.name for ss in resource_spans.scope_spans for s in ss.spans]
             assert "chat m-chat" in names
             assert SECRET not in str(traces.message)
+            (sent,) = receiver.of("/v1/metrics")
+            sent_names = {
+                m.name
+                for rm in sent.message.resource_metrics
+                for sm in rm.scope_metrics
+                for m in sm.metrics
+            }
+            latest, default = "gen_ai.client.inference.duration", "gen_ai.client.operation.duration"
+            expected, other = (latest, default) if where == "config" else (default, latest)
+            assert expected in sent_names and other not in sent_names
             metrics = running.get("/metrics")[1]
             assert _value(metrics, "promptpath_exporter_otlp_exports_total", result="exported") == 1

@@ -358,8 +358,11 @@ def test_anthropic_recorded_stream() -> None:
     events = decode_file("anthropic.sse", "anthropic")
     assert [e.name for e in events[:3]] == ["message_start", "content_block_start", "ping"]
     assert [e.kind for e in events[:3]] == ["meta", "meta", "meta"]
-    # cache_read_input_tokens 0, counted apart from input_tokens (Anthropic's usage).
-    assert events[0].usage == Usage(input_tokens=472, cached_input_tokens=0, cached_apart=True)
+    # message_start's cache_creation_input_tokens and cache_read_input_tokens: 0 each,
+    # counted apart from input_tokens (Anthropic's usage).
+    assert events[0].usage == Usage(
+        input_tokens=472, cached_input_tokens=0, cache_write_input_tokens=0, cached_apart=True
+    )
     assert content(events) == [
         ("reasoning", "The user asks why BGP flaps."),
         ("reasoning", " Hold timers, MTU, CPU."),
@@ -375,7 +378,7 @@ def test_anthropic_recorded_stream() -> None:
     assert (delta.kind, delta.text, delta.usage) == (
         "meta",
         "stop_reason=tool_use",
-        Usage(output_tokens=89),
+        Usage(output_tokens=89, cached_apart=True),
     )
     assert (events[-1].kind, events[-1].name) == ("end", "message_stop")
 

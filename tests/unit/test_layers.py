@@ -47,9 +47,17 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "promptpath.report.junit": ("promptpath.report.runs",),
     "promptpath.report.prometheus": ("promptpath.report.runs", "promptpath.core.stats"),
     # (and the dialects' plug-ins, whose gen_ai.provider.name each holds)
-    "promptpath.report.otel": ("promptpath.report.runs", "promptpath.dialects"),
+    "promptpath.report.otel": (
+        "promptpath.report.runs",
+        "promptpath.dialects",
+        "promptpath.report.otel_names",
+        "promptpath.report.otel_tokens",
+    ),
+    "promptpath.report.otel_tokens": ("promptpath.dialects",),
+    # The GenAI conventions' names in both settings: a table, nothing of promptpath.
+    "promptpath.report.otel_names": (),
     # The SDK side of the OTLP export: the telemetry the pure mapping made, nothing else.
-    "promptpath.outputs.otlp_sdk": ("promptpath.report.otel",),
+    "promptpath.outputs.otlp_sdk": ("promptpath.report.otel", "promptpath.report.otel_names"),
     # The option table is read by every --help: typer, the probes' plain settings and
     # names, the output formats' table and the dialects' names only.
     "promptpath.plan.flags": (
@@ -105,6 +113,16 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     # A service on top of the Plan, as the run command is: it never imports the reference
     # server (a probe of a real endpoint must not carry hypercorn in) nor the CLI.
     "promptpath.exporter": ("promptpath.server", "promptpath.cli", "promptpath.net"),
+    # `promptpath mcp`: a face on the exporter's config, guard and probe run (and the diff
+    # command's reading): never the reference server, the socket layer, or the rest of the
+    # command line.
+    "promptpath.mcpserver": (
+        "promptpath.server",
+        "promptpath.net",
+        "promptpath.cli.commands",
+        "promptpath.cli.faces",
+        "promptpath.cli.entry",
+    ),
     # Writes, pushes and sends what the report holds (the JSON object): it neither traces,
     # runs a mode nor parses the command line. The plan reads its destinations' checks.
     "promptpath.outputs": (

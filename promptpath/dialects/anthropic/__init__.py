@@ -6,7 +6,7 @@ inside its chunks (bedrock_invoke/).
 
 from __future__ import annotations
 
-from promptpath.core.timeline import ContentType, StreamEvent
+from promptpath.core.timeline import ContentType, StreamEvent, Usage
 from promptpath.dialects.spec import JSON, DialectSpec, DocRow, httpx_client
 from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
@@ -66,19 +66,30 @@ class AnthropicDecoder(_Dialect):
         if typ == "message_start":
             u = _obj(_obj(obj.get("message")).get("usage"))
             # output_tokens here is a placeholder (usually 1); message_delta has the count.
-            cached = u.get("cache_read_input_tokens")
-            usage = _usage(u.get("input_tokens"), None, cached=cached, cached_apart=True)
-            return [mk("meta", typ, usage=usage)]
+            return [mk("meta", typ, usage=_cached_usage(u, None))]
         if typ == "message_delta":
             u = _obj(obj.get("usage"))
             stop = _str(_obj(obj.get("delta")).get("stop_reason"))
-            usage = _usage(u.get("input_tokens"), u.get("output_tokens"))
+            usage = _cached_usage(u, u.get("output_tokens"))
             return [mk("meta", typ, usage=usage, text=f"stop_reason={stop}" if stop else "")]
         if typ == "message_stop":
             return [mk("end", typ)]
         if typ == "error":
             return [mk("error", typ, error=_error_text(obj.get("error") or obj))]
         return [mk("meta", typ)]  # ping, content_block_stop, unknown future events
+
+
+def _cached_usage(u: dict[str, object], output_tokens: object) -> Usage | None:
+    """A Messages usage object: its input_tokens leave the prompt cache's reads and
+    writes out (they are counted apart: cache_read_input_tokens,
+    cache_creation_input_tokens), unlike OpenAI's, which include them."""
+    return _usage(
+        u.get("input_tokens"),
+        output_tokens,
+        cached=u.get("cache_read_input_tokens"),
+        cache_write=u.get("cache_creation_input_tokens"),
+        cached_apart=True,
+    )
 
 
 # -- the request --------------------------------------------------------------------------

@@ -31,7 +31,8 @@ def _input_tokens(tl: Timeline, prompt: str) -> tuple[int, bool, int | None]:
     if usage is None or usage.input_tokens is None:
         return estimate_tokens(prompt), True, None
     cached = usage.cached_input_tokens
-    apart = (cached or 0) if usage.cached_apart else 0  # Anthropic, Bedrock: outside
+    # Anthropic, Bedrock: the cache's reads and writes are counted outside input_tokens.
+    apart = (cached or 0) + (usage.cache_write_input_tokens or 0) if usage.cached_apart else 0
     total = usage.input_tokens + apart
     return total, False, cached
 
