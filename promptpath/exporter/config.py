@@ -6,6 +6,8 @@
     daily_token_budget = 20000      # default per target (UTC day); 0 = no budget
     scrape_timeout_offset_s = 0.5   # the probe ends this long before Prometheus gives up
     otlp_endpoint = "http://127.0.0.1:4318"   # each fresh probe's spans and metrics (OTLP/HTTP)
+    vantage = "eu-west-1a"          # the vantage label on every sample (--label vantage= wins)
+    max_edges = 16                  # distinct edge label values before "other" (labels.py)
 
     [modules.chat]                  # a profile's keys (no url), plus the probes to run
     provider = "openai"
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from promptpath.core.errors import PromptpathError, UsageError
+from promptpath.exporter.labels import DEFAULT_MAX_EDGES, MAX_EDGES_LIMIT
 from promptpath.plan.plan import Plan
 from promptpath.plan.profiles import PROFILE_KEYS, check_value, read_toml
 
@@ -60,6 +63,8 @@ GLOBAL_KEYS: dict[str, type | tuple[type, ...]] = {
     "daily_token_budget": int,
     "scrape_timeout_offset_s": (int, float),
     "otlp_endpoint": str,
+    "vantage": str,
+    "max_edges": int,
 }
 DEFAULT_MAX_IN_FLIGHT = 4
 DEFAULT_MIN_INTERVAL_S = 60.0
@@ -99,6 +104,10 @@ class ExporterConfig:
     #: The OTLP/HTTP collector every fresh probe's spans and metrics go to (base URL).
     otlp_endpoint: str | None = None
     otlp_resource: tuple[tuple[str, str], ...] = ()
+    #: The ``vantage`` label on every sample (None: none, unless --label gives one).
+    vantage: str | None = None
+    #: Distinct (edge, cdn) label values named before the rest are ``other``.
+    max_edges: int = DEFAULT_MAX_EDGES
     warnings: tuple[str, ...] = field(default=())
 
     def probe(self, target: str, module: str) -> Probe | None:
@@ -158,6 +167,11 @@ def load(path: Path, environ: Mapping[str, str]) -> ExporterConfig:
     if otlp is not None:
         otlp, resource = _otlp(path, otlp, environ)
 
+    vantage = _vantage(path, glob.get("vantage"))
+    max_edges = int(glob.get("max_edges", DEFAULT_MAX_EDGES))
+    if not 1 <= max_edges <= MAX_EDGES_LIMIT:
+        raise _bad(path, f"[exporter] max_edges must be 1 to {MAX_EDGES_LIMIT}, got {max_edges}")
+
     modules = {
         name: _check_table(path, f"module {name!r}", table, MODULE_KEYS)
         for name, table in _table(path, data, "modules").items()
@@ -202,7 +216,25 @@ def load(path: Path, environ: Mapping[str, str]) -> ExporterConfig:
         scrape_timeout_offset_s=offset,
         otlp_endpoint=otlp,
         otlp_resource=resource,
+        vantage=vantage,
+        max_edges=max_edges,
     )
+
+
+#: A vantage is a place's name: short, printable, one line.
+_MAX_VANTAGE = 128
+
+
+def _vantage(path: Path, value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value or len(value) > _MAX_VANTAGE or not value.isprintable():
+        raise _bad(
+            path,
+            f"[exporter] vantage must be 1 to {_MAX_VANTAGE} printable characters on one"
+            f" line, got {value[:_MAX_VANTAGE]!r}",
+        )
+    return value
 
 
 def _otlp(

@@ -91,6 +91,7 @@ async def _serve(plan: ExporterPlan, config: ExporterConfig, env: Environment) -
         log=log,
         lifecycle=plan.enable_lifecycle,
         host=listen_name(plan.host),
+        labels=plan.labels,
     )
     server = Server(listener.listeners, exporter.handle)
     exporter.connections = server.stats

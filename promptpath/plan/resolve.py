@@ -787,7 +787,17 @@ def exporter_plan(values: Values, environ: Mapping[str, str]) -> ExporterPlan:
         drain_timeout_s=drain,
         check_only=values.flag("check_config"),
         enable_lifecycle=values.flag("enable_lifecycle"),
+        labels=_exporter_labels(values.get("label")),
     )
+
+
+def _exporter_labels(given: object) -> tuple[tuple[str, str], ...]:
+    """The exporter's --label values: run's checks, then the labels it sets itself."""
+    from promptpath.exporter.labels import check_labels
+    from promptpath.outputs.deliver import parse_labels
+
+    specs = [str(spec) for spec in given] if isinstance(given, list | tuple) else []
+    return check_labels(parse_labels(specs))
 
 
 __all__ = [
