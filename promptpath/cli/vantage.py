@@ -80,16 +80,6 @@ def plan_of(values: Mapping[str, object], environ: Mapping[str, str]) -> Vantage
     )
 
 
-def _floor(stage: str, reference_ms: float) -> float | None:
-    """The diff's practical floor for a stage (None: a stage its table does not know)."""
-    from promptpath.core.change.metrics import metric
-
-    try:
-        return metric(stage).floor(reference_ms)
-    except KeyError:
-        return None
-
-
 def compare(plan: VantagePlan, *, now: float) -> Comparison:
     """Ask, build, judge: the comparison, or the error that stopped it."""
     from promptpath.core.vantage.judge import judge
@@ -136,7 +126,7 @@ def compare(plan: VantagePlan, *, now: float) -> Comparison:
         at=at.replace("+00:00", "Z"),
         selection=plan.selection,
         table=table,
-        verdict=judge(table, _floor),
+        verdict=judge(table),
     )
 
 

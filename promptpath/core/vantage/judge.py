@@ -15,8 +15,9 @@ form percentiles allow (core/change/metrics.py's practical floors are the same t
 Only slower counts (every stage is a time: more is worse). A cell needs ``MIN_RUNS`` runs,
 and a stage at least two vantages with them. The vantage that stands out is the one with
 the most stages called (ties: the largest excess in all); its stages are named in
-waterfall order. Failure shares are judged apart: a vantage whose share of failed probes
-is ``FAILURE_FLOOR`` above the others', with at least ``MIN_FAILED`` failures, is called.
+waterfall order. Failure shares are judged apart, by the diff's own error-rate judgement
+(``judge_errors``: Fisher's exact test on the counts, and its floor): a vantage whose
+failures against the others' come out "regressed" is called.
 """
 
 from __future__ import annotations
@@ -25,14 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 
+from promptpath.core.change import judge_errors
+from promptpath.core.change.metrics import metric
 from promptpath.core.vantage.table import Row, Table
 
 #: Fewer runs than this in a cell: a percentile of it says nothing about a spread.
 MIN_RUNS = 3
-#: A failure share this far above the others' (and MIN_FAILED failures) is called.
-FAILURE_FLOOR = 0.2
-MIN_FAILED = 2
-
 #: (stage, the others' median in ms) -> the practical floor in ms, None for a stage the
 #: metric table does not know (then it is shown, not judged).
 Floor = Callable[[str, float], float | None]
@@ -116,14 +115,23 @@ def _call(row: Row, others: list[Row], stage: str, floor: Floor) -> Call | bool 
     return None
 
 
+def change_floor(stage: str, reference_ms: float) -> float | None:
+    """The diff's practical floor of a stage (None: a stage its metric table lacks)."""
+    try:
+        return metric(stage).floor(reference_ms)
+    except KeyError:
+        return None
+
+
 def _failure(row: Row, others: list[Row]) -> FailureCall | None:
     share = row.failure_share
     rest = [o for o in others if o.runs >= MIN_RUNS]
-    if share is None or row.runs < MIN_RUNS or not rest or row.failed < MIN_FAILED:
+    if share is None or row.runs < MIN_RUNS or not rest:
         return None
-    others_share = sum(o.failed for o in rest) / sum(o.runs for o in rest)
-    if share - others_share < FAILURE_FLOOR:
+    others_failed, others_runs = sum(o.failed for o in rest), sum(o.runs for o in rest)
+    if judge_errors(others_failed, others_runs, row.failed, row.runs).verdict != "regressed":
         return None
+    others_share = others_failed / others_runs
     return FailureCall(
         vantage=row.vantage,
         share=share,
@@ -133,8 +141,8 @@ def _failure(row: Row, others: list[Row]) -> FailureCall | None:
     )
 
 
-def judge(table: Table, floor: Floor) -> Verdict:
-    """The verdict over ``table``, each stage's floor from ``floor``."""
+def judge(table: Table, floor: Floor = change_floor) -> Verdict:
+    """The verdict over ``table``, each stage's floor from ``floor`` (the diff's table)."""
     calls: list[Call] = []
     judged: set[str] = set()
     for row in table.rows:
@@ -169,12 +177,11 @@ def judge(table: Table, floor: Floor) -> Verdict:
 
 
 __all__ = [
-    "FAILURE_FLOOR",
-    "MIN_FAILED",
     "MIN_RUNS",
     "Call",
     "FailureCall",
     "Floor",
     "Verdict",
+    "change_floor",
     "judge",
 ]
