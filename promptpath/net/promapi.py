@@ -195,7 +195,7 @@ def query(
     """The ``data.result`` of an instant query of ``promql`` at Unix time ``at``."""
     deadline = time.monotonic() + timeout_s
     body = urllib.parse.urlencode(
-        {"query": promql, "time": f"{at:.3f}", "timeout": f"{max(1, int(timeout_s))}s"}
+        {"query": promql, "time": f"{at:.3f}", "timeout": f"{max(1, int(timeout_s * 1000))}ms"}
     ).encode()
     headers = {
         "Content-Type": "application/x-www-form-urlencoded",
