@@ -136,6 +136,8 @@ def needs_lab(cmd: DocCommand) -> str | None:
         return "goes through a forward proxy (squid/tinyproxy: tests/lab)"
     if "--pushgateway" in cmd.argv:
         return "pushes to a Prometheus Pushgateway (tests/lab)"
+    if cmd.argv[:1] == ["vantage"]:
+        return "asks a Prometheus that scrapes exporters (tests/lab/test_vantage.py runs it)"
     return None
 
 

@@ -38,6 +38,7 @@ import yaml
 
 from tests.conftest import lab_required, require_binary
 from tests.helpers.cli import CliResult, run_cli
+from tests.helpers.doccommands import PARSED_ONLY, DocCommand
 from tests.helpers.exporterlab import exporter
 from tests.helpers.impairer import (
     ImpairedPath,
@@ -293,3 +294,30 @@ def test_vantage_no_series_is_a_usage_error_naming_the_selection(fleet: Fleet) -
     doc = json.loads(result.stdout)
     jsonschema.validate(doc, SCHEMA)
     assert doc["ok"] is False and doc["error"]["stage"] == "config"
+
+
+#: The docs' names for the fleet's: the page's target and module are the lab's one
+#: target and module, its region the lab's site label.
+_DOC_VALUES = {"--target": "api", "--module": "chat", "--by": "site"}
+DOC_LINES = [c for c in PARSED_ONLY if c.argv[:1] == ["vantage"]]
+
+
+@pytest.mark.parametrize("cmd", DOC_LINES, ids=[c.where for c in DOC_LINES])
+def test_the_docs_vantage_lines_run_against_the_fleet(
+    fleet: Fleet, cmd: DocCommand, tmp_path: Path
+) -> None:
+    argv = list(cmd.argv[1:])
+    for i, word in enumerate(argv[:-1]):
+        if word in _DOC_VALUES:
+            argv[i + 1] = _DOC_VALUES[word]
+        elif word == "--prometheus":
+            assert argv[i + 1] == f"http://127.0.0.1:{PROM_PORT}", cmd.where
+        elif word == "--html":
+            argv[i + 1] = str(tmp_path / "vantage.html")
+    args = [a for a in argv if a not in ("--prometheus", f"http://127.0.0.1:{PROM_PORT}")]
+    result = fleet.vantage(*args)
+    assert result.exit_code == 0, f"{cmd.where}: {cmd.text}\n{result.stderr}"
+    if "--json" in args:
+        jsonschema.validate(json.loads(result.stdout), SCHEMA)
+    if "--html" in args:
+        assert (tmp_path / "vantage.html").stat().st_size > 0
