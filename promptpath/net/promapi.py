@@ -102,12 +102,13 @@ def _connection(where: Endpoint, timeout: float) -> http.client.HTTPConnection:
     return http.client.HTTPConnection(where.host, where.port, timeout=timeout)
 
 
-def _left(deadline: float, where: Endpoint, stage: str) -> float:
+def _left(deadline: float, where: Endpoint) -> float:
+    """Seconds left for the answer, or the timeout error once none are."""
     left = deadline - time.monotonic()
     if left <= 0:
         raise TraceTimeout(
-            f"Prometheus at {where.where} did not answer in time (stage {stage})",
-            stage="response" if stage == "response" else "connect",
+            f"Prometheus at {where.where} did not answer the query in time",
+            stage="response",
             kind="timeout",
         )
     return left
@@ -164,7 +165,7 @@ def _read(response: http.client.HTTPResponse, where: Endpoint, deadline: float) 
     chunks: list[bytes] = []
     size = 0
     while True:
-        _left(deadline, where, "response")
+        _left(deadline, where)
         chunk = response.read1(_CHUNK)
         if not chunk:
             return b"".join(chunks)
@@ -208,7 +209,7 @@ def query(
     try:
         _connect(conn, where)
         try:
-            conn.sock.settimeout(_left(deadline, where, "response"))
+            conn.sock.settimeout(_left(deadline, where))
             conn.request("POST", f"{where.base}/api/v1/query", body=body, headers=headers)
             response = conn.getresponse()
             raw = _read(response, where, deadline)

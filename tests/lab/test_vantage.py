@@ -5,7 +5,7 @@ The lab: the impairer's two namespaces. In the client namespace: a reference end
 its loopback ("near"), three exporters (vantage near, near2 and far) and Prometheus
 scraping them every 2 s; in the server namespace, a second reference endpoint at
 10.200.0.2, which only the "far" exporter probes, so each of its probes crosses the
-impairer: 25 ms each way, a 50 ms round trip in connect and in TLS (and in the request's
+impairer: 40 ms each way, an 80 ms round trip in connect and in TLS (and in the request's
 wait). `promptpath vantage` runs in-process in a thread that entered the client namespace
 (a thread's network namespace is its own: the test's other threads stay on the host).
 
@@ -55,14 +55,22 @@ pytestmark = pytest.mark.lab
 SCHEMA = json.loads(
     (Path(__file__).parents[2] / "promptpath" / "report" / "vantage_schema.json").read_text()
 )
-ONE_WAY_MS = 25.0
+ONE_WAY_MS = 40.0
+#: The exporters and endpoints run above the machine's other work, as in
+#: tests/lab/test_impaired_path.py: what is compared is the paths, not a neighbour's suite.
+#: Without it, 1 run in 10 at load 9-12 (other sessions' suites plus two CPU-bound loops)
+#: saw the loopback vantages' TLS or wait differ by more than their floor at the median.
+PRIORITY = ("nice", "-n", "-10")
 #: Prometheus' port inside the client namespace (a namespace of its own: nothing else
 #: listens there).
 PROM_PORT = 9090
-#: Runs each vantage needs before the comparison (the judgement's MIN_RUNS is 3).
-RUNS = 4
-#: First scrape ~5 s after start, then one per 2 s: RUNS runs in ~11 s; three times that.
-WAIT_S = 40.0
+#: Runs each vantage needs before the comparison (the judgement's MIN_RUNS is 3; with 5 a
+#: vantage's median is the middle of five, its p95 near its slowest).
+RUNS = 5
+#: First scrape ~5 s after start, then one per 2 s: RUNS runs in ~13 s. The whole set-up
+#: (namespaces, endpoints, exporters, Prometheus, then RUNS probes each) measured 15 s at
+#: load ~3 and 19.6-27.7 s at load 11-15 (10 runs beside two CPU-bound loops, all passed).
+WAIT_S = 60.0
 FAST = '"x-promptpath-tokens" = "3", "x-promptpath-rate" = "0"'
 
 T = TypeVar("T")
@@ -206,12 +214,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     with (
         impaired_path(delay, delay) as path,
         reference_server(
-            tmp_path=tmp / "near", command_prefix=path.client(), extra_args=["--rate", "0"]
+            tmp_path=tmp / "near",
+            command_prefix=path.client(*PRIORITY),
+            extra_args=["--rate", "0"],
         ) as near,
         reference_server(
             tmp_path=tmp / "far",
             host=path.server_addr,
-            command_prefix=path.server(),
+            command_prefix=path.server(*PRIORITY),
             extra_args=["--rate", "0"],
         ) as far,
     ):
@@ -232,7 +242,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         with contextlib.ExitStack() as stack:
             ports = {
                 name: stack.enter_context(
-                    exporter(tmp / name, text, args=args[name], command_prefix=path.client())
+                    exporter(
+                        tmp / name, text, args=args[name], command_prefix=path.client(*PRIORITY)
+                    )
                 ).port
                 for name, text in configs.items()
             }
@@ -281,10 +293,12 @@ def test_vantage_names_the_impaired_vantage_and_its_connect_and_tls(fleet: Fleet
 
 def test_vantage_names_no_vantage_when_the_paths_are_alike(fleet: Fleet) -> None:
     # By site: only near (a) and near2 (b) carry it, both on the namespace's loopback.
-    result = fleet.vantage("--by", "site", "--target", "api")
+    result = fleet.vantage("--by", "site", "--target", "api", "--json")
     assert result.exit_code == 0, result.stderr
-    assert "no vantage stands out" in result.stdout, result.stdout
-    assert result.stdout.splitlines()[2].split()[0] == "site"
+    doc = json.loads(result.stdout)
+    assert [row["vantage"] for row in doc["rows"]] == ["a", "b"]
+    assert doc["standout"] is None and doc["calls"] == [], json.dumps(doc)
+    assert doc["summary"].startswith("no vantage stands out")
 
 
 def test_vantage_no_series_is_a_usage_error_naming_the_selection(fleet: Fleet) -> None:
