@@ -792,12 +792,12 @@ def exporter_plan(values: Values, environ: Mapping[str, str]) -> ExporterPlan:
 
 
 def _exporter_labels(given: object) -> tuple[tuple[str, str], ...]:
-    """The exporter's --label values: run's checks, then the labels it sets itself."""
-    from promptpath.exporter.labels import check_labels
+    """The exporter's --label values, with run's checks (the exporter checks the names it
+    sets itself when it starts: exporter/labels.py)."""
     from promptpath.outputs.deliver import parse_labels
 
     specs = [str(spec) for spec in given] if isinstance(given, list | tuple) else []
-    return check_labels(parse_labels(specs))
+    return parse_labels(specs)
 
 
 __all__ = [

@@ -76,4 +76,6 @@ def test_a_label_the_exporter_sets_itself_is_refused_before_it_serves(tmp_path: 
     config.write_text("")
     result = run_cli("exporter", "--config", str(config), "--label", "edge=FRA")
     assert result.exit_code == 2
-    assert result.stderr.startswith("promptpath: --label edge: the exporter sets that label")
+    assert result.stderr.startswith(
+        "promptpath: exporter: --label edge: the exporter sets that label"
+    )
