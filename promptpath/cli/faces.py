@@ -283,6 +283,27 @@ def mcp(ctx: typer.Context, **values: object) -> None:
 
     config = values.get("config")
     raise typer.Exit(run_mcp(config if isinstance(config, str) else None, Environment.of(ctx.obj)))
+_VANTAGE_HELP = """Compare vantage points through Prometheus: what exporters recorded, as a table.
+
+Asks Prometheus' HTTP API (instant queries: quantile_over_time and count_over_time over
+--since) for what exporters labelled with a vantage (their config's vantage, or --label)
+recorded, and prints a vantage × stage table: p50 and p95 of each stage, the share of
+failed probes, the edge each vantage reached. The vantage and stages that stand out are
+named, judged against the others' spread and the practical floors `diff` uses. See
+docs/vantage.md.
+"""
+
+
+def _vantage() -> Callable[..., Any]:
+    from promptpath.plan.vantage_flags import FLAGS as VANTAGE_FLAGS
+
+    @flags.declare("vantage", _CTX, table=VANTAGE_FLAGS)
+    def vantage(ctx: typer.Context, **values: object) -> None:
+        from promptpath.cli.vantage import execute_vantage
+
+        raise typer.Exit(execute_vantage(values, env=Environment.of(ctx.obj)))
+
+    return vantage
 
 
 #: serve's help is its function's docstring (server/command.py: the dialects it speaks come
@@ -307,6 +328,7 @@ _COMMANDS: dict[str, tuple[Callable[[], Callable[..., Any]], str | None]] = {
     "exporter": (lambda: exporter, _EXPORTER_HELP),
     "diff": (lambda: diff, None),
     "mcp": (lambda: mcp, _MCP_HELP),
+    "vantage": (_vantage, _VANTAGE_HELP),
 }
 
 

@@ -6,6 +6,8 @@
     daily_token_budget = 20000      # default per target (UTC day); 0 = no budget
     scrape_timeout_offset_s = 0.5   # the probe ends this long before Prometheus gives up
     otlp_endpoint = "http://127.0.0.1:4318"   # each fresh probe's spans and metrics (OTLP/HTTP)
+    vantage = "eu-west-1a"          # the vantage label on every sample (--label vantage= wins)
+    max_edges = 16                  # distinct edge label values before "other" (labels.py)
 
     [modules.chat]                  # a profile's keys (no url), plus the probes to run
     provider = "openai"
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from promptpath.core.errors import PromptpathError, UsageError
+from promptpath.exporter.labels import DEFAULT_MAX_EDGES, MAX_EDGES_LIMIT
 from promptpath.plan.plan import Plan
 from promptpath.plan.profiles import PROFILE_KEYS, check_value, read_toml
 
@@ -66,6 +69,8 @@ GLOBAL_KEYS: dict[str, type | tuple[type, ...]] = {
     "daily_token_budget": int,
     "scrape_timeout_offset_s": (int, float),
     "otlp_endpoint": str,
+    "vantage": str,
+    "max_edges": int,
 }
 #: `promptpath mcp`'s own keys (the exporter ignores the table).
 MCP_KEYS: dict[str, type | tuple[type, ...]] = {"connection_token_budget": int}
@@ -117,6 +122,10 @@ class ExporterConfig:
     #: The OTLP/HTTP collector every fresh probe's spans and metrics go to (base URL).
     otlp_endpoint: str | None = None
     otlp_resource: tuple[tuple[str, str], ...] = ()
+    #: The ``vantage`` label on every sample (None: none, unless --label gives one).
+    vantage: str | None = None
+    #: Distinct (edge, cdn) label values named before the rest are ``other``.
+    max_edges: int = DEFAULT_MAX_EDGES
     warnings: tuple[str, ...] = field(default=())
     #: [mcp] connection_token_budget: what one MCP client connection may spend (0: none).
     connection_token_budget: int = DEFAULT_CONNECTION_BUDGET
@@ -185,6 +194,11 @@ def load(path: Path, environ: Mapping[str, str]) -> ExporterConfig:
             path,
             f"[mcp] connection_token_budget must be 0 (none) or more, got {connection_budget}",
         )
+    vantage = _vantage(path, glob.get("vantage"))
+    max_edges = int(glob.get("max_edges", DEFAULT_MAX_EDGES))
+    if not 1 <= max_edges <= MAX_EDGES_LIMIT:
+        raise _bad(path, f"[exporter] max_edges must be 1 to {MAX_EDGES_LIMIT}, got {max_edges}")
+
     modules = {
         name: _check_table(path, f"module {name!r}", table, MODULE_KEYS)
         for name, table in _table(path, data, "modules").items()
@@ -230,7 +244,25 @@ def load(path: Path, environ: Mapping[str, str]) -> ExporterConfig:
         otlp_endpoint=otlp,
         otlp_resource=resource,
         connection_token_budget=connection_budget,
+        vantage=vantage,
+        max_edges=max_edges,
     )
+
+
+#: A vantage is a place's name: short, printable, one line.
+_MAX_VANTAGE = 128
+
+
+def _vantage(path: Path, value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value or len(value) > _MAX_VANTAGE or not value.isprintable():
+        raise _bad(
+            path,
+            f"[exporter] vantage must be 1 to {_MAX_VANTAGE} printable characters on one"
+            f" line, got {value[:_MAX_VANTAGE]!r}",
+        )
+    return value
 
 
 def _otlp(

@@ -20,6 +20,7 @@ from promptpath.exporter.probe import Outcome
 from promptpath.outputs.deliver import ExportPlan
 from promptpath.outputs.formats import BY_DEST
 from promptpath.report.prometheus import Exposition
+from promptpath.report.runs import target_of
 
 #: probe_duration buckets in seconds: a fast stream to a scrape timeout's worth.
 DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -53,10 +54,15 @@ class Served:
     baseline: Mapping[str, float | None] | None = None
 
 
-def probe_text(served: Served) -> str:
-    """The /probe answer's body."""
+def probe_text(
+    served: Served,
+    labels: Sequence[tuple[str, str]] = (),
+    edge: Mapping[str, str] | None = None,
+) -> str:
+    """The /probe answer's body; ``labels`` (the vantage, --label) on every sample, and
+    ``edge`` (labels.py's ``edge`` and ``cdn``) on ``promptpath_edge``."""
     outcome = served.outcome
-    out = Exposition({})
+    out = Exposition(dict(labels))
     out.family("probe_success", "gauge", "1 when the probe succeeded (the run exited 0), else 0.")
     out.sample("probe_success", 1 if outcome.success else 0)
     out.family("probe_duration_seconds", "gauge", "How long the probe took, in seconds.")
@@ -92,8 +98,17 @@ def probe_text(served: Served) -> str:
     )
     if served.baseline is not None:
         _ratios(out, outcome, served.baseline)
-    # No --label here: the scrape's own target labels are Prometheus' to add.
-    return BY_DEST["prom_textfile"].render(outcome.report, ExportPlan()) + out.text()
+    if edge is not None:
+        out.family(
+            "promptpath_edge",
+            "gauge",
+            "1, labelled with the edge that answered (server.edge_name: a bounded set;"
+            " unknown when no known header named it, other past max_edges).",
+        )
+        out.sample("promptpath_edge", 1, target=target_of(outcome.report), **edge)
+    # The scrape's own target labels (instance, module) are Prometheus' to add.
+    plan = ExportPlan(labels=tuple(labels))
+    return BY_DEST["prom_textfile"].render(outcome.report, plan) + out.text()
 
 
 #: The metrics a baseline ratio is given for (a bounded label: the SLO grammar's names).
@@ -179,11 +194,13 @@ def health_text(
     version: str,
     pairs: Sequence[tuple[str, str]],
     connections: ConnectionStats | None = None,
+    labels: Sequence[tuple[str, str]] = (),
 ) -> str:
     """The body of GET /metrics; every configured (target, module) pair has its counters
-    from the start (0), so a rate() over them never begins with a missing series."""
+    from the start (0), so a rate() over them never begins with a missing series.
+    ``labels`` (the vantage, --label) go on every sample."""
     modules = sorted({module for _target, module in pairs})
-    out = Exposition({})
+    out = Exposition(dict(labels))
     out.family("promptpath_exporter_build_info", "gauge", "The exporter's version.")
     out.sample("promptpath_exporter_build_info", 1, version=version)
     name = "promptpath_exporter_probes_total"

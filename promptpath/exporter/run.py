@@ -20,6 +20,7 @@ from promptpath.core.exitcodes import ExitCode
 from promptpath.environment import Environment
 from promptpath.exporter.config import ExporterConfig, load
 from promptpath.exporter.http import Server
+from promptpath.exporter.labels import check_labels
 from promptpath.exporter.log import JsonLog
 from promptpath.exporter.service import Exporter, listen_name
 from promptpath.plan.plan import ExporterPlan
@@ -33,6 +34,7 @@ def run_exporter(plan: ExporterPlan, env: Environment) -> int:
     """The exporter's exit code: 2 for a config it cannot load or an address it cannot
     bind, 128 + the stop signal after a drain, 0 for --check-config that passed."""
     try:
+        check_labels(plan.labels)
         config = load(plan.config, env.environ)
     except PromptpathError as exc:
         print(f"promptpath: exporter: {exc.message}", file=env.stderr)
@@ -91,6 +93,7 @@ async def _serve(plan: ExporterPlan, config: ExporterConfig, env: Environment) -
         log=log,
         lifecycle=plan.enable_lifecycle,
         host=listen_name(plan.host),
+        labels=plan.labels,
     )
     server = Server(listener.listeners, exporter.handle)
     exporter.connections = server.stats

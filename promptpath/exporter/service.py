@@ -31,6 +31,7 @@ from promptpath.core.textsafe import visible
 from promptpath.exporter.config import ExporterConfig, Probe, load
 from promptpath.exporter.guard import Action, CostGuard, Key
 from promptpath.exporter.http import MAX_CONNECTIONS, ConnectionStats, Request, Response, text
+from promptpath.exporter.labels import EdgeLabels, static_labels
 from promptpath.exporter.log import JsonLog
 from promptpath.exporter.metrics import GuardState, Health, Served, health_text, probe_text
 from promptpath.exporter.probe import Outcome, Stop, run_probe
@@ -110,8 +111,13 @@ class Exporter:
         log: JsonLog,
         lifecycle: bool = False,
         host: str | None = None,
+        labels: tuple[tuple[str, str], ...] = (),
     ):
         self.config = config
+        #: --label's values: with the config's vantage, on every sample (``labels``).
+        self.given_labels = labels
+        #: The edge label values this process named (a bounded set, kept across reloads).
+        self.edges = EdgeLabels(config.max_edges)
         self.environ = environ
         self.log = log
         #: --web.enable-lifecycle: POST /-/reload answers (else 403).
@@ -137,6 +143,15 @@ class Exporter:
         self.background: anyio.abc.TaskGroup | None = None
         self._exports = anyio.CapacityLimiter(OTLP_SENDING)
         self._exports_waiting = 0
+
+    @property
+    def labels(self) -> tuple[tuple[str, str], ...]:
+        """The labels on every sample: the config's vantage (as loaded now), --label's."""
+        return static_labels(self.config.vantage, self.given_labels)
+
+    def _probe_body(self, served: Served) -> bytes:
+        edge = self.edges.labels(served.outcome.report)
+        return probe_text(served, self.labels, edge).encode()
 
     # -- routes ---------------------------------------------------------------------------
     async def handle(self, request: Request) -> Response:
@@ -228,6 +243,7 @@ class Exporter:
             version=__version__,
             pairs=sorted(self.config.probes),
             connections=self.connections,
+            labels=self.labels,
         )
 
     def _refuse(self, status: int, reason: str, message: str, **fields: str) -> Response:
@@ -348,7 +364,7 @@ class Exporter:
     ) -> Response:
         self.health.cache_hits[(key[1], key[0])] += 1
         served = Served(outcome=outcome, cached=True, age_s=age_s, baseline=baseline)
-        return Response(status=200, body=probe_text(served).encode(), content_type=PROM_TEXT)
+        return Response(status=200, body=self._probe_body(served), content_type=PROM_TEXT)
 
     def _cut(self, outcome: Outcome) -> Response:
         """The answer to a scrape whose probe the drain cut: 503, naming where."""
@@ -387,7 +403,7 @@ class Exporter:
             age_s=time.monotonic() - started,
             baseline=probe.baseline,
         )
-        return Response(status=200, body=probe_text(served).encode(), content_type=PROM_TEXT)
+        return Response(status=200, body=self._probe_body(served), content_type=PROM_TEXT)
 
     def _log_probe(self, probe: Probe, outcome: Outcome) -> None:
         report = outcome.report
@@ -491,6 +507,7 @@ class Exporter:
             old = self.config
             self.config = new
             self.guard.max_in_flight = new.max_in_flight
+            self.edges.cap = new.max_edges
             # A pair whose plan changed (its URL, or any key of its target or module) is a
             # new pair: its cached result is about the old one.
             self.guard.forget(

@@ -701,7 +701,13 @@ FLAGS: tuple[Flag, ...] = (
         metavar="NAME=VALUE",
         help="Label on every exported metric, e.g. region=eu-west (repeatable).",
         panel=OUTPUT,
-        commands=RUN,
+        commands=RUN | EXPORTER_ONLY,
+        per_command={
+            "exporter": {
+                "help": "Label on every sample the exporter answers, e.g."
+                " vantage=eu-west-1a (repeatable; vantage= wins over the config's).",
+            }
+        },
     ),
     # -- diff (promptpath diff) ----------------------------------------------------------
     Flag(

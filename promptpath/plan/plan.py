@@ -96,3 +96,5 @@ class ExporterPlan:
     check_only: bool = False
     #: --web.enable-lifecycle: POST /-/reload answers (as Prometheus' flag of that name).
     enable_lifecycle: bool = False
+    #: --label NAME=VALUE: on every sample it answers (a vantage=... wins over the config's).
+    labels: tuple[tuple[str, str], ...] = ()

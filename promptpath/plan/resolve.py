@@ -861,7 +861,17 @@ def exporter_plan(values: Values, environ: Mapping[str, str]) -> ExporterPlan:
         drain_timeout_s=drain,
         check_only=values.flag("check_config"),
         enable_lifecycle=values.flag("enable_lifecycle"),
+        labels=_exporter_labels(values.get("label")),
     )
+
+
+def _exporter_labels(given: object) -> tuple[tuple[str, str], ...]:
+    """The exporter's --label values, with run's checks (the exporter checks the names it
+    sets itself when it starts: exporter/labels.py)."""
+    from promptpath.outputs.deliver import parse_labels
+
+    specs = [str(spec) for spec in given] if isinstance(given, list | tuple) else []
+    return parse_labels(specs)
 
 
 __all__ = [

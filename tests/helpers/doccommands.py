@@ -138,6 +138,8 @@ def needs_lab(cmd: DocCommand) -> str | None:
         return "pushes to a Prometheus Pushgateway (tests/lab)"
     if "--pcap" in cmd.argv:
         return "captures packets: dumpcap or CAP_NET_RAW (tests/lab)"
+    if cmd.argv[:1] == ["vantage"]:
+        return "asks a Prometheus that scrapes exporters (tests/lab/test_vantage.py runs it)"
     return None
 
 

@@ -111,12 +111,16 @@ def exporter(
     env: Mapping[str, str] | None = None,
     args: tuple[str, ...] = (),
     listen: str = "127.0.0.1:0",
+    command_prefix: tuple[str, ...] = (),
 ) -> Iterator[Exporter]:
+    """The exporter with ``config_text``; ``command_prefix`` wraps its command (``ip netns
+    exec NS`` for the impairer lab: its port is still read from its log line)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     config = tmp_path / f"exporter-{time.monotonic_ns()}.toml"
     config.write_text(config_text)
     stderr_path = config.with_suffix(".stderr")
-    command = [sys.executable, "-m", "promptpath", "exporter", "--config", str(config)]
+    command = [*command_prefix, sys.executable, "-m", "promptpath", "exporter"]
+    command += ["--config", str(config)]
     command += ["--listen", listen, *args]
     process_env = {k: v for k, v in os.environ.items() if k not in _ENV_DROP} | dict(env or {})
     with stderr_path.open("w") as stderr:

@@ -25,7 +25,7 @@ def help_text(*command: str) -> str:
     return res.stdout
 
 
-@pytest.mark.parametrize("command", ["run", "probe", "demo", "serve", "exporter"])
+@pytest.mark.parametrize("command", ["run", "probe", "demo", "serve", "exporter", "vantage"])
 def test_help_shows_no_type_placeholders(command: str) -> None:
     text = help_text(command)
     assert not re.search(r"<(str|int|float|list\[str\]|int range)>", text), text
@@ -120,7 +120,9 @@ def _help_of_group(group: object, *argv: str) -> str:
     return out.getvalue()
 
 
-@pytest.mark.parametrize("argv", [(), ("run",), ("probe",), ("demo",), ("serve",), ("diff",)])
+@pytest.mark.parametrize(
+    "argv", [(), ("run",), ("probe",), ("demo",), ("serve",), ("diff",), ("vantage",)]
+)
 def test_help_is_the_same_whether_the_commands_are_built_lazily_or_all_at_once(
     argv: tuple[str, ...],
 ) -> None:
@@ -131,7 +133,16 @@ def test_help_is_the_same_whether_the_commands_are_built_lazily_or_all_at_once(
     lazy = typer.main.get_command(app)
     eager = typer.main.get_command(app)
     built = [eager.commands[name] for name in _COMMANDS]  # type: ignore[attr-defined]
-    assert [c.name for c in built] == ["run", "probe", "demo", "serve", "exporter", "diff", "mcp"]
+    assert [c.name for c in built] == [
+        "run",
+        "probe",
+        "demo",
+        "serve",
+        "exporter",
+        "diff",
+        "mcp",
+        "vantage",
+    ]
     expected = _help_of_group(eager, *argv)
     assert expected.startswith("Usage: promptpath")
     assert _help_of_group(lazy, *argv) == expected
