@@ -22,7 +22,7 @@ from promptpath.environment import Environment
 from promptpath.modes.interrupts import quiet_on_closed_pipe
 from promptpath.plan.documents import Loaded, load
 
-__all__ = ["DiffArgs", "execute_diff", "shown_runs"]
+__all__ = ["DiffArgs", "execute_diff", "read_sides", "shown_runs"]
 
 _HTTP = {"2": "HTTP/2", "3": "HTTP/3"}
 
@@ -76,7 +76,9 @@ def _side(loaded: Loaded, runs: list[Mapping[str, Any]], range_text: str | None)
     )
 
 
-def _sides(args: DiffArgs) -> tuple[tuple[Side, list[Mapping[str, Any]]], ...]:
+def read_sides(args: DiffArgs) -> tuple[tuple[Side, list[Mapping[str, Any]]], ...]:
+    """The two sides the arguments name (two documents, or two ranges of one history),
+    each with its runs; a usage error names what is wrong (diff and the MCP tool alike)."""
     if args.protocol not in _HTTP:
         raise UsageError(f"diff: --protocol {args.protocol!r}: use 2 or 3", kind="bad_option")
     from promptpath.plan.resolve import diff_ranges
@@ -144,7 +146,7 @@ def execute_diff(values: Mapping[str, object], *, env: Environment) -> int:
         from promptpath.outputs.deliver import plan_exports
 
         exports = plan_exports({"html": args.html})
-        (b_side, b_runs), (a_side, a_runs) = _sides(args)
+        (b_side, b_runs), (a_side, a_runs) = read_sides(args)
     except PromptpathError as exc:
         return usage_failure(exc, args.json_out, env)
     diff: Diff = diff_runs(b_runs, a_runs, before_side=b_side, after_side=a_side)

@@ -283,6 +283,8 @@ def mcp(ctx: typer.Context, **values: object) -> None:
 
     config = values.get("config")
     raise typer.Exit(run_mcp(config if isinstance(config, str) else None, Environment.of(ctx.obj)))
+
+
 _VANTAGE_HELP = """Compare vantage points through Prometheus: what exporters recorded, as a table.
 
 Asks Prometheus' HTTP API (instant queries: quantile_over_time and count_over_time over

@@ -15,9 +15,9 @@ from promptpath.mcpserver.jobs import Reply
 
 def diff_reports(arguments: Mapping[str, Any]) -> Reply:
     """The diff of ``before`` and ``after`` (paths), with the diff flags' values."""
-    from promptpath.cli.diff import DiffArgs, _sides
+    from promptpath.cli.diff import DiffArgs, read_sides
     from promptpath.core.change.compose import diff_runs
-    from promptpath.report.diff import diff_json
+    from promptpath.report.diff import diff_json, verdict_word
 
     args = DiffArgs.of(
         {
@@ -28,12 +28,12 @@ def diff_reports(arguments: Mapping[str, Any]) -> Reply:
             "protocol": arguments.get("protocol", "2"),
         }
     )
-    (b_side, b_runs), (a_side, a_runs) = _sides(args)
+    (b_side, b_runs), (a_side, a_runs) = read_sides(args)
     diff = diff_runs(b_runs, a_runs, before_side=b_side, after_side=a_side)
-    changed = bool(diff.facts) or any(m.changed for m in diff.metrics) or diff.errors.changed
     # The terminal's last line (report/diff.py render_diff): the word, then the headline.
-    word = "REGRESSED" if diff.regressed else "CHANGED" if changed else "SAME"
-    return Reply(verdict=f"{word}: {visible(diff.headline)}", document=diff_json(diff))
+    return Reply(
+        verdict=f"{verdict_word(diff)}: {visible(diff.headline)}", document=diff_json(diff)
+    )
 
 
 __all__ = ["diff_reports"]

@@ -22,7 +22,7 @@ from promptpath.core.change.samples import MetricChange
 from promptpath.core.exitcodes import ExitCode
 from promptpath.core.textsafe import visible
 
-__all__ = ["SCHEMA_VERSION", "diff_exit_code", "diff_json", "render_diff"]
+__all__ = ["SCHEMA_VERSION", "diff_exit_code", "diff_json", "render_diff", "verdict_word"]
 
 SCHEMA_VERSION = "promptpath.diff/1"
 _STYLE = {"regressed": "bold red", "improved": "green", "unchanged": "", "unknown": "dim"}
@@ -178,10 +178,14 @@ def render_diff(diff: Diff, console: Console) -> None:
     for note in diff.notes:
         console.print(Text(note, style="dim"))
     console.print()
-    verdict = "REGRESSED" if diff.regressed else "CHANGED" if _changed(diff) else "SAME"
     style = "bold red" if diff.regressed else "bold"
-    console.print(Text(f"{verdict}: ", style=style) + Text(visible(diff.headline)))
+    console.print(Text(f"{verdict_word(diff)}: ", style=style) + Text(visible(diff.headline)))
 
 
-def _changed(diff: Diff) -> bool:
-    return bool(diff.facts) or any(m.changed for m in diff.metrics) or diff.errors.changed
+def verdict_word(diff: Diff) -> str:
+    """The word the verdict line starts with: REGRESSED (exit 1), CHANGED (a metric moved
+    beyond its noise, or a fact changed, none for the worse) or SAME."""
+    if diff.regressed:
+        return "REGRESSED"
+    changed = bool(diff.facts) or any(m.changed for m in diff.metrics) or diff.errors.changed
+    return "CHANGED" if changed else "SAME"
