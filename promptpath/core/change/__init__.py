@@ -9,6 +9,8 @@ uses (diff, run --baseline, watch, vantage, the exporter's baseline ratio). Pure
   time ranges;
 - compose.py: a whole diff (``diff_runs``) and headline.py its one line;
 - baseline.py: a baseline's values for the SLO grammar;
+- quantiles.py: one metric of one place against others' percentiles (``judge_quantiles``:
+  vantage, where a store kept percentiles, not runs);
 - ranks.py: the rank test and intervals underneath, in pure Python.
 """
 
@@ -17,6 +19,7 @@ from promptpath.core.change.documents import SCHEMAS, runs_of, schema_of
 from promptpath.core.change.facts import FACTS, FactChange, compare_facts
 from promptpath.core.change.history import History, TimeRange, parse_history, parse_range
 from promptpath.core.change.metrics import METRICS, STAGES, Metric, metric, value_of, values_of
+from promptpath.core.change.quantiles import QuantileCall, judge_quantiles
 from promptpath.core.change.samples import (
     ALPHA,
     CONFIDENCE,
@@ -42,6 +45,7 @@ __all__ = [
     "History",
     "Metric",
     "MetricChange",
+    "QuantileCall",
     "Side",
     "TimeRange",
     "compare_facts",
@@ -49,6 +53,7 @@ __all__ = [
     "judge",
     "judge_errors",
     "judge_many",
+    "judge_quantiles",
     "metric",
     "not_judged",
     "parse_history",

@@ -1,16 +1,9 @@
 """Which vantage, and which of its stages, stand out from the rest of the fleet.
 
 Prometheus gives percentiles and counts over the range, not the runs themselves, so the
-diff's rank test cannot run here; the judgement keeps the diff's two conditions in the
-form percentiles allow (core/change/metrics.py's practical floors are the same table):
-
-- **beyond noise**: the vantage's median is above the *others'* 95th percentile (the
-  median of their p95s): its typical run is slower than nearly every run elsewhere. A
-  vantage whose runs overlap the others' spread is not called, however its median sits.
-- **beyond the practical floor**: its median exceeds the others' (the median of their
-  p50s) by more than the metric's floor, ``max(absolute, relative × the others' median)``
-  (5 ms or 25 % for connect, 10 ms or 25 % for TLS, ...): a difference no one would act
-  on is not news.
+diff's rank test cannot run here: each stage is judged by core/change/quantiles.py
+(``judge_quantiles``: the vantage's median above the others' median p95, and beyond the
+metric's practical floor in core/change/metrics.py, the diff's own table).
 
 Only slower counts (every stage is a time: more is worse). A cell needs ``MIN_RUNS`` runs,
 and a stage at least two vantages with them. The vantage that stands out is the one with
@@ -26,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import median
 
-from promptpath.core.change import judge_errors
-from promptpath.core.change.metrics import metric
+from promptpath.core.change import judge_errors, judge_quantiles
+from promptpath.core.change.quantiles import floor_of
 from promptpath.core.vantage.table import Row, Table
 
 #: Fewer runs than this in a cell: a percentile of it says nothing about a spread.
@@ -98,29 +91,28 @@ def _call(row: Row, others: list[Row], stage: str, floor: Floor) -> Call | bool 
     theirs = [c for c in theirs if c.runs >= MIN_RUNS]
     if cell is None or cell.runs < MIN_RUNS or not theirs:
         return False
-    ref_p50 = median(c.p50_ms for c in theirs)
-    ref_p95 = median(c.p95_ms for c in theirs)
-    practical = floor(stage, ref_p50)
+    others_p50 = [c.p50_ms for c in theirs]
+    practical = floor(stage, median(others_p50))
     if practical is None:
         return False
-    if cell.p50_ms > ref_p95 and cell.p50_ms - ref_p50 > practical:
-        return Call(
-            vantage=row.vantage,
-            stage=stage,
-            p50_ms=cell.p50_ms,
-            others_p50_ms=ref_p50,
-            others_p95_ms=ref_p95,
-            floor_ms=practical,
-        )
-    return None
+    found = judge_quantiles(
+        stage, cell.p50_ms, others_p50, [c.p95_ms for c in theirs], floor_ms=practical
+    )
+    if found is None:
+        return None
+    return Call(
+        vantage=row.vantage,
+        stage=stage,
+        p50_ms=found.p50_ms,
+        others_p50_ms=found.others_p50_ms,
+        others_p95_ms=found.others_p95_ms,
+        floor_ms=found.floor_ms,
+    )
 
 
 def change_floor(stage: str, reference_ms: float) -> float | None:
     """The diff's practical floor of a stage (None: a stage its metric table lacks)."""
-    try:
-        return metric(stage).floor(reference_ms)
-    except KeyError:
-        return None
+    return floor_of(stage, reference_ms)
 
 
 def _failure(row: Row, others: list[Row]) -> FailureCall | None:
