@@ -32,6 +32,7 @@ from promptpath.probes.catalog import listed_names
 from promptpath.probes.settings import (
     CanarySettings,
     DNSCacheSettings,
+    HolSettings,
     IdleTimeoutSettings,
     PathSettings,
     TLSSettings,
@@ -118,6 +119,7 @@ _canary = CanarySettings()
 _dns = DNSCacheSettings()
 _idle = IdleTimeoutSettings()
 _tls = TLSSettings()
+_hol = HolSettings()
 _path = PathSettings()
 
 FLAGS: tuple[Flag, ...] = (
@@ -475,6 +477,17 @@ FLAGS: tuple[Flag, ...] = (
         setting="path.names",
     ),
     Flag(
+        dest="hol_streams",
+        decls=("--hol-streams",),
+        type=int,
+        default=_hol.streams,
+        metavar="N",
+        help="hol probe: streams at once on one HTTP/2 connection, and as many on separate"
+        " connections (and on HTTP/3).",
+        panel=PROBES,
+        setting="hol.streams",
+    ),
+    Flag(
         dest="canary",
         decls=("--canary",),
         type=bool,
@@ -572,9 +585,9 @@ FLAGS: tuple[Flag, ...] = (
         decls=("--yes",),
         type=bool,
         default=False,
-        help="Go ahead with a series above the spend threshold.",
+        help="Go ahead with a series, or probes, above the spend threshold.",
         panel=SERIES,
-        commands=RUN,
+        commands=BOTH,
     ),
     # -- output and exports: the formats' rows come from outputs/formats.py ----------------
     *(output_flag(fmt) for fmt in going("stdout")),

@@ -15,7 +15,7 @@ import errno
 import math
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -600,6 +600,35 @@ def check_spend(plan: SeriesPlan, options: RunOptions, *, yes: bool, say: Say) -
         )
 
 
+def check_probe_spend(
+    probes: Sequence[Any], settings: ProbeSettings, options: RunOptions, *, yes: bool, say: Say
+) -> None:
+    """Each probe states its cost as it starts; what they may spend together above the
+    series' threshold is said before the run, and to a non-loopback target needs --yes
+    (UsageError), as a series does. A loopback target is never refused."""
+    from promptpath.core.series import SPEND_ASK_REQUESTS, SPEND_ASK_TOKENS
+    from promptpath.probes.base import ProbeContext
+
+    ctx = ProbeContext(options=options, result=None, settings=settings)
+    costs = [cls().cost(ctx) for cls in probes]
+    requests = sum(c.requests for c in costs)
+    tokens = sum(c.tokens for c in costs)
+    if requests <= SPEND_ASK_REQUESTS and tokens <= SPEND_ASK_TOKENS:
+        return
+    loopback = is_loopback(options)
+    where = "loopback" if loopback else options.target.host
+    names = ", ".join(cls.name for cls in probes)
+    say(f"promptpath: probes ({names}): ≤{requests} requests, ≤{tokens:,} tokens to {where}")
+    if loopback or yes:
+        return
+    raise UsageError(
+        f"the probes' {requests} requests and ≤{tokens:,} tokens to {options.target.host} are"
+        f" above what runs without asking ({SPEND_ASK_REQUESTS} requests or"
+        f" {SPEND_ASK_TOKENS:,} tokens): add --yes to go ahead",
+        kind="bad_option",
+    )
+
+
 def _fail_on(values: Values) -> FailOn:
     given = values.get("fail_on")
     for known in FAIL_ON:
@@ -663,6 +692,7 @@ def resolve(
         from promptpath.probes.suite import select
 
         probes = tuple(select(probe_names))
+        check_probe_spend(probes, settings, options, yes=values.flag("yes"), say=say)
     if settings.path.names and not any(p.name == "path" for p in probes):
         raise UsageError(
             "--path-names names the hops the path probe finds: add --probe path (or all)",
@@ -794,6 +824,7 @@ __all__ = [
     "PROFILE_FILLS",
     "Values",
     "check_cacert",
+    "check_probe_spend",
     "check_spend",
     "client_for",
     "exporter_plan",
