@@ -24,6 +24,7 @@ NAMES: Final = (
     "path",
     "mtu",
     "upgrade",
+    "hol",
 )
 
 
