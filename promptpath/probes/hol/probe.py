@@ -151,15 +151,25 @@ def fastest_connect_ms(timelines: list[Timeline]) -> float | None:
     return min(spans) if spans else None
 
 
-def measure(
-    label: str, results: list[TraceResult], threshold: float, connections: int
-) -> GroupMeasure:
+#: The stages of the stream that opened a connection (the others on it have none).
+OPENING = ("connect", "proxy_connect", "quic_handshake")
+
+
+def opened(results: list[TraceResult]) -> int:
+    """The connections these streams opened, as their timelines show it."""
+    return sum(
+        any(st.name in OPENING and st.end_ns is not None for st in r.timeline.stages)
+        for r in results
+    )
+
+
+def measure(label: str, results: list[TraceResult], threshold: float) -> GroupMeasure:
     return measure_group(
         label,
         [stream_of(r.timeline, ok=_ok(r)) for r in results],
         threshold,
         http_version=_version(results),
-        connections=connections,
+        connections=opened(results),
         error=_first_error(results),
     )
 
@@ -236,9 +246,9 @@ class HolProbe(Probe):
         return judge(
             HolMeasure(
                 streams=n,
-                shared=measure("shared", shared, limit, 1),
-                separate=measure("separate", separate, limit, n),
-                http3=None if h3_results is None else measure("http3", h3_results, limit, 1),
+                shared=measure("shared", shared, limit),
+                separate=measure("separate", separate, limit),
+                http3=None if h3_results is None else measure("http3", h3_results, limit),
                 http3_note=h3_note,
                 cadence_ms=cadence,
                 cadence_source="canary" if canary.on else "measured",
