@@ -3,6 +3,8 @@ the verdict from measured groups, its cost and the spend check before the run.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from promptpath.core.errors import UsageError
@@ -19,6 +21,7 @@ from promptpath.probes.hol.measure import (
     episodes,
     floor_ms,
     measure_group,
+    pauses,
     stall_threshold_ms,
 )
 from promptpath.probes.hol.probe import HolProbe, cannot_measure, http3_plan
@@ -79,6 +82,25 @@ def test_a_co_stall_share_counts_the_other_streams_that_overlapped() -> None:
 
 def test_one_stream_has_no_co_stall_share() -> None:
     assert co_stall_shares([paced(holds={10: 50})], THRESHOLD) == []
+
+
+def test_a_pause_is_where_every_stream_of_every_group_stalled_at_once() -> None:
+    shared = [paced(holds={10: 50, 30: 50}, start=i) for i in range(4)]
+    separate = [paced(holds={10: 60}, start=i) for i in range(4)]
+    # Token 10 was late on all eight streams: one pause, where all their stalls overlap
+    # (from the latest stall's start to the earliest stall's end).
+    (span,) = pauses([*shared, *separate], THRESHOLD)
+    assert span == (9 * CADENCE * MS + 3 * MS, (10 * CADENCE + 50) * MS)
+    assert pauses(shared[:1], THRESHOLD) == []  # one stream: nothing to agree on
+    assert pauses([paced(holds={10: 50}), paced(holds={10: 50}, start=200)], THRESHOLD) == []
+    g = measure_group(
+        "separate", separate, THRESHOLD, http_version="HTTP/2", connections=4, exclude=[span]
+    )
+    assert g.stalls == 0 and g.paused == 4 and g.co_stall is None
+    s = measure_group(
+        "shared", shared, THRESHOLD, http_version="HTTP/2", connections=1, exclude=[span]
+    )
+    assert s.stalls == 4 and s.paused == 4 and s.held == (4,)
 
 
 def test_the_floor_is_half_a_round_trip_and_never_below_its_minimum() -> None:
@@ -149,6 +171,18 @@ def test_stalls_that_hit_every_shared_stream_and_not_the_separate_ones_are_head_
     assert finding.lead_words == "head-of-line blocking on the shared HTTP/2 connection"
 
 
+def test_stalls_that_held_some_of_the_shared_streams_together_are_counted_and_said() -> None:
+    # A retransmission about a round trip long leaves some streams' gaps just under the
+    # threshold: the second stall held three of the four.
+    some = [{10: 50, 30: 50}, {10: 50, 30: 50}, {10: 50}, {10: 50, 30: 50}]
+    finding = judge(hol(group("shared", some), group("separate", APART, connections=4)))
+    assert finding.verdict is Verdict.WARN
+    assert finding.summary.startswith(
+        "head-of-line blocking: 2 stalls of 70 ms hit 3–4 of the 4 streams of the shared"
+        " HTTP/2 connection at once (co-stall 0.86)"
+    ), finding.summary
+
+
 def test_http3_figures_join_the_finding_and_its_advice_when_it_lost_less() -> None:
     m = hol(
         group("shared", TOGETHER),
@@ -164,6 +198,26 @@ def test_separate_connections_without_any_stall_still_contrast() -> None:
     finding = judge(hol(group("shared", TOGETHER), group("separate", [{}] * 4)))
     assert finding.verdict is Verdict.WARN
     assert "separate connections no stall" in finding.summary
+
+
+def test_a_pause_of_everything_is_left_out_of_both_groups() -> None:
+    shared = [paced(holds={10: 50, 25: 60, 40: 45}, start=i) for i in range(4)]
+    separate = [paced(holds={10: 60}, start=i) for i in range(4)]
+    span = pauses([*shared, *separate], THRESHOLD)
+    m = hol(
+        measure_group(
+            "shared", shared, THRESHOLD, http_version="HTTP/2", connections=1, exclude=span
+        ),
+        measure_group(
+            "separate", separate, THRESHOLD, http_version="HTTP/2", connections=4, exclude=span
+        ),
+    )
+    m = dataclasses.replace(m, pauses_ms=tuple((b - a) / 1e6 for a, b in span))
+    finding = judge(m)
+    assert finding.verdict is Verdict.WARN
+    assert finding.summary.startswith("head-of-line blocking: 2 stalls of 65–80 ms hit all 4")
+    assert "1 pause that held every stream of both groups at once" in finding.summary
+    assert finding.evidence["separate"]["stalls_in_pauses"] == 4  # type: ignore[index]
 
 
 def test_one_episode_is_not_enough_to_call_it() -> None:

@@ -71,24 +71,67 @@ def cadence_ms(streams: Iterable[Stream]) -> float | None:
     return statistics.median(gaps) if gaps else None
 
 
-def co_stall_shares(streams: Sequence[Stream], threshold_ms: float) -> list[float]:
+Span = tuple[int, int]
+
+
+def _overlaps(a: int, b: int, spans: Iterable[Span]) -> bool:
+    return any(c < b and a < d for c, d in spans)
+
+
+def kept_stalls(
+    streams: Sequence[Stream], threshold_ms: float, exclude: Sequence[Span] = ()
+) -> list[list[Span]]:
+    """Each stream's stalls, less those overlapping an ``exclude`` span (``pauses``)."""
+    return [
+        [(a, b) for a, b in s.stalls(threshold_ms) if not _overlaps(a, b, exclude)] for s in streams
+    ]
+
+
+def pauses(streams: Sequence[Stream], threshold_ms: float) -> list[Span]:
+    """The spans in which every one of ``streams`` was stalled at once. Over streams on
+    separate connections as well as a shared one, such a span held them all whatever
+    their connection: the server or this machine paused, not a lost segment."""
+    edges = sorted(
+        (t, step)
+        for s in streams
+        for a, b in s.stalls(threshold_ms)
+        for t, step in ((a, 1), (b, -1))
+    )
+    spans: list[Span] = []
+    active, start = 0, 0
+    for t, step in edges:  # at equal times an end (-1) sorts first: touching is not overlap
+        active += step
+        if step == 1 and active == len(streams):
+            start = t
+        elif step == -1 and active == len(streams) - 1 and t > start:
+            spans.append((start, t))
+    return spans if len(streams) > 1 else []
+
+
+def co_stall_shares(
+    streams: Sequence[Stream], threshold_ms: float, exclude: Sequence[Span] = ()
+) -> list[float]:
     """For each stall of each stream, the share of the other streams stalled over an
-    overlapping interval (no share with fewer than two streams)."""
-    stalls = [s.stalls(threshold_ms) for s in streams]
+    overlapping interval (no share with fewer than two streams); stalls overlapping an
+    ``exclude`` span are left out."""
+    stalls = kept_stalls(streams, threshold_ms, exclude)
     shares = []
     for i, own in enumerate(stalls):
         for a, b in own:
-            others = [any(c < b and a < d for c, d in st) for j, st in enumerate(stalls) if j != i]
+            others = [_overlaps(a, b, st) for j, st in enumerate(stalls) if j != i]
             if others:
                 shares.append(sum(others) / len(others))
     return shares
 
 
-def episodes(streams: Sequence[Stream], threshold_ms: float) -> list[int]:
+def episodes(
+    streams: Sequence[Stream], threshold_ms: float, exclude: Sequence[Span] = ()
+) -> list[int]:
     """The stalls of all the streams merged where they overlap: for each such episode,
     how many streams it held. One lost segment on a shared connection is one episode
     holding every stream; the same loss on separate connections, one holding one."""
-    spans = sorted((a, b, i) for i, s in enumerate(streams) for a, b in s.stalls(threshold_ms))
+    kept = kept_stalls(streams, threshold_ms, exclude)
+    spans = sorted((a, b, i) for i, st in enumerate(kept) for a, b in st)
     held: list[int] = []
     end = -1
     members: set[int] = set()
@@ -119,6 +162,7 @@ class GroupMeasure:
     stall_ms: tuple[float, ...] = ()  # every stream's stalls, in ms
     shares: tuple[float, ...] = ()  # the co-stall share of each stall
     held: tuple[int, ...] = ()  # streams each episode held (episodes())
+    paused: int = 0  # stalls left out: in a pause that held every stream of every group
     error: str | None = None  # the first stream error, as its message said it
 
     @property
@@ -129,6 +173,11 @@ class GroupMeasure:
     def co_stall(self) -> float | None:
         """The mean co-stall share (None: no stall, or one stream)."""
         return statistics.mean(self.shares) if self.shares else None
+
+    @property
+    def together(self) -> tuple[int, ...]:
+        """Of the episodes, how many streams each one that held more than one held."""
+        return tuple(n for n in self.held if n > 1)
 
     @property
     def all_held(self) -> int:
@@ -153,8 +202,10 @@ class GroupMeasure:
             "stall_min_ms": r(min(self.stall_ms)) if self.stall_ms else None,
             "stall_max_ms": r(max(self.stall_ms)) if self.stall_ms else None,
             "episodes": len(self.held),
+            "episodes_together": len(self.together),
             "episodes_all_streams": self.all_held,
             "co_stall": None if co is None else round(co, 3),
+            "stalls_in_pauses": self.paused,
             "error": self.error,
         }
 
@@ -167,10 +218,14 @@ def measure_group(
     http_version: str | None,
     connections: int,
     error: str | None = None,
+    exclude: Sequence[Span] = (),
 ) -> GroupMeasure:
-    """The group's gaps, stalls, co-stall shares and episodes over ``threshold_ms``."""
+    """The group's gaps, stalls, co-stall shares and episodes over ``threshold_ms``;
+    stalls overlapping an ``exclude`` span (``pauses``) are counted apart, in ``paused``."""
     gaps = [g for s in streams for g in s.gaps_ms()]
-    stall_ms = tuple((b - a) / 1e6 for s in streams for a, b in s.stalls(threshold_ms))
+    kept = kept_stalls(streams, threshold_ms, exclude)
+    stall_ms = tuple((b - a) / 1e6 for st in kept for a, b in st)
+    every = sum(len(s.stalls(threshold_ms)) for s in streams)
     return GroupMeasure(
         label=label,
         streams=len(streams),
@@ -182,8 +237,9 @@ def measure_group(
         gap_p99_ms=percentile(gaps, 99) if gaps else None,
         gap_max_ms=max(gaps) if gaps else None,
         stall_ms=stall_ms,
-        shares=tuple(co_stall_shares(streams, threshold_ms)),
-        held=tuple(episodes(streams, threshold_ms)),
+        shares=tuple(co_stall_shares(streams, threshold_ms, exclude)),
+        held=tuple(episodes(streams, threshold_ms, exclude)),
+        paused=every - len(stall_ms),
         error=error,
     )
 
@@ -191,13 +247,16 @@ def measure_group(
 __all__ = [
     "MIN_FLOOR_MS",
     "GroupMeasure",
+    "Span",
     "Stream",
     "arrivals",
     "cadence_ms",
     "co_stall_shares",
     "episodes",
     "floor_ms",
+    "kept_stalls",
     "measure_group",
+    "pauses",
     "stall_threshold_ms",
     "stream_of",
 ]

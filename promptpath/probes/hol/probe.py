@@ -17,6 +17,7 @@ cadence is the streams' own median gap. ``hol.measure`` finds the stalls and co-
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -28,9 +29,12 @@ from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.canary import canary_controls, check_controls, skipped, with_controls
 from promptpath.probes.hol.measure import (
     GroupMeasure,
+    Span,
+    Stream,
     cadence_ms,
     floor_ms,
     measure_group,
+    pauses,
     stall_threshold_ms,
     stream_of,
 )
@@ -39,10 +43,10 @@ from promptpath.probes.settings import CanarySettings
 from promptpath.result import TraceResult
 
 COUNT_PROMPT = "Count from 1 to 200, one number per line."
-#: The canary's pace: 150 tokens at 50/s, one per event (3 s a stream). At 2 % loss each
+#: The canary's pace: 200 tokens at 50/s, one per event (4 s a stream). At 2 % loss each
 #: way over a 40 ms round trip this gives the shared connection several losses a run
 #: (the lab test's figures), and its 20 ms cadence sits well under a retransmission.
-CANARY_TOKENS = 150
+CANARY_TOKENS = 200
 CANARY_RATE = 50.0
 #: Slack for each group beyond its planned duration (handshakes, a retransmitted SYN).
 CANARY_MARGIN_S = 15.0
@@ -163,14 +167,21 @@ def opened(results: list[TraceResult]) -> int:
     )
 
 
-def measure(label: str, results: list[TraceResult], threshold: float) -> GroupMeasure:
+def streams_of(results: list[TraceResult]) -> list[Stream]:
+    return [stream_of(r.timeline, ok=_ok(r)) for r in results]
+
+
+def measure(
+    label: str, results: list[TraceResult], threshold: float, exclude: Sequence[Span] = ()
+) -> GroupMeasure:
     return measure_group(
         label,
-        [stream_of(r.timeline, ok=_ok(r)) for r in results],
+        streams_of(results),
         threshold,
         http_version=_version(results),
         connections=opened(results),
         error=_first_error(results),
+        exclude=exclude,
     )
 
 
@@ -239,15 +250,18 @@ class HolProbe(Probe):
         if canary.on:
             cadence: float | None = 1000.0 / CANARY_RATE
         else:
-            cadence = cadence_ms(stream_of(r.timeline, ok=_ok(r)) for r in (*shared, *separate))
+            cadence = cadence_ms(streams_of([*shared, *separate]))
         threshold = None if cadence is None else stall_threshold_ms(cadence, rtt)
         # With no cadence (no stream had two arrivals) no gap is a stall: the verdict skips.
         limit = float("inf") if threshold is None else threshold
+        # What held every stream of both TCP groups at once was not either connection.
+        paused = pauses(streams_of([*shared, *separate]), limit)
         return judge(
             HolMeasure(
                 streams=n,
-                shared=measure("shared", shared, limit),
-                separate=measure("separate", separate, limit),
+                shared=measure("shared", shared, limit, paused),
+                separate=measure("separate", separate, limit, paused),
+                pauses_ms=tuple((b - a) / 1e6 for a, b in paused),
                 http3=None if h3_results is None else measure("http3", h3_results, limit),
                 http3_note=h3_note,
                 cadence_ms=cadence,

@@ -18,8 +18,10 @@ from promptpath.probes.hol.measure import GroupMeasure
 
 PROBE = "hol"
 
-#: Episodes that held every stream of the shared connection at once before it is called
-#: head-of-line blocking: one could be this machine pausing while only one group ran.
+#: Episodes that held two or more streams of the shared connection at once before it is
+#: called head-of-line blocking: one could be a chance. (Not "every stream": a
+#: retransmission a round trip long pushes some streams' gaps just over the threshold and
+#: leaves others just under it, depending on where each was in its cadence.)
 MIN_EPISODES = 2
 #: The shared connection's mean co-stall share at least this (1.0: every stall held every
 #: stream; the benchmark's 2 % loss read 0.97-1.00)...
@@ -46,6 +48,9 @@ class HolMeasure:
     floor_ms: float
     rtt_ms: float | None  # the fastest TCP connect of the probe's connections
     threshold_ms: float | None
+    #: Spans that held every stream of both TCP groups at once (measure.pauses): the
+    #: server or this machine, not a connection; their stalls are left out of both.
+    pauses_ms: tuple[float, ...] = ()
     context: dict[str, object] = field(default_factory=dict)
 
     def evidence(self) -> dict[str, object]:
@@ -60,6 +65,7 @@ class HolMeasure:
             "floor_ms": r(self.floor_ms),
             "rtt_ms": r(self.rtt_ms),
             "stall_threshold_ms": r(self.threshold_ms),
+            "pauses_ms": [round(p, 3) for p in self.pauses_ms],
             "shared": self.shared.as_dict(),
             "separate": self.separate.as_dict(),
             "http3": None if self.http3 is None else self.http3.as_dict(),
@@ -77,6 +83,15 @@ def _share(group: GroupMeasure | None) -> str:
 def _range(group: GroupMeasure) -> str:
     low, high = min(group.stall_ms), max(group.stall_ms)
     return f"{low:.0f} ms" if round(low) == round(high) else f"{low:.0f}–{high:.0f} ms"
+
+
+def _which(group: GroupMeasure) -> str:
+    """Which of the group's streams its stalls held together: ``all 4``, ``2-4 of the 4``."""
+    low, high = min(group.together), max(group.together)
+    if low == group.streams:
+        return f"all {group.streams}"
+    span = f"{low}" if low == high else f"{low}–{high}"
+    return f"{span} of the {group.streams}"
 
 
 def _plural(n: int, word: str) -> str:
@@ -108,6 +123,15 @@ def _threshold(m: HolMeasure) -> str:
     return (
         f" (a stall: a gap over {m.threshold_ms:.0f} ms, the {m.cadence_ms:.0f} ms cadence"
         f" ({how}) plus {m.floor_ms:.0f} ms)"
+    )
+
+
+def _paused(m: HolMeasure) -> str:
+    if not m.pauses_ms:
+        return ""
+    return (
+        f"; {_plural(len(m.pauses_ms), 'pause')} that held every stream of both groups at once"
+        " (the server or this machine, not a connection) left out"
     )
 
 
@@ -153,7 +177,7 @@ def is_head_of_line(m: HolMeasure) -> bool:
     """The shared connection's stalls held all its streams together, and the separate
     connections' stalls (if any) did not."""
     shared_co = m.shared.co_stall
-    if shared_co is None or m.shared.all_held < MIN_EPISODES or shared_co < HOL_SHARE:
+    if shared_co is None or len(m.shared.together) < MIN_EPISODES or shared_co < HOL_SHARE:
         return False
     separate_co = m.separate.co_stall
     return separate_co is None or separate_co <= shared_co - MARGIN
@@ -167,6 +191,7 @@ def judge(m: HolMeasure) -> Finding:
         return unusable
     figures = _figures(m)
     note = f"; HTTP/3 not measured: {m.http3_note}" if m.http3 is None and m.http3_note else ""
+    note += _paused(m)
     if is_head_of_line(m):
         shared, h3 = m.shared, m.http3
         shared_co = shared.co_stall or 0.0
@@ -185,8 +210,8 @@ def judge(m: HolMeasure) -> Finding:
         return Finding(
             probe=PROBE,
             verdict=Verdict.WARN,
-            summary=f"head-of-line blocking: {_plural(shared.all_held, 'stall')} of"
-            f" {_range(shared)} hit all {m.streams} streams of the shared HTTP/2 connection"
+            summary=f"head-of-line blocking: {_plural(len(shared.together), 'stall')} of"
+            f" {_range(shared)} hit {_which(shared)} streams of the shared HTTP/2 connection"
             f" at once (co-stall {_share(shared)}); separate connections {_share(m.separate)}:"
             f" one lost segment holds back every stream (loss on this path){h3_words}"
             f"{_threshold(m)}{note}",
