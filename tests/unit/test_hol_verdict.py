@@ -25,7 +25,7 @@ from promptpath.probes.hol.measure import (
     stall_threshold_ms,
 )
 from promptpath.probes.hol.probe import HolProbe, cannot_measure, http3_plan
-from promptpath.probes.hol.verdict import HolMeasure, is_head_of_line, judge
+from promptpath.probes.hol.verdict import HolMeasure, is_head_of_line, judge, retransmission_ms
 from promptpath.probes.settings import HolSettings
 
 pytestmark = pytest.mark.unit
@@ -218,6 +218,19 @@ def test_a_pause_of_everything_is_left_out_of_both_groups() -> None:
     assert finding.summary.startswith("head-of-line blocking: 4 stalls of 65–80 ms hit all 4")
     assert "1 pause that held every stream of both groups at once" in finding.summary
     assert finding.evidence["separate"]["stalls_in_pauses"] == 4  # type: ignore[index]
+
+
+def test_stalls_together_shorter_than_a_round_trip_are_not_a_lost_segment() -> None:
+    # Four episodes held every shared stream, but none lasted a round trip beyond the
+    # cadence (gaps of 45-50 ms against 20 + 40 - 5): a connection waiting for a CPU at
+    # one end, which a retransmission cannot be.
+    short = [{10: 25, 20: 30, 30: 25, 40: 30}] * 4
+    m = hol(group("shared", short), group("separate", [{}] * 4))
+    assert m.shared.co_stall == 1.0 and len(m.shared.together) == 4
+    assert retransmission_ms(m) == 55.0
+    finding = judge(m)
+    assert finding.verdict is Verdict.PASS
+    assert finding.evidence["retransmission_ms"] == 55.0
 
 
 def test_three_episodes_are_not_enough_to_call_it() -> None:

@@ -124,26 +124,37 @@ def co_stall_shares(
     return shares
 
 
+def merged(
+    streams: Sequence[Stream], threshold_ms: float, exclude: Sequence[Span] = ()
+) -> list[tuple[int, float]]:
+    """The stalls of all the streams merged where they overlap: for each such episode,
+    how many streams it held and its longest stall (ms). One lost segment on a shared
+    connection is one episode holding every stream, its longest stall the lost segment's
+    own stream's, at least a round trip over the cadence; the same loss on separate
+    connections, one holding one."""
+    kept = kept_stalls(streams, threshold_ms, exclude)
+    spans = sorted((a, b, i) for i, st in enumerate(kept) for a, b in st)
+    found: list[tuple[int, float]] = []
+    end = -1
+    members: set[int] = set()
+    longest = 0
+    for a, b, i in spans:
+        if members and a >= end:
+            found.append((len(members), longest / 1e6))
+            members, longest = set(), 0
+        end = b if not members else max(end, b)
+        members.add(i)
+        longest = max(longest, b - a)
+    if members:
+        found.append((len(members), longest / 1e6))
+    return found
+
+
 def episodes(
     streams: Sequence[Stream], threshold_ms: float, exclude: Sequence[Span] = ()
 ) -> list[int]:
-    """The stalls of all the streams merged where they overlap: for each such episode,
-    how many streams it held. One lost segment on a shared connection is one episode
-    holding every stream; the same loss on separate connections, one holding one."""
-    kept = kept_stalls(streams, threshold_ms, exclude)
-    spans = sorted((a, b, i) for i, st in enumerate(kept) for a, b in st)
-    held: list[int] = []
-    end = -1
-    members: set[int] = set()
-    for a, b, i in spans:
-        if members and a >= end:
-            held.append(len(members))
-            members = set()
-        end = b if not members else max(end, b)
-        members.add(i)
-    if members:
-        held.append(len(members))
-    return held
+    """How many streams each episode (``merged``) held."""
+    return [n for n, _ in merged(streams, threshold_ms, exclude)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +173,7 @@ class GroupMeasure:
     stall_ms: tuple[float, ...] = ()  # every stream's stalls, in ms
     shares: tuple[float, ...] = ()  # the co-stall share of each stall
     held: tuple[int, ...] = ()  # streams each episode held (episodes())
+    longest_ms: tuple[float, ...] = ()  # each episode's longest stall, beside ``held``
     paused: int = 0  # stalls left out: in a pause that held every stream of every group
     error: str | None = None  # the first stream error, as its message said it
 
@@ -178,6 +190,11 @@ class GroupMeasure:
     def together(self) -> tuple[int, ...]:
         """Of the episodes, how many streams each one that held more than one held."""
         return tuple(n for n in self.held if n > 1)
+
+    def together_at_least(self, ms: float) -> int:
+        """Episodes that held more than one stream and whose longest stall lasted ``ms``
+        or more (a retransmission's mark: see the verdict)."""
+        return sum(n > 1 and t >= ms for n, t in zip(self.held, self.longest_ms, strict=True))
 
     @property
     def all_held(self) -> int:
@@ -203,6 +220,11 @@ class GroupMeasure:
             "stall_max_ms": r(max(self.stall_ms)) if self.stall_ms else None,
             "episodes": len(self.held),
             "episodes_together": len(self.together),
+            # Each such episode's longest stall: a lost segment's own stream waits a round
+            # trip or more beyond the cadence.
+            "together_longest_ms": [
+                round(t, 1) for n, t in zip(self.held, self.longest_ms, strict=True) if n > 1
+            ],
             "episodes_all_streams": self.all_held,
             "co_stall": None if co is None else round(co, 3),
             "stalls_in_pauses": self.paused,
@@ -225,6 +247,7 @@ def measure_group(
     gaps = [g for s in streams for g in s.gaps_ms()]
     kept = kept_stalls(streams, threshold_ms, exclude)
     stall_ms = tuple((b - a) / 1e6 for st in kept for a, b in st)
+    found = merged(streams, threshold_ms, exclude)
     every = sum(len(s.stalls(threshold_ms)) for s in streams)
     return GroupMeasure(
         label=label,
@@ -238,7 +261,8 @@ def measure_group(
         gap_max_ms=max(gaps) if gaps else None,
         stall_ms=stall_ms,
         shares=tuple(co_stall_shares(streams, threshold_ms, exclude)),
-        held=tuple(episodes(streams, threshold_ms, exclude)),
+        held=tuple(n for n, _ in found),
+        longest_ms=tuple(t for _, t in found),
         paused=every - len(stall_ms),
         error=error,
     )
@@ -256,6 +280,7 @@ __all__ = [
     "floor_ms",
     "kept_stalls",
     "measure_group",
+    "merged",
     "pauses",
     "stall_threshold_ms",
     "stream_of",

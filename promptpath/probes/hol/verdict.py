@@ -32,6 +32,8 @@ HOL_SHARE = 0.75
 #: ... and the separate connections' at least this much lower (the benchmark's HTTP/3 and
 #: separate streams read 0.2-0.5 at 4 streams: each stalls on its own losses).
 MARGIN = 0.3
+#: Timing noise allowed below a round trip over the cadence (``retransmission_ms``).
+RETRANSMIT_SLACK_MS = 5.0
 #: Distinct arrivals a stream needs before its gaps say anything (a hop that delivers
 #: the answer in a few blocks leaves nothing to measure).
 MIN_ARRIVALS = 8
@@ -68,6 +70,7 @@ class HolMeasure:
             "floor_ms": r(self.floor_ms),
             "rtt_ms": r(self.rtt_ms),
             "stall_threshold_ms": r(self.threshold_ms),
+            "retransmission_ms": r(retransmission_ms(self)),
             "pauses_ms": [round(p, 3) for p in self.pauses_ms],
             "shared": self.shared.as_dict(),
             "separate": self.separate.as_dict(),
@@ -176,11 +179,22 @@ def _unusable(m: HolMeasure) -> Finding | None:
     return None
 
 
+def retransmission_ms(m: HolMeasure) -> float:
+    """The longest stall of an episode a lost segment caused lasts at least this: the lost
+    token's own stream waits for the retransmission, a round trip or more beyond its
+    cadence (less RETRANSMIT_SLACK_MS of timing noise). A stall that held one connection's
+    streams together for less is more likely a wait for a CPU at either end."""
+    if m.cadence_ms is None or m.rtt_ms is None:
+        return m.threshold_ms or 0.0
+    return max(m.threshold_ms or 0.0, m.cadence_ms + m.rtt_ms - RETRANSMIT_SLACK_MS)
+
+
 def is_head_of_line(m: HolMeasure) -> bool:
-    """The shared connection's stalls held all its streams together, and the separate
-    connections' stalls (if any) did not."""
+    """The shared connection's stalls held its streams together, with a retransmission's
+    length, and the separate connections' stalls (if any) did not."""
     shared_co = m.shared.co_stall
-    if shared_co is None or len(m.shared.together) < MIN_EPISODES or shared_co < HOL_SHARE:
+    marked = m.shared.together_at_least(retransmission_ms(m))
+    if shared_co is None or marked < MIN_EPISODES or shared_co < HOL_SHARE:
         return False
     separate_co = m.separate.co_stall
     return separate_co is None or separate_co <= shared_co - MARGIN
