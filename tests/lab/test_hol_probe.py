@@ -7,6 +7,12 @@ tests/helpers/impairer.py at 20 ms each way. The probe runs with --canary, so th
 endpoint paces each of its streams (probe.py's CANARY_TOKENS, CANARY_RATE: 200 tokens at
 50/s, one per event): 4 streams on one HTTP/2 connection and 4 on 4 connections at the
 same time, then 4 on one HTTP/3 connection.
+
+Reliability, measured with the probe run 40 times each way on this lab (load averages
+3.3-8.6, three CPU-bound loops beside the other work for half of them): 2 % loss gave
+`warn` 40 of 40 (shared co-stall 0.88-1.00, separate 0.00-0.38, 5-17 retransmission-long
+episodes where the verdict needs 4); no loss gave `pass` 40 of 40 (0-1 such episodes).
+Each run takes 8-13 s (two groups of 4 s streams, handshakes, the trace before them).
 """
 
 from __future__ import annotations

@@ -18,13 +18,16 @@ from promptpath.probes.hol.measure import GroupMeasure
 
 PROBE = "hol"
 
-#: Episodes that held two or more streams of the shared connection at once before it is
-#: called head-of-line blocking. Not "every stream": a retransmission about a round trip
-#: long pushes some streams' gaps just over the threshold and leaves others just under it,
-#: depending on where each was in its cadence. Not fewer: one connection's streams also
-#: stall together when its processing at either end waits for a CPU (at load 12 on 2 cores,
-#: a clean path gave up to 3 such episodes in a run: 1 clean run in 10 was called with 2);
-#: 2 % loss gave 8 or more in 4 s of streams.
+#: Episodes that held two or more streams of the shared connection at once, each with a
+#: retransmission's length (``retransmission_ms``), before it is called head-of-line
+#: blocking. Not "every stream": a retransmission about a round trip long pushes some
+#: streams' gaps just over the threshold and leaves others just under it, depending on
+#: where each was in its cadence. Not fewer, and not without the length: one connection's
+#: streams also stall together when its processing at either end waits for a CPU (at
+#: load 12 on 2 cores a clean path gave up to 4 episodes of 40-66 ms in a run, and 2 clean
+#: runs in 20 were called before the length counted). Over the impairer (20 ms each way,
+#: the canary's 4 s streams), 40 runs each way at load 3.3-8.6: 2 % loss gave 5-17 such
+#: episodes, a clean path 0-1.
 MIN_EPISODES = 4
 #: The shared connection's mean co-stall share at least this (1.0: every stall held every
 #: stream; the benchmark's 2 % loss read 0.97-1.00)...
