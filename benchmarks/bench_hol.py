@@ -18,6 +18,8 @@ protocol, over all streams of all rounds:
 - stalls: gaps longer than the stream's cadence plus half a round trip;
 - co-stall: for each stall, the share of the *other* streams that stalled over an
   overlapping interval (1.0 = every stream stopped together: head-of-line blocking).
+The stalls and co-stall shares are the hol probe's own measurement
+(``promptpath/probes/hol/measure.py``, ``--probe hol``), imported from there.
 Separate processes would be separate connections and show no head-of-line blocking at
 all, which is why this runs the load mode in process.
 """
@@ -29,7 +31,6 @@ import contextlib
 import statistics
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -38,44 +39,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from promptpath.cli.commands import RunArgs, build_options  # noqa: E402
-from promptpath.core.analysis import content_events  # noqa: E402
 from promptpath.core.stats import percentile  # noqa: E402
+from promptpath.probes.hol.measure import (  # noqa: E402
+    Stream,
+    co_stall_shares,
+    stall_threshold_ms,
+    stream_of,
+)
 from promptpath.result import TraceResult  # noqa: E402
 from tests.helpers.impairer import enter_namespace, impairer_process  # noqa: E402
 from tests.helpers.refserver import reference_server  # noqa: E402
 
 ONE_WAY_MS = 20.0
-
-
-@dataclass(frozen=True, slots=True)
-class Stream:
-    """One stream's content-event arrival times (ns, perf_counter) and whether it finished."""
-
-    times: list[int]
-    ok: bool
-
-    def stalls(self, threshold_ms: float) -> list[tuple[int, int]]:
-        return [
-            (a, b)
-            for a, b in zip(self.times, self.times[1:], strict=False)
-            if (b - a) / 1e6 > threshold_ms
-        ]
-
-    def gaps_ms(self) -> list[float]:
-        return [(b - a) / 1e6 for a, b in zip(self.times, self.times[1:], strict=False)]
-
-
-def co_stall_shares(streams: list[Stream], threshold_ms: float) -> list[float]:
-    """For each stall of one round's streams, the share of the other streams of that round
-    stalled over an overlapping interval."""
-    stalls = [s.stalls(threshold_ms) for s in streams]
-    shares = []
-    for i, own in enumerate(stalls):
-        for a, b in own:
-            others = [any(c < b and a < d for c, d in st) for j, st in enumerate(stalls) if j != i]
-            if others:
-                shares.append(sum(others) / len(others))
-    return shares
 
 
 async def one_round(args: RunArgs, streams: int) -> list[Stream]:
@@ -91,12 +66,9 @@ async def one_round(args: RunArgs, streams: int) -> list[Stream]:
         connections=1,
         on_run=ignore,
     )
+    # A batch's events share one read: each arrival counts once (stream_of).
     return [
-        Stream(
-            # A batch's events share one read: count each arrival once.
-            times=sorted({e.t_ns for e in content_events(r.timeline)}),
-            ok=r.exc is None and r.timeline.stream_end is not None,
-        )
+        stream_of(r.timeline, ok=r.exc is None and r.timeline.stream_end is not None)
         for r in results
     ]
 
@@ -133,7 +105,7 @@ def main() -> None:
     except ImportError:
         sys.exit("bench_hol needs the load mode (promptpath/tracer/load.py, issue 11)")
     cadence_ms = 1000.0 * ns.batch / ns.rate
-    threshold_ms = cadence_ms + ONE_WAY_MS  # half a round trip beyond the cadence
+    threshold_ms = stall_threshold_ms(cadence_ms, 2 * ONE_WAY_MS)  # + half a round trip
     impair = ("--delay-ms", str(ONE_WAY_MS), "--loss", str(ns.loss), "--seed", str(ns.seed))
     with contextlib.ExitStack() as stack:
         lab = stack.enter_context(impairer_process(*impair))

@@ -102,6 +102,7 @@ _TIMED_FILES = frozenset(
         "tests/lab/test_dialect_hops.py",
         "tests/lab/test_edges_probe.py",
         "tests/lab/test_ghost_stream.py",
+        "tests/lab/test_hol_probe.py",
         "tests/lab/test_idle_timeout.py",
         "tests/lab/test_impaired_path.py",
         "tests/lab/test_pcap.py",

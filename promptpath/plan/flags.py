@@ -33,6 +33,7 @@ from promptpath.probes.settings import (
     CanarySettings,
     DNSCacheSettings,
     EdgesSettings,
+    HolSettings,
     IdleTimeoutSettings,
     PathSettings,
     PrefillSettings,
@@ -124,6 +125,7 @@ _canary = CanarySettings()
 _dns = DNSCacheSettings()
 _idle = IdleTimeoutSettings()
 _tls = TLSSettings()
+_hol = HolSettings()
 _path = PathSettings()
 _edges = EdgesSettings()
 _prefill = PrefillSettings()
@@ -536,6 +538,17 @@ FLAGS: tuple[Flag, ...] = (
         setting="prefill.repeats",
     ),
     Flag(
+        dest="hol_streams",
+        decls=("--hol-streams",),
+        type=int,
+        default=_hol.streams,
+        metavar="N",
+        help="hol probe: streams at once on one HTTP/2 connection, and as many on separate"
+        " connections (and on HTTP/3).",
+        panel=PROBES,
+        setting="hol.streams",
+    ),
+    Flag(
         dest="canary",
         decls=("--canary",),
         type=bool,
@@ -645,7 +658,7 @@ FLAGS: tuple[Flag, ...] = (
         decls=("--yes",),
         type=bool,
         default=False,
-        help="Go ahead with a series (or the prefill probe) above the spend threshold.",
+        help="Go ahead with a series, or probes, above the spend threshold.",
         panel=SERIES,
         commands=BOTH,
     ),

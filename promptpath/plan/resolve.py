@@ -15,7 +15,7 @@ import errno
 import math
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -54,7 +54,7 @@ from promptpath.options import (
 from promptpath.outputs.formats import BY_DEST, MACHINE_EXPORTS, going
 from promptpath.plan import flags
 from promptpath.plan.plan import ExporterPlan, FailOn, Outputs, Plan
-from promptpath.probes.settings import PrefillSettings, ProbeSettings
+from promptpath.probes.settings import ProbeSettings
 
 if TYPE_CHECKING:
     from promptpath.core.slo import SLO
@@ -629,27 +629,33 @@ def check_spend(plan: SeriesPlan, options: RunOptions, *, yes: bool, say: Say) -
         )
 
 
-def check_prefill_spend(
-    prefill: PrefillSettings, options: RunOptions, *, yes: bool, say: Say
+def check_probe_spend(
+    probes: Sequence[Any], settings: ProbeSettings, options: RunOptions, *, yes: bool, say: Say
 ) -> None:
-    """The prefill probe's input tokens, stated; above a series' threshold a non-loopback
-    target needs --yes, as a series does (its prompts are long: tokens add up fast)."""
+    """Each probe states its cost as it starts; what they may spend together above the
+    series' threshold is said before the run, and to a non-loopback target needs --yes
+    (UsageError), as a series does. A loopback target is never refused."""
     from promptpath.core.series import SPEND_ASK_REQUESTS, SPEND_ASK_TOKENS
+    from promptpath.probes.base import ProbeContext
 
-    sizes = prefill.values()
-    requests = len(sizes) * prefill.repeats + 2  # probes/prefill/probe.py: CACHE_REPEATS
-    tokens = sum(sizes) * prefill.repeats + 2 * max(sizes)
-    where = "loopback" if is_loopback(options) else options.target.host
-    say(f"promptpath: prefill probe: {requests} requests, ~{tokens:,} input tokens to {where}")
-    if yes or is_loopback(options):
+    ctx = ProbeContext(options=options, result=None, settings=settings)
+    costs = [cls().cost(ctx) for cls in probes]
+    requests = sum(c.requests for c in costs)
+    tokens = sum(c.tokens for c in costs)
+    if requests <= SPEND_ASK_REQUESTS and tokens <= SPEND_ASK_TOKENS:
         return
-    if requests > SPEND_ASK_REQUESTS or tokens > SPEND_ASK_TOKENS:
-        raise UsageError(
-            f"the prefill probe's {requests} requests and ~{tokens:,} input tokens to"
-            f" {options.target.host} is above what a run spends without asking"
-            f" ({SPEND_ASK_REQUESTS} requests or {SPEND_ASK_TOKENS:,} tokens): add --yes",
-            kind="bad_option",
-        )
+    loopback = is_loopback(options)
+    where = "loopback" if loopback else options.target.host
+    names = ", ".join(cls.name for cls in probes)
+    say(f"promptpath: probes ({names}): ≤{requests} requests, ≤{tokens:,} tokens to {where}")
+    if loopback or yes:
+        return
+    raise UsageError(
+        f"the probes' {requests} requests and ≤{tokens:,} tokens to {options.target.host} are"
+        f" above what runs without asking ({SPEND_ASK_REQUESTS} requests or"
+        f" {SPEND_ASK_TOKENS:,} tokens): add --yes to go ahead",
+        kind="bad_option",
+    )
 
 
 def _fail_on(values: Values) -> FailOn:
@@ -716,8 +722,7 @@ def resolve(
         from promptpath.probes.suite import select
 
         probes = tuple(select(probe_names))
-    if any(p.name == "prefill" for p in probes):
-        check_prefill_spend(settings.prefill, options, yes=values.flag("yes"), say=say)
+        check_probe_spend(probes, settings, options, yes=values.flag("yes"), say=say)
     if settings.path.names and not any(p.name == "path" for p in probes):
         raise UsageError(
             "--path-names names the hops the path probe finds: add --probe path (or all)",
@@ -878,6 +883,7 @@ __all__ = [
     "PROFILE_FILLS",
     "Values",
     "check_cacert",
+    "check_probe_spend",
     "check_spend",
     "client_for",
     "exporter_plan",

@@ -26,6 +26,7 @@ NAMES: Final = (
     "upgrade",
     "edges",
     "prefill",
+    "hol",
 )
 
 

@@ -188,6 +188,25 @@ class PrefillSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HolSettings:
+    """--hol-streams (the hol probe): streams at once on the shared connection, and as
+    many on separate ones (and on HTTP/3)."""
+
+    MIN_STREAMS = 2
+    #: Each group is this many prompts at once: the cap keeps one probe's spend bounded.
+    MAX_STREAMS = 32
+
+    streams: int = 4
+
+    def __post_init__(self) -> None:
+        if not self.MIN_STREAMS <= self.streams <= self.MAX_STREAMS:
+            raise UsageError(
+                f"--hol-streams must be {self.MIN_STREAMS} to {self.MAX_STREAMS}, got"
+                f" {self.streams}: a co-stall needs two streams sharing a connection"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProbeSettings:
     """Every probe's settings; a probe reads its own field."""
 
@@ -199,3 +218,4 @@ class ProbeSettings:
     path: PathSettings = field(default_factory=PathSettings)
     edges: EdgesSettings = field(default_factory=EdgesSettings)
     prefill: PrefillSettings = field(default_factory=PrefillSettings)
+    hol: HolSettings = field(default_factory=HolSettings)

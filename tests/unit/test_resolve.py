@@ -111,8 +111,9 @@ def test_the_prefill_probes_input_tokens_are_said_and_above_the_threshold_need_y
     big = {"probe": ["prefill"], "prefill_sizes": "1000,8000", "prefill_repeats": 3}
     with pytest.raises(UsageError, match="add --yes"):
         resolve(values_for(url, **big), environ={}, say=said.append)
+    # The probes' costs together (probes/prefill: 43,000 input tokens and 8 × 16 output).
     assert said == [
-        "promptpath: prefill probe: 8 requests, ~43,000 input tokens to api.example.invalid"
+        "promptpath: probes (prefill): ≤8 requests, ≤43,128 tokens to api.example.invalid"
     ]
     assert resolve(values_for(url, **big, yes=True), environ={}).probe_settings.prefill.repeats == 3
     # The defaults stay under the threshold; loopback is never refused.

@@ -1,0 +1,1 @@
+"""The ``hol`` probe: head-of-line blocking across streams of one connection."""
