@@ -1,0 +1,229 @@
+"""`promptpath watch` against the reference endpoint over real loopback sockets.
+
+The endpoint answers at once (``--ttft-ms 0``) with four tokens in one write (``--rate 0``)
+so a trace takes a few ms; its first-token delay is changed while watch runs through its
+loopback-only runtime control (``POST /-/defaults``, server/runtime.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from referencing import Registry, Resource
+
+from tests.helpers.cli import run_cli
+from tests.helpers.refserver import RefServer, reference_server
+
+REPORT = Path(__file__).parents[2] / "promptpath/report"
+RUN_SCHEMA = json.loads((REPORT / "schema.json").read_text())
+WATCH_SCHEMA = json.loads((REPORT / "watch_schema.json").read_text())
+FAST = ("--budget", "0", "--jitter", "0")
+EVENT = re.compile(r"^promptpath watch: #(\d+) (\w+): (.*)$")
+
+
+def validate_line(line: dict[str, Any]) -> None:
+    run_schema = Resource.from_contents(RUN_SCHEMA)
+    jsonschema.Draft202012Validator(
+        WATCH_SCHEMA, registry=Registry().with_resource(run_schema.id() or "", run_schema)
+    ).validate(line)
+
+
+@pytest.fixture()
+def server(tmp_path: Path) -> Iterator[RefServer]:
+    with reference_server(
+        tls=False,
+        tmp_path=tmp_path / "srv",
+        extra_args=["--ttft-ms", "0", "--rate", "0", "--tokens", "4"],
+    ) as srv:
+        yield srv
+
+
+def url(srv: RefServer) -> str:
+    return srv.path("/v1/chat/completions")
+
+
+def set_defaults(srv: RefServer, controls: dict[str, object]) -> dict[str, Any]:
+    body = json.dumps({"promptpath": controls}).encode()
+    request = urllib.request.Request(srv.path("/-/defaults"), data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=5) as answer:  # loopback only
+        result: dict[str, Any] = json.loads(answer.read())
+    return result
+
+
+def events(stderr: str) -> list[tuple[int, str, str]]:
+    found = []
+    for line in stderr.splitlines():
+        match = EVENT.match(line)
+        if match:
+            found.append((int(match[1]), match[2], match[3]))
+    return found
+
+
+def test_jsonl_without_a_tty_one_valid_line_per_trace(server: RefServer) -> None:
+    res = run_cli("watch", url(server), "--interval", "0", "--count", "3", *FAST)
+    assert res.exit_code == 0, res.stderr
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [line["seq"] for line in lines] == [1, 2, 3]
+    for line in lines:
+        validate_line(line)
+        assert line["run"]["ok"] is True and line["run"]["tokens"]["count"] == 4
+    assert "≤16 tokens each" in res.stderr  # the cost, stated before the first trace
+    assert "ended: 3 traces done" in res.stderr  # the summary, on stderr
+
+
+def test_a_failed_trace_is_a_line_with_its_error_and_a_failure_event(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on: refused
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    res = run_cli(
+        "watch",
+        f"http://127.0.0.1:{port}/v1/chat/completions",
+        "--interval",
+        "0",
+        "--count",
+        "2",
+        *FAST,
+    )
+    assert res.exit_code == 0, res.stderr
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(lines) == 2
+    for line in lines:
+        validate_line(line)
+        assert line["run"]["ok"] is False and line["run"]["error"]["stage"] == "connect"
+    assert [(seq, kind) for seq, kind, _ in events(res.stderr)] == [(1, "failure"), (2, "failure")]
+    assert "trace failed in stage connect" in res.stderr
+
+
+def test_steady_hundred_traces_call_no_event(server: RefServer) -> None:
+    res = run_cli("watch", url(server), "--interval", "0", "--count", "100", *FAST)
+    assert res.exit_code == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 100
+    assert events(res.stderr) == [], res.stderr
+
+
+def test_first_token_delay_changed_while_watching_is_called_within_three_traces(
+    server: RefServer,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "promptpath",
+            "watch",
+            url(server),
+            "--interval",
+            "0.1",
+            "--count",
+            "40",
+            *FAST,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        changed_after = 0
+        for raw in proc.stdout:
+            seq = json.loads(raw)["seq"]
+            if seq == 15:  # the band exists (8 traces) and has settled
+                set_defaults(server, {"ttft-ms": 300})
+                changed_after = seq
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    band = [(seq, text) for seq, kind, text in events(err) if kind == "band"]
+    assert band, err
+    first_seq = band[0][0]
+    # Trace 16 started at least 0.1 s after line 15 was read, so it saw the delay: the
+    # event is called on trace 17 (two in a row), within three traces of the change.
+    assert changed_after < first_seq <= changed_after + 3, err
+    called = [text for seq, text in band if seq == first_seq]
+    assert any(text.startswith("first token above its band") for text in called), called
+    assert all(text.split(" above")[0] in ("first token", "TTFT") for text in called), called
+
+
+def test_history_appends_and_a_new_watch_resumes_from_its_tail(
+    server: RefServer, tmp_path: Path
+) -> None:
+    history = tmp_path / "watch.jsonl"
+    first = run_cli(
+        "watch", url(server), "--interval", "0", "--count", "3", "--history", str(history), *FAST
+    )
+    assert first.exit_code == 0, first.stderr
+    assert history.read_text() == first.stdout  # the same lines, flushed as they went
+    with history.open("a") as handle:
+        handle.write('{"schema": "promptpath.watch/1", "seq": 4, "at": "2026-12-')  # torn
+    second = run_cli(
+        "watch", url(server), "--interval", "0", "--count", "2", "--history", str(history), *FAST
+    )
+    assert second.exit_code == 0, second.stderr
+    assert "3 traces read back" in second.stderr and "1 torn line(s) skipped" in second.stderr
+    lines = history.read_text().splitlines()
+    assert len(lines) == 6 and lines[3].endswith('"at": "2026-12-')
+    seqs = [json.loads(line)["seq"] for i, line in enumerate(lines) if i != 3]
+    assert seqs == [1, 2, 3, 4, 5]
+    assert "traces 5 · failed 0" in second.stderr  # 3 read back + 2 new in the statistics
+
+
+def test_a_file_that_is_not_a_history_is_refused_before_any_trace(
+    server: RefServer, tmp_path: Path
+) -> None:
+    other = tmp_path / "report.json"
+    other.write_text('{"schema": "promptpath.run/1"}\n')
+    res = run_cli("watch", url(server), "--count", "1", "--history", str(other), *FAST)
+    assert res.exit_code == 2
+    assert res.stderr.startswith(f"promptpath: --history {other}: not a watch history")
+    assert res.stdout == ""
+
+
+def test_the_budget_stops_a_watch_with_a_clear_message(server: RefServer) -> None:
+    res = run_cli(
+        "watch",
+        url(server),
+        "--interval",
+        "0",
+        "--count",
+        "10",
+        "--max-tokens",
+        "4",
+        "--budget",
+        "12",
+        "--budget-action",
+        "stop",
+        "--jitter",
+        "0",
+    )
+    assert res.exit_code == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 3  # 3 × 4 tokens = the hour's 12
+    assert "budget reached: 12 of 12 tokens this hour (--budget-action stop)" in res.stderr
+
+
+def test_runtime_control_refuses_other_methods_and_bad_controls(server: RefServer) -> None:
+    import urllib.error
+
+    assert set_defaults(server, {"ttft-ms": 5})["controls"]["ttft-ms"] == 5.0
+    with pytest.raises(urllib.error.HTTPError) as bad:
+        set_defaults(server, {"no-such": 1})
+    assert bad.value.code == 400
+    with pytest.raises(urllib.error.HTTPError) as get:
+        urllib.request.urlopen(server.path("/-/defaults"), timeout=5)
+    assert get.value.code == 405
