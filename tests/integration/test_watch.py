@@ -142,9 +142,9 @@ def test_first_token_delay_changed_while_watching_is_called_within_three_traces(
         for raw in proc.stdout:
             seq = json.loads(raw)["seq"]
             if seq == 15:  # the band exists (8 traces) and has settled
-                set_defaults(server, {"ttft-ms": 300})
+                set_defaults(server, {"ttft-ms": 150})
                 changed_after = seq
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -227,3 +227,121 @@ def test_runtime_control_refuses_other_methods_and_bad_controls(server: RefServe
     with pytest.raises(urllib.error.HTTPError) as get:
         urllib.request.urlopen(server.path("/-/defaults"), timeout=5)
     assert get.value.code == 405
+
+
+# -- the live view, in a real terminal ---------------------------------------------------
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+
+
+class Terminal:
+    """A child on a pseudo-terminal: what it wrote (escape codes taken out), keys typed."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        import fcntl
+        import pty
+        import struct
+        import termios
+
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 45, 120, 0, 0))
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            close_fds=True,
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.raw = b""
+
+    def read_until(self, pattern: str, timeout: float = 20.0) -> str:
+        import select
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.text):
+                return self.text
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(self.master, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                self.raw += chunk
+        if re.search(pattern, self.text):
+            return self.text
+        raise AssertionError(f"{pattern!r} never appeared; the screen:\n{self.text[-3000:]}")
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", self.raw.decode("utf-8", errors="replace"))
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        os.close(self.master)
+
+
+def test_live_view_in_a_pty_shows_rows_pauses_and_q_quits_with_the_summary(
+    server: RefServer,
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    env |= {"TERM": "xterm-256color", "COLUMNS": "120", "LINES": "45"}
+    term = Terminal(
+        [sys.executable, "-m", "promptpath", "watch", url(server), "--interval", "0.2", *FAST], env
+    )
+    try:
+        screen = term.read_until(r"traces [3-9]")
+        for row in (
+            "TCP connect",
+            "wait (TTFB)",
+            "first token",
+            "TTFT",
+            "gap p95",
+            "events",
+            "keys: q quit",
+        ):
+            assert row in screen, screen[-3000:]
+        term.type("p")
+        term.read_until(r"paused \(p resumes\)")
+        term.type("p")
+        term.read_until(r"resumed|next trace in|tracing")
+        term.type("q")
+        term.proc.wait(20)
+        summary = term.read_until(r"ended: q pressed")
+    finally:
+        term.close()
+    assert term.proc.returncode == 0, summary[-3000:]
+    tail = summary[summary.rindex("ended: q pressed") :]
+    assert "first token" in tail and "TTFT" in tail  # the summary's rows, after the view
+
+
+def test_path_rows_from_the_path_probe_every_n_traces(server: RefServer) -> None:
+    res = run_cli(
+        "watch",
+        url(server),
+        "--interval",
+        "0",
+        "--count",
+        "3",
+        "--path",
+        "--path-every",
+        "2",
+        *FAST,
+    )
+    assert res.exit_code == 0, res.stderr
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    with_path = [line["seq"] for line in lines if line["run"]["findings"]]
+    assert with_path == [1, 3]  # the first trace, then every 2nd
+    finding = lines[0]["run"]["findings"][0]
+    assert finding["probe"] == "path" and finding["evidence"]["hops"][0]["ttl"] == 1
+    assert "path (2 runs of the path probe)" in res.stderr
+    assert re.search(r"^\s+1\s+127\.0\.0\.1\s+0%\s+6\s", res.stderr, re.M), res.stderr
