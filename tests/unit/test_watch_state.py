@@ -97,8 +97,11 @@ def test_changed_facts_are_events_and_a_failed_trace_changes_none() -> None:
     )
     facts = {e.subject: e.message for e in events if e.kind == "fact"}
     assert facts == {
-        "cert_issuer": "certificate issuer changed: CN=Real CA → CN=Corp Inspection CA",
-        "via": "Via changed: none → 1.1 squid",
+        "cert_issuer": "certificate issuer changed: CN=Real CA → CN=Corp Inspection CA (a new"
+        " certificate issuer is TLS interception (a middlebox re-signing the site) unless the"
+        " site changed its CA: check the issuer)",
+        "via": "Via (proxy hops) changed: none → 1.1 squid (a proxy joined, left or changed on"
+        " the path)",
     }
     moved = feed(
         state,
@@ -112,8 +115,8 @@ def test_changed_facts_are_events_and_a_failed_trace_changes_none() -> None:
         ],
         start=4,
     )
-    assert {e.subject for e in moved} == {"address", "http_version"}
-    assert "192.0.2.10 (ipv4) → 2001:db8::1 (ipv6)" in moved[0].message
+    assert {e.subject for e in moved} == {"address", "family", "http_version"}
+    assert moved[0].message == "address used changed: 192.0.2.10 → 2001:db8::1"
 
 
 def test_failures_count_against_their_stage_row() -> None:

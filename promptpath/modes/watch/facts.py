@@ -1,72 +1,80 @@
-"""The facts watch follows from trace to trace: a change in one is an event. Pure.
+"""The facts watch follows from trace to trace, read by the one fact table every command
+shares (core/change/facts.py): a change in one is an event. Pure.
 
-The address used (and its family), the HTTP version, the certificate's issuer (a new
-issuer is TLS interception), the edge named by response headers and the ``Via`` hops.
+Watch compares each trace with the last value it knew of each fact (diff compares two
+sets of runs): the address and its family, the HTTP version and ALPN, TLS version, the
+certificate's issuer (a new issuer is TLS interception), fingerprint and interception,
+the ``Via`` hops and forward proxy, and the edge named by response headers. A fact a
+trace did not learn (a failed one, before its handshake) changes nothing; on a trace that
+succeeded an empty value is a value (no ``Via``: the hop is gone).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from promptpath.core.change.facts import FACTS, NONE, Fact
 
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _obj(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def facts_of(doc: Mapping[str, Any]) -> dict[str, str | None]:
-    """The facts of one run document (None: the document does not say)."""
-    address, server = _obj(doc.get("address")), _obj(doc.get("server"))
-    cert = _obj(_obj(doc.get("tls")).get("cert"))
-    headers = _obj(doc.get("response_headers"))
-    edge_name = server.get("edge_name")
-    edge = None
-    if isinstance(edge_name, Mapping) and edge_name.get("name"):
-        edge = f"{edge_name.get('name')} ({edge_name.get('cdn')})"
-    ip = address.get("ip")
-    return {
-        "address": None if ip is None else f"{ip} ({address.get('family')})",
-        "http_version": _text(doc.get("http_version")),
-        "cert_issuer": _text(cert.get("issuer")),
-        "edge": edge,
-        "via": _text(headers.get("via")),
-    }
+#: The facts a watch follows (diff's table has more: the client's shape and the target,
+#: which one watch never changes; failures, which are watch's own events; resolver
+#: answers, which round-robin DNS changes on every lookup).
+WATCHED = (
+    "address",
+    "family",
+    "http_version",
+    "alpn",
+    "tls_version",
+    "cert_issuer",
+    "cert_fingerprint",
+    "tls_intercepted",
+    "via",
+    "proxy",
+    "edge",
+    "edge_location",
+)
+_TABLE: tuple[Fact, ...] = tuple(f for f in FACTS if f.name in WATCHED)
 
 
-#: How each fact is named in an event.
-LABELS: Mapping[str, str] = {
-    "address": "address",
-    "http_version": "HTTP version",
-    "cert_issuer": "certificate issuer",
-    "edge": "edge",
-    "via": "Via",
-}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Changed:
+    fact: Fact
+    before: str
+    after: str
+
+    @property
+    def message(self) -> str:
+        text = f"{self.fact.label} changed: {self.before} → {self.after}"
+        return f"{text} ({self.fact.note})" if self.fact.note else text
 
 
-#: Facts whose absence means something (no Via: the hop is gone) on a trace that succeeded.
-_ABSENCE_COUNTS = frozenset({"via", "edge"})
-
-
-def changed_facts(
-    before: Mapping[str, str | None], after: Mapping[str, str | None], *, ok: bool
-) -> list[tuple[str, str | None, str | None]]:
-    """(fact, before, after) for each fact that differs from the last one known. A fact a
-    trace did not learn (a failed one, before its handshake) is no change; an absent Via
-    or edge on a trace that succeeded is."""
-    out = []
-    for name in LABELS:
-        if name not in before:
-            continue  # the first trace: nothing to compare with
-        old, new = before[name], after.get(name)
-        if new is None and not (ok and name in _ABSENCE_COUNTS):
-            continue
-        if old != new:
-            out.append((name, old, new))
+def facts_of(doc: Mapping[str, Any], *, ok: bool) -> dict[str, str]:
+    """The facts this trace learned (a field the document lacks is left out; so is an
+    empty one on a trace that failed)."""
+    out = {}
+    for fact in _TABLE:
+        value = fact.read(doc)
+        if value is None:
+            if not ok:
+                continue
+            value = NONE
+        if isinstance(value, str):
+            out[fact.name] = value
     return out
 
 
-__all__ = ["LABELS", "changed_facts", "facts_of"]
+def changed_facts(known: dict[str, str], doc: Mapping[str, Any], *, ok: bool) -> list[Changed]:
+    """What changed against ``known`` (the last value of each fact), which is updated."""
+    out = []
+    learned = facts_of(doc, ok=ok)
+    by_name = {f.name: f for f in _TABLE}
+    for name, value in learned.items():
+        before = known.get(name)
+        if before is not None and before != value:
+            out.append(Changed(fact=by_name[name], before=before, after=value))
+        known[name] = value
+    return out
+
+
+__all__ = ["WATCHED", "Changed", "changed_facts", "facts_of"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from promptpath.core.change.band import BandTracker, Crossing
-from promptpath.modes.watch.facts import LABELS, changed_facts, facts_of
+from promptpath.modes.watch.facts import changed_facts
 from promptpath.modes.watch.metrics import METRICS, Metric, failure_of
 
 EventKind = Literal["band", "fact", "failure", "probe", "budget", "note"]
@@ -79,7 +79,7 @@ class WatchState:
         self.window, self.band_k = window, band_k
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.events_total = 0
-        self.facts: dict[str, str | None] = {}
+        self.facts: dict[str, str] = {}
         self.probes: dict[str, str] = {}
         self.reset()
 
@@ -111,27 +111,18 @@ class WatchState:
                     message=f"trace failed in stage {stage}: {message}",
                 )
             )
-        for metric in METRICS:
+        # A failed trace's times are the time to fail, not measurements (as diff reads them).
+        for metric in METRICS if failure is None else ():
             value = metric.read(doc)
             if value is None:
                 continue
             crossing = self.rows[metric.name].feed(value)
             if crossing is not None:
                 events.append(_band_event(metric, crossing, seq, at))
-        facts = facts_of(doc)
-        for name, old, new in changed_facts(self.facts, facts, ok=failure is None):
+        for change in changed_facts(self.facts, doc, ok=failure is None):
             events.append(
-                Event(
-                    seq=seq,
-                    at=at,
-                    kind="fact",
-                    subject=name,
-                    message=f"{LABELS[name]} changed: {old or 'none'} → {new or 'none'}",
-                )
+                Event(seq=seq, at=at, kind="fact", subject=change.fact.name, message=change.message)
             )
-        for name, fact in facts.items():
-            if fact is not None or failure is None:
-                self.facts[name] = fact
         return [] if quiet else self._log(events)
 
     def probe_verdicts(
