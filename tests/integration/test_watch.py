@@ -1,8 +1,11 @@
 """`promptpath watch` against the reference endpoint over real loopback sockets.
 
-The endpoint answers at once (``--ttft-ms 0``) with four tokens in one write (``--rate 0``)
-so a trace takes a few ms; its first-token delay is changed while watch runs through its
-loopback-only runtime control (``POST /-/defaults``, server/runtime.py).
+The endpoint answers at once (``--ttft-ms 0``) with four tokens at 200 tokens/s, so a
+trace takes ~20 ms; its first-token delay is changed while watch runs through its
+loopback-only runtime control (``POST /-/defaults``, server/runtime.py). Four tokens in
+one write (``--rate 0``) would be quicker, but their tokens/s is then the client's read
+timing alone (0 to 24,000 tok/s from trace to trace under load), which a band rightly
+calls a change now and then.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ def server(tmp_path: Path) -> Iterator[RefServer]:
     with reference_server(
         tls=False,
         tmp_path=tmp_path / "srv",
-        extra_args=["--ttft-ms", "0", "--rate", "0", "--tokens", "4"],
+        extra_args=["--ttft-ms", "0", "--rate", "200", "--tokens", "4"],
     ) as srv:
         yield srv
 
@@ -108,7 +111,10 @@ def test_a_failed_trace_is_a_line_with_its_error_and_a_failure_event(tmp_path: P
 
 
 def test_steady_hundred_traces_call_no_event(server: RefServer) -> None:
-    res = run_cli("watch", url(server), "--interval", "0", "--count", "100", *FAST)
+    # 50 ms between traces, as a watch always leaves some: with none, the next connect
+    # raced the last connection's teardown in our own event loop (connect p95 11 ms
+    # against 3.4 ms with 50 ms, 100 traces each at load 11).
+    res = run_cli("watch", url(server), "--interval", "0.05", "--count", "100", *FAST)
     assert res.exit_code == 0, res.stderr
     assert len(res.stdout.splitlines()) == 100
     assert events(res.stderr) == [], res.stderr
@@ -142,7 +148,7 @@ def test_first_token_delay_changed_while_watching_is_called_within_three_traces(
         for raw in proc.stdout:
             seq = json.loads(raw)["seq"]
             if seq == 15:  # the band exists (8 traces) and has settled
-                set_defaults(server, {"ttft-ms": 150})
+                set_defaults(server, {"ttft-ms": 300})
                 changed_after = seq
         _out, err = proc.communicate(timeout=60)
     finally:

@@ -7,19 +7,37 @@ import statistics
 
 import pytest
 
-from promptpath.core.change.band import MAD_TO_SIGMA, BandRule, BandTracker, band_of
+from promptpath.core.change.band import (
+    MAD_TO_SIGMA,
+    P10_P90_SIGMAS,
+    BandRule,
+    BandTracker,
+    band_of,
+)
 
 
 def test_band_is_median_plus_minus_k_scaled_mads() -> None:
-    values = [10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 100.0]
+    values = [10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 100.0, 18.0, 13.0]
     band = band_of(values, BandRule(k=3.0, floor=0.0, share=0.0))
     assert band is not None
     median = statistics.median(values)
     mad = statistics.median(abs(v - median) for v in values)
-    assert band.median == median == 13.5
-    assert band.mad == mad
+    assert band.median == median == 14.0
+    assert band.mad == mad == 2.0
+    # p10 = 11, p90 = 18 by nearest rank: (18 - 11) / 2.5631 = 2.73 < 1.4826 * 2 = 2.97
+    assert band.sigma == pytest.approx(MAD_TO_SIGMA * mad)
     assert band.high == pytest.approx(median + 3.0 * MAD_TO_SIGMA * mad)
     assert band.low == pytest.approx(median - 3.0 * MAD_TO_SIGMA * mad)
+
+
+def test_a_bimodal_window_is_not_judged_by_its_collapsed_mad() -> None:
+    # 60 % at 0.1 ms, 40 % at 5-12 ms: the loaded machine's loopback connect.
+    values = [0.1] * 18 + [5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 6.5, 7.5, 8.5, 9.5]
+    band = band_of(values, BandRule(k=4.0, floor=0.0, share=0.0))
+    assert band is not None and band.mad == 0.0
+    p10, p90 = sorted(values)[2], sorted(values)[26]
+    assert band.sigma == pytest.approx((p90 - p10) / P10_P90_SIGMAS)
+    assert band.high > 12.0  # the slow mode is inside the band
 
 
 def test_band_never_narrower_than_its_floors() -> None:
@@ -121,3 +139,20 @@ def test_rule_refuses_nonsense() -> None:
         BandRule(k=0)
     with pytest.raises(ValueError):
         BandTracker(BandRule(min_samples=8), window=5)
+
+
+def test_only_the_worse_side_is_a_change_when_asked() -> None:
+    times = BandTracker(BandRule(worse=1), window=30)
+    for _ in range(30):
+        times.feed(500.0)
+    assert times.feed(100.0) is None and times.feed(100.0) is None  # faster: good news
+    times.feed(900.0)
+    crossing = times.feed(900.0)
+    assert crossing is not None and crossing.change == "above"
+    rate = BandTracker(BandRule(worse=-1, floor=2.0), window=30)
+    for _ in range(30):
+        rate.feed(200.0)
+    assert rate.feed(2000.0) is None and rate.feed(2000.0) is None
+    rate.feed(20.0)
+    dropped = rate.feed(20.0)
+    assert dropped is not None and dropped.change == "below"

@@ -54,7 +54,11 @@ def _row(name: str) -> Metric:
         label=source.label,
         unit=source.unit,
         stage=name if source.stage else "",
-        rule=BandRule(floor=source.floor_abs, share=source.floor_rel),
+        rule=BandRule(
+            floor=source.floor_abs * change.SINGLE_FACTOR,
+            share=source.floor_rel,
+            worse=1 if source.higher_is_worse else -1,
+        ),
         worse=1 if source.higher_is_worse else -1,
         source=source,
     )
