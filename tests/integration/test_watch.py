@@ -59,7 +59,8 @@ def url(srv: RefServer) -> str:
 def set_defaults(srv: RefServer, controls: dict[str, object]) -> dict[str, Any]:
     body = json.dumps({"promptpath": controls}).encode()
     request = urllib.request.Request(srv.path("/-/defaults"), data=body, method="POST")
-    with urllib.request.urlopen(request, timeout=5) as answer:  # loopback only
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+    with direct.open(request, timeout=5) as answer:  # loopback only
         result: dict[str, Any] = json.loads(answer.read())
     return result
 
@@ -134,7 +135,7 @@ def test_first_token_delay_changed_while_watching_is_called_within_three_traces(
             "--interval",
             "0.1",
             "--count",
-            "40",
+            "22",
             *FAST,
         ],
         stdout=subprocess.PIPE,
@@ -157,14 +158,16 @@ def test_first_token_delay_changed_while_watching_is_called_within_three_traces(
             proc.communicate()
     assert proc.returncode == 0, err
     band = [(seq, text) for seq, kind, text in events(err) if kind == "band"]
-    assert band, err
-    first_seq = band[0][0]
+    first_token = [seq for seq, text in band if text.startswith("first token above its band")]
+    assert first_token, err
     # Trace 16 started at least 0.1 s after line 15 was read, so it saw the delay: the
     # event is called on trace 17 (two in a row), within three traces of the change.
-    assert changed_after < first_seq <= changed_after + 3, err
-    called = [text for seq, text in band if seq == first_seq]
-    assert any(text.startswith("first token above its band") for text in called), called
-    assert all(text.split(" above")[0] in ("first token", "TTFT") for text in called), called
+    assert changed_after < first_token[0] <= changed_after + 3, err
+    # Nothing named the first token or TTFT before the change. (Other rows are not held
+    # here: in 1 run of 20 at load 6, four tokens at 200/s read 150-166 tok/s twice in a
+    # row, below that row's band, before the change; the steady test holds every row.)
+    early = [text for seq, text in band if seq <= changed_after]
+    assert not [t for t in early if t.startswith(("first token", "TTFT"))], early
 
 
 def test_history_appends_and_a_new_watch_resumes_from_its_tail(
@@ -230,8 +233,9 @@ def test_runtime_control_refuses_other_methods_and_bad_controls(server: RefServe
     with pytest.raises(urllib.error.HTTPError) as bad:
         set_defaults(server, {"no-such": 1})
     assert bad.value.code == 400
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with pytest.raises(urllib.error.HTTPError) as get:
-        urllib.request.urlopen(server.path("/-/defaults"), timeout=5)
+        direct.open(server.path("/-/defaults"), timeout=5)
     assert get.value.code == 405
 
 
