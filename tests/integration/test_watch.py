@@ -375,3 +375,73 @@ def test_path_rows_from_the_path_probe_every_n_traces(server: RefServer) -> None
     assert finding["probe"] == "path" and finding["evidence"]["hops"][0]["ttl"] == 1
     assert "path (2 runs of the path probe)" in res.stderr
     assert re.search(r"^\s+1\s+127\.0\.0\.1\s+0%\s+6\s", res.stderr, re.M), res.stderr
+
+
+def test_an_interval_over_the_budget_is_stretched_to_fit_and_said_first(
+    server: RefServer,
+) -> None:
+    res = run_cli(
+        "watch",
+        url(server),
+        "--interval",
+        "0",
+        "--count",
+        "1",
+        "--max-tokens",
+        "4",
+        "--budget",
+        "3600",
+        "--jitter",
+        "0",
+    )
+    assert res.exit_code == 0, res.stderr
+    first = res.stderr.splitlines()[0]
+    # 4 tokens a trace within 3,600 tokens an hour: one trace every 4 s at most.
+    assert first == (
+        "promptpath watch: a trace every 4 s ± 0%, 1 traces; ≤4 tokens each, ≤3,600 tokens/hour"
+        " to loopback (budget 3,600 tokens/hour, then slow: interval stretched to 4.0 s to fit)"
+    )
+
+
+def test_ctrl_c_ends_a_watch_with_its_summary_and_130(server: RefServer, tmp_path: Path) -> None:
+    import signal
+
+    from tests.integration.test_interrupt import DEFAULT_STOP_SIGNALS
+
+    history = tmp_path / "h.jsonl"
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            DEFAULT_STOP_SIGNALS,
+            "-m",
+            "promptpath",
+            "watch",
+            url(server),
+            "--interval",
+            "0.1",
+            "--history",
+            str(history),
+            *FAST,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            if json.loads(raw)["seq"] == 3:
+                proc.send_signal(signal.SIGINT)
+                break
+        _out, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "promptpath: interrupted (SIGINT)" in err and "ended: stopped by SIGINT" in err
+    lines = history.read_text().splitlines()  # whole lines only: the one in flight is lost
+    assert len(lines) >= 3 and all(json.loads(line)["schema"] for line in lines)

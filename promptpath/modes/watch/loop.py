@@ -332,7 +332,11 @@ class WatchMode:
     # -- the end ------------------------------------------------------------------------
     def report(self, signum: int | None) -> Report:
         code = 0 if signum is None else int(exit_code_of(signum))
-        why = self.stopped or ("stopped" if signum is not None else "done")
+        why = self.stopped or "done"
+        if signum is not None:
+            import signal
+
+            why = f"stopped by {signal.Signals(signum).name}"
         status = f"ended: {why}"
 
         def render(console: Console) -> None:
