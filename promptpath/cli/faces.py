@@ -247,6 +247,41 @@ def exporter(ctx: typer.Context, **values: object) -> None:
     raise typer.Exit(execute_exporter(values, env=Environment.of(ctx.obj)))
 
 
+_BEFORE_FILE = inspect.Parameter(
+    "before_file",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    annotation=Annotated[
+        str,
+        typer.Argument(
+            metavar="BEFORE",
+            help="A run, series or --compare-http JSON document, or a watch history.",
+        ),
+    ],
+)
+_AFTER_FILE = inspect.Parameter(
+    "after_file",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    default=None,
+    annotation=Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[AFTER]",
+            help="The document to compare BEFORE with (none: BEFORE is a history and"
+            " --before/--after pick its two time ranges).",
+        ),
+    ],
+)
+
+
+@flags.declare("diff", _CTX, _BEFORE_FILE, _AFTER_FILE)
+def diff(ctx: typer.Context, before_file: str, after_file: str | None, **values: object) -> None:
+    """What changed between two runs, series or time ranges, against each side's noise."""
+    from promptpath.cli.diff import execute_diff
+
+    values = {"before_file": before_file, "after_file": after_file, **values}
+    raise typer.Exit(execute_diff(values, env=Environment.of(ctx.obj)))
+
+
 #: serve's help is its function's docstring (server/command.py: the dialects it speaks come
 #: from the server's registry); --help's list of commands shows this line without loading
 #: it (tests/unit/test_cli_help.py holds the two equal).
@@ -267,6 +302,7 @@ _COMMANDS: dict[str, tuple[Callable[[], Callable[..., Any]], str | None]] = {
     "demo": (lambda: demo, None),
     "serve": (_serve, None),
     "exporter": (lambda: exporter, _EXPORTER_HELP),
+    "diff": (lambda: diff, None),
     "watch": (lambda: watch, None),
 }
 

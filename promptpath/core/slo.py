@@ -3,9 +3,16 @@
 Pure: expressions in, verdicts out. The grammar (README, "SLO thresholds")::
 
     expr  := name op number [unit]
+           | name op number "x" "baseline"                 (a multiple of the baseline's value)
+           | name op "baseline" [("+" | "-") number [unit]] (the baseline's value, offset)
     name  := METRIC "_" STAT | "error_rate" | "tls_days_left"
     op    := "<" | "<=" | ">" | ">="
     unit  := "ms" | "s" (times; a bare number is ms) | "%" (error_rate)
+
+The baseline forms (``ttft_p95 < 1.5x baseline``, ``connect_p50 < baseline + 10ms``) need
+``run --baseline FILE``: their threshold is computed from the baseline's own value of the
+same metric (``with_baseline``) before they are judged; a baseline without that value is
+a breach, as any SLO nothing could check.
 
 A malformed expression is a UsageError (exit 2) whose message shows the expression with a
 caret under the bad part, and names the nearest metric for a misspelt one.
@@ -18,7 +25,7 @@ import math
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from promptpath.core.errors import UsageError
@@ -31,6 +38,7 @@ __all__ = [
     "evaluate",
     "metric_names",
     "parse_slo",
+    "with_baseline",
 ]
 
 Op = Literal["<", "<=", ">", ">="]
@@ -90,10 +98,23 @@ class SLO:
     metric: str
     op: Op
     threshold: float
+    #: "factor" (``1.5x baseline``) or "offset" (``baseline + 10ms``); None: a fixed threshold.
+    baseline: Literal["factor", "offset"] | None = None
+    #: The factor, or the offset in the metric's unit.
+    amount: float = 0.0
+    #: The baseline's value the threshold was computed from (None: not yet, or none).
+    baseline_value: float | None = None
 
     @property
     def unit(self) -> str:
         return unit_of(self.metric)
+
+    def rule(self) -> str:
+        """The baseline part as a person reads it: ``1.5x baseline``, ``baseline + 10 ms``."""
+        if self.baseline == "factor":
+            return f"{self.amount:g}x baseline"
+        sign = "+" if self.amount >= 0 else "-"
+        return f"baseline {sign} {_show(abs(self.amount), self.unit)}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +139,12 @@ class SLOResult:
         }
         if self.concurrency is not None:
             body["concurrency"] = self.concurrency
+        if self.slo.baseline is not None:
+            value = self.slo.baseline_value
+            body["baseline"] = {
+                "rule": self.slo.rule(),
+                "value": None if value is None else round(value, 6),
+            }
         return body
 
     def describe(self) -> str:
@@ -128,6 +155,10 @@ class SLOResult:
         measured = (
             "not measured" if self.value is None else f"measured {_show(self.value, slo.unit)}"
         )
+        if slo.baseline is not None:
+            base = slo.baseline_value
+            known = "none in the baseline" if base is None else _show(base, slo.unit)
+            measured += f"; {slo.rule()}, baseline {known}"
         return (
             f"SLO {slo.metric} {slo.op} {_show(slo.threshold, slo.unit)}{where}: {verdict}"
             f" ({measured})"
@@ -183,6 +214,11 @@ def parse_slo(expr: str) -> SLO:
         raise _bad(expr, pos, "expected <, <=, > or >= after the metric")
     op: Op = op_match.group(1)  # type: ignore[assignment]  # the pattern's four values
     pos = op_match.end()
+    relative = _baseline_form(expr, pos, name)
+    if relative is not None:
+        kind, amount = relative
+        return SLO(expr=expr.strip(), metric=name, op=op, threshold=0.0, baseline=kind,
+                   amount=amount)  # fmt: skip
     number_match = _NUMBER.match(expr, pos)
     if number_match is None:
         raise _bad(expr, pos, "expected a number after the operator")
@@ -194,13 +230,79 @@ def parse_slo(expr: str) -> SLO:
     return SLO(expr=expr.strip(), metric=name, op=op, threshold=threshold)
 
 
+_BASELINE = re.compile(r"baseline\s*")
+_FACTOR = re.compile(r"x\s*baseline\s*$")
+_SIGN = re.compile(r"([+-])\s*")
+
+
+def _baseline_form(
+    expr: str, pos: int, name: str
+) -> tuple[Literal["factor", "offset"], float] | None:
+    """``1.5x baseline`` → ("factor", 1.5); ``baseline + 10ms`` → ("offset", 10.0); None
+    for a plain threshold."""
+    if _BASELINE.match(expr, pos):
+        after = _BASELINE.match(expr, pos)
+        assert after is not None
+        rest = after.end()
+        if rest == len(expr.rstrip()):
+            return "offset", 0.0
+        sign = _SIGN.match(expr, rest)
+        if sign is None:
+            raise _bad(expr, rest, "expected + or - after baseline (baseline + 10ms)")
+        number = _NUMBER.match(expr, sign.end())
+        if number is None:
+            raise _bad(expr, sign.end(), "expected a number after the sign")
+        unit = _UNIT.match(expr, number.end())
+        if unit is None:
+            raise _bad(expr, number.end(), "unexpected text after the offset")
+        at = (sign.end(), unit.start())
+        value = _in_unit(expr, at, name, float(number.group(1)), unit.group(1), ratio_check=False)
+        return "offset", value if sign.group(1) == "+" else -value
+    number = _NUMBER.match(expr, pos)
+    if number is None:
+        return None
+    factor = _FACTOR.match(expr, number.end())
+    if factor is None:
+        return None
+    value = float(number.group(1))
+    if value <= 0:
+        raise _bad(expr, pos, "a baseline factor is above 0 (1.5x baseline)")
+    return "factor", value
+
+
+def with_baseline(slos: Sequence[SLO], baseline: Mapping[str, float | None]) -> list[SLO]:
+    """Each baseline SLO with its threshold computed from ``baseline`` (metric name → the
+    baseline's value); a metric the baseline lacks leaves ``baseline_value`` None and the
+    SLO breaches when judged (``evaluate``). Fixed SLOs pass through."""
+    out = []
+    for slo in slos:
+        if slo.baseline is None:
+            out.append(slo)
+            continue
+        base = baseline.get(slo.metric)
+        if base is None or not math.isfinite(base):
+            out.append(replace(slo, baseline_value=None, threshold=0.0))
+            continue
+        threshold = base * slo.amount if slo.baseline == "factor" else base + slo.amount
+        out.append(replace(slo, baseline_value=base, threshold=threshold))
+    return out
+
+
 def _families() -> str:
     """The names an SLO may use, in one short line."""
     metrics = "|".join(METRICS)
     return f"<{metrics}>_<{'|'.join(STATS)}>, {', '.join(_PLAIN)}"
 
 
-def _in_unit(expr: str, at: tuple[int, int], name: str, number: float, unit: str) -> float:
+def _in_unit(
+    expr: str,
+    at: tuple[int, int],
+    name: str,
+    number: float,
+    unit: str,
+    *,
+    ratio_check: bool = True,
+) -> float:
     """The threshold in the metric's own unit (ms for times, a 0..1 ratio for error_rate);
     ``at`` is where the number and the unit start, for the caret."""
     at_number, at_unit = at
@@ -217,7 +319,7 @@ def _in_unit(expr: str, at: tuple[int, int], name: str, number: float, unit: str
             raise _bad(
                 expr, at_unit, f"unit {unit!r}: error_rate is a ratio (0.05) or a percentage (5%)"
             )
-        if not 0.0 <= number <= 1.0:
+        if ratio_check and not 0.0 <= number <= 1.0:
             raise _bad(expr, at_number, "error_rate is between 0 and 1 (or 0% and 100%)")
         return number
     if unit:
@@ -235,6 +337,12 @@ def evaluate(
     results = []
     for slo in slos:
         value = values.get(slo.metric)
-        ok = value is not None and math.isfinite(value) and _OPS[slo.op](value, slo.threshold)
+        unresolved = slo.baseline is not None and slo.baseline_value is None
+        ok = (
+            not unresolved
+            and value is not None
+            and math.isfinite(value)
+            and _OPS[slo.op](value, slo.threshold)
+        )
         results.append(SLOResult(slo=slo, value=value, ok=ok, concurrency=concurrency))
     return results

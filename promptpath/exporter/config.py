@@ -44,6 +44,9 @@ from promptpath.plan.profiles import PROFILE_KEYS, check_value, read_toml
 MODULE_KEYS: dict[str, type | tuple[type, ...]] = {
     **{k: v for k, v in PROFILE_KEYS.items() if k not in ("url", "api_key", "slo")},
     "probes": list,
+    # A saved series or run (--json) each probe's figures are divided by: the answer then
+    # carries promptpath_baseline_ratio{metric} (docs/exporter.md).
+    "baseline": str,
 }
 #: Where a target is and how to reach it: a profile's path keys.
 PATH_KEYS = ("cacert", "insecure", "resolve", "resolver", "proxy", "noproxy", "cert", "key")
@@ -77,6 +80,8 @@ class Probe:
     #: The most one probe may spend: the trace's token cap plus each probe's declared
     #: tokens (what the daily budget is charged, whatever the server reports).
     tokens: int
+    #: The module's baseline: SLO metric name (``ttft_p50``...) → its value; None: none.
+    baseline: Mapping[str, float | None] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,7 +251,7 @@ def _resolved(
 ) -> Probe:
     from promptpath.plan.resolve import module_plan
 
-    profile = {k: v for k, v in module_table.items() if k != "probes"}
+    profile = {k: v for k, v in module_table.items() if k not in ("probes", "baseline")}
     for key in (*PATH_KEYS, "url"):
         if key in target_table:
             profile[key] = target_table[key]
@@ -257,7 +262,26 @@ def _resolved(
         plan = module_plan(profile, probes=list(module_table.get("probes", [])), environ=environ)
     except PromptpathError as exc:
         raise _bad(path, f"target {target!r} with module {module!r}: {exc.message}") from None
-    return Probe(target=target, module=module, plan=plan, tokens=_spend(plan))
+    baseline = _baseline(path, module, module_table.get("baseline"))
+    return Probe(target=target, module=module, plan=plan, tokens=_spend(plan), baseline=baseline)
+
+
+def _baseline(path: Path, module: str, given: str | None) -> Mapping[str, float | None] | None:
+    """A module's ``baseline`` file (relative to the config's folder) read into the values
+    the ratios divide by; any problem with it fails the load, naming the module."""
+    if given is None:
+        return None
+    from promptpath.core.change.baseline import baseline_values
+    from promptpath.plan.documents import load
+
+    file = Path(given) if Path(given).is_absolute() else path.parent / given
+    try:
+        loaded = load(str(file), f"module {module!r} baseline")
+    except UsageError as exc:
+        raise _bad(path, exc.message) from None
+    if not loaded.runs:
+        raise _bad(path, f"module {module!r} baseline {file} holds no runs")
+    return baseline_values(loaded.runs)
 
 
 def _spend(plan: Plan) -> int:

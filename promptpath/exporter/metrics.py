@@ -49,6 +49,8 @@ class Served:
     outcome: Outcome
     cached: bool
     age_s: float = 0.0
+    #: The module's baseline (SLO metric name → value), for promptpath_baseline_ratio.
+    baseline: Mapping[str, float | None] | None = None
 
 
 def probe_text(served: Served) -> str:
@@ -88,8 +90,34 @@ def probe_text(served: Served) -> str:
         0 if outcome.timed_out_in is None else 1,
         stage=outcome.timed_out_in or "",
     )
+    if served.baseline is not None:
+        _ratios(out, outcome, served.baseline)
     # No --label here: the scrape's own target labels are Prometheus' to add.
     return BY_DEST["prom_textfile"].render(outcome.report, ExportPlan()) + out.text()
+
+
+#: The metrics a baseline ratio is given for (a bounded label: the SLO grammar's names).
+RATIO_METRICS = ("dns", "connect", "tls", "quic_handshake", "request", "wait", "ttft",
+                 "first_output", "gap_p99", "tokens_per_s", "total")  # fmt: skip
+
+
+def _ratios(out: Exposition, outcome: Outcome, baseline: Mapping[str, float | None]) -> None:
+    """This probe's value of each metric over the baseline's median of it: 1.0 is the
+    baseline's typical run, 2.0 twice as slow (tokens/s: half the throughput is 0.5). A
+    metric this run or the baseline lacks (or a baseline median of 0) has no sample."""
+    from promptpath.core.change.metrics import metric, value_of
+
+    out.family(
+        "promptpath_baseline_ratio",
+        "gauge",
+        "This probe's value over the module's baseline median (1 = as the baseline).",
+    )
+    for name in RATIO_METRICS:
+        base = baseline.get(f"{name}_p50")
+        value = value_of(metric(name), outcome.report)
+        if base is None or value is None or base <= 0:
+            continue
+        out.sample("promptpath_baseline_ratio", round(value / base, 6), metric=name)
 
 
 @dataclass(slots=True)

@@ -308,11 +308,16 @@ class Exporter:
                 )
             if running.outcome.cut_by is not None:
                 return self._cut(running.outcome)
-            return self._cached(key, running.outcome, age_s=time.monotonic() - running.started)
+            return self._cached(
+                key,
+                running.outcome,
+                age_s=time.monotonic() - running.started,
+                baseline=probe.baseline,
+            )
         if decision.action is Action.CACHED:
             last = self.guard.last(key)
             assert last is not None
-            return self._cached(key, last, age_s=decision.age_s or 0.0)
+            return self._cached(key, last, age_s=decision.age_s or 0.0, baseline=probe.baseline)
         if decision.action is Action.OVER_CAPACITY:
             return self._refuse(
                 503,
@@ -333,9 +338,16 @@ class Exporter:
             )
         return await self._run(key, probe, deadline_s, day)
 
-    def _cached(self, key: Key, outcome: Outcome, *, age_s: float) -> Response:
+    def _cached(
+        self,
+        key: Key,
+        outcome: Outcome,
+        *,
+        age_s: float,
+        baseline: Mapping[str, float | None] | None = None,
+    ) -> Response:
         self.health.cache_hits[(key[1], key[0])] += 1
-        served = Served(outcome=outcome, cached=True, age_s=age_s)
+        served = Served(outcome=outcome, cached=True, age_s=age_s, baseline=baseline)
         return Response(status=200, body=probe_text(served).encode(), content_type=PROM_TEXT)
 
     def _cut(self, outcome: Outcome) -> Response:
@@ -369,7 +381,12 @@ class Exporter:
             return self._cut(outcome)
         if self.background is not None and self._otlp_plan(probe) is not None:
             self.background.start_soon(self._export, probe, outcome.report)
-        served = Served(outcome=outcome, cached=False, age_s=time.monotonic() - started)
+        served = Served(
+            outcome=outcome,
+            cached=False,
+            age_s=time.monotonic() - started,
+            baseline=probe.baseline,
+        )
         return Response(status=200, body=probe_text(served).encode(), content_type=PROM_TEXT)
 
     def _log_probe(self, probe: Probe, outcome: Outcome) -> None:

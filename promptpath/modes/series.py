@@ -19,8 +19,9 @@ from promptpath.modes.outcome import scrub_result
 from promptpath.modes.runner import mark_interrupted
 
 if TYPE_CHECKING:
+    from promptpath.core.change.compose import Diff
     from promptpath.environment import Environment
-    from promptpath.plan.plan import Plan
+    from promptpath.plan.plan import Baseline, Plan
     from promptpath.report.series import Level
     from promptpath.result import TraceResult
 
@@ -119,6 +120,11 @@ class SeriesMode:
         from promptpath.report.series import render_series, series_json
 
         plan, slos = self.plan.series, self.plan.outputs.slos
+        baseline = self.plan.outputs.baseline
+        if baseline is not None:
+            from promptpath.core.slo import with_baseline
+
+            slos = tuple(with_baseline(slos, baseline.values))
         samples = [
             sample_of(r.timeline, c)
             for level in levels
@@ -138,13 +144,70 @@ class SeriesMode:
         if signum is not None:
             code = int(exit_code_of(signum))
         slo = verdicts if slos else None
-        return Report(
-            code=code,
-            render=lambda console: render_series(
-                console, plan, levels, total=total, slo=slo, exit_code=code
-            ),
-            build=lambda: series_json(plan, levels, total=total, slo=slo, exit_code=code),
-        )
+        against = _Against(baseline, levels)
+
+        def render(console: Any) -> None:
+            against.render(console)
+            render_series(console, plan, levels, total=total, slo=slo, exit_code=code)
+
+        def build() -> dict[str, Any]:
+            body = series_json(plan, levels, total=total, slo=slo, exit_code=code)
+            return against.attach(body)
+
+        return Report(code=code, render=render, build=build)
+
+
+class _Against:
+    """The series against --baseline: one diff (core/change), computed once, shown above the
+    series' own table and attached to its JSON as ``baseline`` (a promptpath.diff/1 object)."""
+
+    def __init__(self, baseline: Baseline | None, levels: list[Level]) -> None:
+        self.baseline, self.levels = baseline, levels
+        self._diff: Diff | None = None
+
+    def diff(self) -> Diff | None:
+        if self.baseline is None:
+            return None
+        if self._diff is None:
+            from promptpath.core.change.compose import Side, diff_runs
+            from promptpath.core.change.metrics import run_failed
+            from promptpath.report.json import result_json
+
+            runs = [
+                result_json(r, exit_code=c)
+                for level in self.levels
+                for r, c in zip(level.results, level.codes, strict=True)
+            ]
+            base = self.baseline
+            self._diff = diff_runs(
+                list(base.runs),
+                runs,
+                before_side=Side(source=base.source, kind=base.kind, runs=len(base.runs),
+                                 failed=sum(1 for r in base.runs if run_failed(r))),
+                after_side=Side(source="this series", kind="series", runs=len(runs),
+                                failed=sum(1 for r in runs if run_failed(r))),
+            )  # fmt: skip
+        return self._diff
+
+    def render(self, console: Any) -> None:
+        diff = self.diff()
+        if diff is None:
+            return
+        from rich.text import Text
+
+        from promptpath.report.diff import render_diff
+
+        console.print(Text("Against the baseline", style="bold"))
+        render_diff(diff, console)
+        console.print()
+
+    def attach(self, body: dict[str, Any]) -> dict[str, Any]:
+        diff = self.diff()
+        if diff is not None:
+            from promptpath.report.diff import diff_json
+
+            body["baseline"] = diff_json(diff)
+        return body
 
 
 def _levels(levels: list[_LevelRuns]) -> list[Level]:

@@ -48,6 +48,8 @@ if TYPE_CHECKING:  # for the type checker alone: a Protocol class costs every --
 
 _RUN: Final = frozenset({"run"})
 _EVERY: Final = frozenset({"run", "probe", "demo"})
+#: The reports `diff` writes too (its JSON and its HTML page, from the diff's own object).
+_WITH_DIFF: Final = _EVERY | {"diff"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,7 +92,7 @@ FORMATS: tuple[Format, ...] = (
         help="Print one JSON object on stdout.",
         goes="stdout",
         writer=f"{_WRITERS}:json_text",
-        commands=_EVERY,
+        commands=_WITH_DIFF,
     ),
     Format(
         dest="junit",
@@ -143,7 +145,7 @@ FORMATS: tuple[Format, ...] = (
         " to FILE: for a ticket.",
         goes="file",
         writer=f"{_WRITERS}:html",
-        commands=_EVERY,
+        commands=_WITH_DIFF,
     ),
     Format(
         dest="markdown",

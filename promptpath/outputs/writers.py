@@ -42,6 +42,10 @@ def prometheus(report: Mapping[str, Any], context: WriteContext) -> str:
 
 
 def html(report: Mapping[str, Any], context: WriteContext) -> str:
+    if report.get("schema") == "promptpath.diff/1":
+        from promptpath.report.diff_html import render_diff_html
+
+        return render_diff_html(report, command=context.command)
     from promptpath.report.html import render_html
 
     return render_html(report, command=context.command)

@@ -59,6 +59,9 @@ DEMO_ONLY: Final = frozenset({"demo"})
 EXPORTER_ONLY: Final = frozenset({"exporter"})
 #: The exporter's panel (its own command; not one of run's PANELS).
 EXPORTER: Final = "Exporter"
+DIFF_ONLY: Final = frozenset({"diff"})
+#: diff's own panel.
+DIFF: Final = "Diff"
 #: Loopback by default: exposing the exporter is a choice (--listen).
 DEFAULT_LISTEN: Final = "127.0.0.1:9479"
 
@@ -568,6 +571,18 @@ FLAGS: tuple[Flag, ...] = (
         commands=RUN,
     ),
     Flag(
+        dest="baseline",
+        decls=("--baseline",),
+        type=str | None,
+        default=None,
+        metavar="FILE",
+        help="A saved series or run (--json) to hold this series to: the report shows what"
+        " changed against it, and --slo takes 'ttft_p95<1.5x baseline',"
+        " 'connect_p50<baseline+10ms'.",
+        panel=SERIES,
+        commands=RUN,
+    ),
+    Flag(
         dest="yes",
         decls=("--yes",),
         type=bool,
@@ -605,6 +620,37 @@ FLAGS: tuple[Flag, ...] = (
         help="Label on every exported metric, e.g. region=eu-west (repeatable).",
         panel=OUTPUT,
         commands=RUN,
+    ),
+    # -- diff (promptpath diff) ----------------------------------------------------------
+    Flag(
+        dest="before_range",
+        decls=("--before",),
+        type=str | None,
+        default=None,
+        metavar="HH:MM-HH:MM",
+        help="With one watch history: the traces of this time range (UTC) are the before side.",
+        panel=DIFF,
+        commands=DIFF_ONLY,
+    ),
+    Flag(
+        dest="after_range",
+        decls=("--after",),
+        type=str | None,
+        default=None,
+        metavar="HH:MM-HH:MM",
+        help="With one watch history: the traces of this time range (UTC) are the after side.",
+        panel=DIFF,
+        commands=DIFF_ONLY,
+    ),
+    Flag(
+        dest="protocol",
+        decls=("--protocol",),
+        type=str,
+        default="2",
+        metavar="2|3",
+        help="Which run of a --compare-http document to compare: HTTP/2's or HTTP/3's.",
+        panel=DIFF,
+        commands=DIFF_ONLY,
     ),
     # -- the exporter (promptpath exporter) ----------------------------------------------
     Flag(

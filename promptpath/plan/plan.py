@@ -11,14 +11,15 @@ nothing after that re-checks an option. Who reads what:
 - ``probes`` and ``probe_settings``: which probes run, and each probe's typed settings.
 - ``series``: --count, --interval, --reuse, --concurrency, --connections.
 - ``compare_runs``: --compare-http's runs per protocol (None: not comparing).
-- ``outputs``: --json, --fail-on, the SLOs, the exports, the OTLP export.
+- ``outputs``: --json, --fail-on, the SLOs, the exports, the OTLP export, --baseline.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from promptpath.core.series_plan import SeriesPlan
 from promptpath.options import RunOptions
@@ -35,6 +36,17 @@ ModeName = Literal["single", "compare", "series", "load"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Baseline:
+    """``--baseline FILE``: the runs a series is held to, and their SLO values."""
+
+    source: str
+    kind: str
+    runs: tuple[Mapping[str, Any], ...]
+    #: SLO metric name → the baseline's value (core/change/baseline.py).
+    values: Mapping[str, float | None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Outputs:
     """Where the report goes and what decides its exit code besides the run itself."""
 
@@ -44,6 +56,8 @@ class Outputs:
     exports: ExportPlan = field(default_factory=ExportPlan)
     #: --otlp-endpoint or the OTEL_* variables: spans and metrics to a collector.
     otlp: OtlpPlan | None = None
+    #: --baseline FILE: what the series is compared with (its SLOs resolved against it).
+    baseline: Baseline | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

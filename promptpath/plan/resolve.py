@@ -58,6 +58,7 @@ from promptpath.probes.settings import ProbeSettings
 
 if TYPE_CHECKING:
     from promptpath.core.slo import SLO
+    from promptpath.plan.plan import Baseline
 
 #: The values each choice accepts, read from the Literal types themselves (never re-spelt).
 PROVIDERS: tuple[Provider, ...] = get_args(Provider)
@@ -543,6 +544,34 @@ def _slos(values: Values, profile: str | None, environ: Mapping[str, str]) -> li
     return slos
 
 
+def _baseline(path: str | None, is_series: bool, slos: list[SLO]) -> Baseline | None:
+    """--baseline read; a baseline SLO without it, or it without a series, is refused."""
+    relative = [s.expr for s in slos if s.baseline is not None]
+    if path is None:
+        if relative:
+            raise UsageError(
+                f"--slo {relative[0]!r} compares with a baseline: add --baseline FILE",
+                kind="bad_option",
+            )
+        return None
+    if not is_series:
+        raise UsageError("--baseline holds a series to a saved one: add --count N (N ≥ 2)",
+                         kind="bad_option")  # fmt: skip
+    from promptpath.plan.documents import read_baseline
+
+    return read_baseline(path)
+
+
+def diff_ranges(before: str | None, after: str | None, *, one_file: bool) -> None:
+    """`promptpath diff`'s options: two ranges of one history, or two documents."""
+    if (before is None) != (after is None):
+        raise UsageError("diff: --before and --after go together (two ranges of one history)",
+                         kind="bad_option")  # fmt: skip
+    if before is not None and not one_file:
+        raise UsageError("diff: --before/--after select ranges of one history: give one file",
+                         kind="bad_option")  # fmt: skip
+
+
 def profile_slos(name: str, environ: Mapping[str, str]) -> list[SLO]:
     """``[profiles.NAME.slo]``: ``ttft_p95 = "<800ms"`` (or a list, for two bounds)."""
     from promptpath.core.slo import parse_slo
@@ -630,6 +659,7 @@ def resolve(
         connections=values.get("connections"),
     )
     slos = _slos(values, profile, environ)
+    baseline = _baseline(values.text("baseline"), series.is_series, slos)
     compare = values.flag("compare_http")
     if slos and compare:
         raise UsageError("--slo judges one run or a series, not --compare-http", kind="bad_option")
@@ -696,6 +726,7 @@ def resolve(
             slos=tuple(slos),
             exports=exports,
             otlp=otlp,
+            baseline=baseline,
         ),
     )
 

@@ -207,6 +207,12 @@ def test_doc_command_runs_against_the_reference_endpoint(
     if cmd.argv[0] == "exporter":
         _exporter(cmd, request.getfixturevalue("tls_ref"), tmp_path)
         return
+    if cmd.argv[0] == "diff":
+        _diff(cmd, request.getfixturevalue("tls_ref"), tmp_path)
+        return
+    if "--baseline" in cmd.argv:  # the saved series it names, slower than the line's own
+        saved = tmp_path / cmd.argv[cmd.argv.index("--baseline") + 1]
+        saved.write_text(_saved_series(request.getfixturevalue("tls_ref"), ttft_ms=200))
     if cmd.argv[0] == "demo":
         res = run_cli(*cmd.argv, environ=cmd.env)
         options = dict(itertools.pairwise(cmd.argv))
@@ -297,6 +303,47 @@ def _serve(cmd: DocCommand, tmp_path: Path) -> None:
             trace += ["--cacert", str(info["ca"])]
         res = run_cli(*trace)
         assert res.exit_code == 0, f"{cmd.where}: {cmd.text}\n{res.stderr}"
+
+
+def _saved_series(ref: RefServer, ttft_ms: int = 0) -> str:
+    """``run --count 3 --json`` of the reference endpoint: a document diff can read."""
+    res = run_cli(
+        "run", f"{ref.url}/v1/chat/completions", "--cacert", str(ref.ca), "--count", "3",
+        "--max-tokens", "8", "--json", "-H", f"x-promptpath-ttft-ms: {ttft_ms}",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.stderr
+    return res.stdout
+
+
+def _diff(cmd: DocCommand, ref: RefServer, tmp_path: Path) -> None:
+    """``promptpath diff ...`` with the files it names made first (cwd is tmp_path): each
+    ``.json`` a series of the reference endpoint, each ``.jsonl`` a watch history of such
+    runs stamped inside the line's --before and --after ranges. Both sides come from one
+    unchanged endpoint: the line exits 0, its headline says so, its --html is written."""
+    argv = list(cmd.argv)
+    options = dict(itertools.pairwise(argv))
+    valued = {"--before", "--after", "--html", "--protocol"}
+    files = [w for i, w in enumerate(argv[1:], 1) if argv[i - 1] not in valued and "." in w]
+    runs = json.loads(_saved_series(ref))["runs"]
+    for name in files:
+        if name.endswith(".jsonl"):
+            lines = []
+            for at, window in enumerate((options["--before"], options["--after"])):
+                start = window.split("-")[0]
+                for seq, run in enumerate(runs, start=1 + at * len(runs)):
+                    stamp = f"2026-12-06T{start}:{seq:02d}.000Z"
+                    lines.append(json.dumps(
+                        {"schema": "promptpath.watch/1", "seq": seq, "at": stamp, "run": run}
+                    ))  # fmt: skip
+            (tmp_path / name).write_text("\n".join(lines) + "\n")
+        elif name.endswith(".json"):
+            (tmp_path / name).write_text(_saved_series(ref))
+    res = run_cli(*argv)
+    assert res.exit_code == 0, f"{cmd.where}: {cmd.text}\n{res.stderr}"
+    shown = res.stdout + res.stderr
+    assert "SAME: No change beyond" in shown or '"exit_code": 0' in shown, shown
+    if "--html" in options:
+        assert (tmp_path / options["--html"]).stat().st_size > 0, "--html wrote nothing"
 
 
 def _is_exporter(toml_block: str) -> bool:

@@ -73,3 +73,13 @@ def test_floors_take_the_larger_of_the_absolute_and_relative_part() -> None:
         "dns", "connect", "tls", "quic_handshake", "request", "wait", "first_token", "streaming",
     )  # fmt: skip
     assert metric("coalesced").where == "tokens.coalesced / tokens.events"
+
+
+def test_the_docs_floors_table_is_the_codes() -> None:
+    page = (ROOT / "docs" / "diff-and-watch.md").read_text()
+    for item in METRICS:
+        rel = f"{item.floor_rel:.0%}" if item.floor_rel else "—"
+        worse = "higher" if item.higher_is_worse else "lower"
+        row = f"| `{item.name}` | `{item.where}` | {item.unit} | {item.floor_abs:g} | {rel} |"
+        row += f" {worse} |"
+        assert row in page, row

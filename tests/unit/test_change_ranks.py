@@ -120,3 +120,8 @@ def test_median_difference_interval_covers_the_true_difference_at_its_confidence
         low, high = median_difference_ci(before, after, 0.95)
         held += low <= 5.0 <= high
     assert 0.93 <= held / trials <= 0.975
+
+
+def test_smallest_p_of_long_series_underflows_to_zero_not_an_error() -> None:
+    assert smallest_p(1000, 1000) == 0.0
+    assert smallest_p(400, 400) > 0.0

@@ -84,7 +84,7 @@ def test_two_series_of_one_unchanged_path_show_no_change(
 
 def test_noise_wider_than_the_floor_calls_a_change_in_at_most_1_percent_of_diffs() -> None:
     false = 0
-    trials = 600
+    trials = 300
     for seed in range(trials):
         rng = random.Random(seed)
         sample = _same_path(seed, rng.randrange(4), rng.uniform(0.1, 3.0), 20, 20)

@@ -120,7 +120,9 @@ def _help_of_group(group: object, *argv: str) -> str:
     return out.getvalue()
 
 
-@pytest.mark.parametrize("argv", [(), ("run",), ("probe",), ("demo",), ("serve",), ("watch",)])
+@pytest.mark.parametrize(
+    "argv", [(), ("run",), ("probe",), ("demo",), ("serve",), ("diff",), ("watch",)]
+)
 def test_help_is_the_same_whether_the_commands_are_built_lazily_or_all_at_once(
     argv: tuple[str, ...],
 ) -> None:
@@ -131,7 +133,7 @@ def test_help_is_the_same_whether_the_commands_are_built_lazily_or_all_at_once(
     lazy = typer.main.get_command(app)
     eager = typer.main.get_command(app)
     built = [eager.commands[name] for name in _COMMANDS]  # type: ignore[attr-defined]
-    assert [c.name for c in built] == ["run", "probe", "demo", "serve", "exporter", "watch"]
+    assert [c.name for c in built] == ["run", "probe", "demo", "serve", "exporter", "diff", "watch"]
     expected = _help_of_group(eager, *argv)
     assert expected.startswith("Usage: promptpath")
     assert _help_of_group(lazy, *argv) == expected

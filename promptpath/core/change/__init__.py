@@ -5,12 +5,17 @@ uses (diff, run --baseline, watch, vantage, the exporter's baseline ratio). Pure
 - samples.py: one metric's two samples judged against their noise (``judge``,
   ``judge_many`` with Holm's correction, ``judge_errors``);
 - facts.py: the facts compared (address, resolver, TLS, certificate, Via, edge, ...);
-- documents.py: which documents hold which runs;
+- documents.py: which documents hold which runs; history.py: a watch history's lines and
+  time ranges;
+- compose.py: a whole diff (``diff_runs``) and headline.py its one line;
+- baseline.py: a baseline's values for the SLO grammar;
 - ranks.py: the rank test and intervals underneath, in pure Python.
 """
 
+from promptpath.core.change.compose import Diff, Side, diff_runs
 from promptpath.core.change.documents import SCHEMAS, runs_of, schema_of
 from promptpath.core.change.facts import FACTS, FactChange, compare_facts
+from promptpath.core.change.history import History, TimeRange, parse_history, parse_range
 from promptpath.core.change.metrics import METRICS, STAGES, Metric, metric, value_of, values_of
 from promptpath.core.change.samples import (
     ALPHA,
@@ -20,6 +25,7 @@ from promptpath.core.change.samples import (
     judge,
     judge_errors,
     judge_many,
+    not_judged,
     repeats_to_settle,
 )
 
@@ -31,14 +37,22 @@ __all__ = [
     "MIN_REPEATS",
     "SCHEMAS",
     "STAGES",
+    "Diff",
     "FactChange",
+    "History",
     "Metric",
     "MetricChange",
+    "Side",
+    "TimeRange",
     "compare_facts",
+    "diff_runs",
     "judge",
     "judge_errors",
     "judge_many",
     "metric",
+    "not_judged",
+    "parse_history",
+    "parse_range",
     "repeats_to_settle",
     "runs_of",
     "schema_of",

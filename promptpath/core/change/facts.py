@@ -74,16 +74,17 @@ class FactChange:
         return tuple(v for v in self.after if v not in self.before)
 
 
-def _get(doc: Mapping[str, Any], path: str) -> object:
+def _get(doc: Mapping[str, Any], path: str | tuple[str, ...]) -> object:
     """The value at a dotted path; None under a null object (no TLS, no certificate);
     ``_ABSENT`` where the document has no such field."""
-    node: object = doc
-    for key in path.split("."):
+    node: Any = doc
+    for key in path.split(".") if isinstance(path, str) else path:
         if node is None:
             return None
-        if not isinstance(node, Mapping) or key not in node:
+        try:
+            node = node[key]
+        except (KeyError, TypeError, IndexError):
             return _ABSENT
-        node = node[key]
     return node
 
 
@@ -96,8 +97,10 @@ def _text(value: object) -> str | None:
 
 
 def _at(path: str) -> Callable[[Mapping[str, Any]], Got]:
+    keys = tuple(path.split("."))
+
     def read(run: Mapping[str, Any]) -> Got:
-        value = _get(run, path)
+        value = _get(run, keys)
         return value if isinstance(value, _Absent) else _text(value)
 
     return read

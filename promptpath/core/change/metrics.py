@@ -116,7 +116,7 @@ METRICS: tuple[Metric, ...] = (
     _m("first_output", "first output", "first_output_ms.from_start", "ms", 50.0, 0.15),
     _m(
         "ttft_network_adjusted",
-        "TTFT network-adjusted",
+        "TTFT net-adjusted",
         "ttft_network_adjusted_ms",
         "ms",
         50.0,
@@ -124,12 +124,13 @@ METRICS: tuple[Metric, ...] = (
     ),
     _m(
         "first_output_network_adjusted",
-        "first output network-adjusted",
+        "first output net-adj.",
         "first_output_network_adjusted_ms",
         "ms",
         50.0,
         0.15,
     ),
+    _m("itl_mean", "mean ITL", "tokens.mean_itl_ms", "ms", 5.0, 0.25),
     _m("gap_p50", "gap p50", "tokens.gaps_ms.p50", "ms", 5.0, 0.25),
     _m("gap_p95", "gap p95", "tokens.gaps_ms.p95", "ms", 10.0, 0.3),
     _m("gap_p99", "gap p99", "tokens.gaps_ms.p99", "ms", 20.0, 0.3),
@@ -145,7 +146,7 @@ METRICS: tuple[Metric, ...] = (
         0.0,
         per=("tokens", "events"),
     ),
-    _m("server_time", "server's reported time", "server.time.ms", "ms", 50.0, 0.2),
+    _m("server_time", "server time", "server.time.ms", "ms", 50.0, 0.2),
     _m("rtt", "RTT (kernel)", "rtt_ms", "ms", 5.0, 0.25),
     _m("total", "total", "milestones_ms.end", "ms", 100.0, 0.15),
 )
@@ -163,12 +164,13 @@ def metric(name: str) -> Metric:
 
 def _walk(doc: Mapping[str, Any], path: Sequence[str]) -> float | None:
     node: Any = doc
-    for key in path:
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(key)
+    try:
+        for key in path:
+            node = node[key]
+    except (KeyError, TypeError, IndexError):
+        return None  # absent, or a list/string/null where an object was expected
     # bool is an int in Python; a true/false is never a measurement.
-    if isinstance(node, bool) or not isinstance(node, int | float):
+    if node.__class__ is bool or not isinstance(node, int | float):
         return None
     value = float(node)
     return value if math.isfinite(value) else None

@@ -54,6 +54,7 @@ __all__ = [
     "judge",
     "judge_errors",
     "judge_many",
+    "not_judged",
     "repeats_to_settle",
 ]
 
@@ -102,6 +103,9 @@ class MetricChange:
     #: Why, in one sentence a network engineer can act on.
     reason: str
     higher_is_worse: bool = True
+    #: The rank test called the sides different (Holm-adjusted p below α), whatever the
+    #: floor said; None when no rank test judged it.
+    significant: bool | None = None
 
     @property
     def changed(self) -> bool:
@@ -162,6 +166,14 @@ def _unknown(item: Metric, before: Sequence[float], after: Sequence[float]) -> M
         "(absent from the document, or every run failed)",
         higher_is_worse=item.higher_is_worse,
     )
+
+
+def not_judged(
+    name: str, before: Sequence[float], after: Sequence[float], reason: str
+) -> MetricChange:
+    """A metric left unjudged (verdict ``unknown``) for ``reason``, its medians shown."""
+    item = metric(name)
+    return replace(_unknown(item, before, after), reason=reason)
 
 
 def _first_pass(
@@ -299,7 +311,9 @@ def _holm(changes: list[MetricChange], alpha: float) -> list[MetricChange]:
         else:
             verdict = "unchanged"
             reason = f"within noise ({stats})"
-        out[i] = replace(change, p_adjusted=running, verdict=verdict, reason=reason)
+        out[i] = replace(
+            change, p_adjusted=running, verdict=verdict, reason=reason, significant=significant
+        )
     return out
 
 
