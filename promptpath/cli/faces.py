@@ -212,6 +212,22 @@ def demo(ctx: typer.Context, **values: object) -> None:
     raise typer.Exit(run_demo(DemoArgs.of(values), env=Environment.of(ctx.obj)))
 
 
+def _watch_flags() -> tuple[flags.Flag, ...]:
+    from promptpath.plan.watch_options import FLAGS
+
+    return FLAGS
+
+
+@flags.declare("watch", _CTX, _TARGET, table=_watch_flags())
+def watch(ctx: typer.Context, target: str, **values: object) -> None:
+    """Trace TARGET again and again, mtr-style: rolling statistics per stage, an event
+    when one leaves its band or a fact changes (q quits, p pauses, r resets)."""
+    _no_trio()
+    from promptpath.cli.watch import execute_watch
+
+    raise typer.Exit(execute_watch({"target": target, **values}, env=Environment.of(ctx.obj)))
+
+
 _EXPORTER_HELP = """Serve /probe and /metrics for Prometheus, as blackbox_exporter does.
 
 GET /probe?target=NAME&module=MODULE traces one prompt to a target the config names (and
@@ -331,6 +347,7 @@ _COMMANDS: dict[str, tuple[Callable[[], Callable[..., Any]], str | None]] = {
     "diff": (lambda: diff, None),
     "mcp": (lambda: mcp, _MCP_HELP),
     "vantage": (_vantage, _VANTAGE_HELP),
+    "watch": (lambda: watch, None),
 }
 
 

@@ -37,6 +37,8 @@ from promptpath.server.dialect import (
 )
 from promptpath.server.prefill import PrefixCache, prefill_ms, tokens_of_words
 from promptpath.server.routing import dialect_for_path, path_model, websocket_only
+from promptpath.server.runtime import PATH as RUNTIME_PATH
+from promptpath.server.runtime import changed
 from promptpath.server.sigv4_check import AwsTestKey, SigV4Refusal, check_sigv4
 from promptpath.server.stats import RequestRecord, ServerStats
 from promptpath.server.streaming import (
@@ -241,6 +243,11 @@ class ReferenceApp:
         # the client's request_sent is the comparable stamp on its side.
         t_recv = loop.time()
 
+        if path.rstrip("/") == RUNTIME_PATH:
+            who = list(scope.get("headers", []))
+            status, reply, self.defaults = changed(self.defaults, scope, method, raw, who, self)
+            await self._json(send, status, reply)
+            return
         if path.rstrip("/") == "/healthz":
             await self._reply(send, 200, b"ok", "text/plain; charset=utf-8")
             return

@@ -173,6 +173,11 @@ def _apply(defaults: Behaviour, controls: Iterable[tuple[str, str, str]]) -> Beh
     return dataclasses.replace(defaults, **changes) if changes else defaults  # type: ignore[arg-type]
 
 
+def apply_controls(defaults: Behaviour, controls: Iterable[tuple[str, str, str]]) -> Behaviour:
+    """``defaults`` with ``(control, name for errors, value)`` triples applied (runtime.py)."""
+    return _apply(defaults, controls)
+
+
 def applied(behaviour: Behaviour, sources: Mapping[str, ControlSource]) -> dict[str, object]:
     """What the endpoint reports in its first event: the value of every control it
     applied (null: off), and which of them the request set (header or body)."""

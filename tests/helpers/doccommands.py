@@ -9,7 +9,8 @@ profile name gets a profile file of that name pointing there, --cacert becomes t
 endpoint's CA, --cert/--key a client certificate its --client-ca trusts, a proxy or a
 Pushgateway the one the lab test started, and files the line writes land in a temp dir.
 Nothing else in the line changes. A series gets ``--max-tokens 8`` (when the line gives
-none) so that the docs' sweeps stay within seconds. Before a line runs, every address in
+none) so that the docs' sweeps stay within seconds, and a watch three traces (or its
+--count) with no pause between them. Before a line runs, every address in
 it is checked to be loopback: a line the rewrite cannot bring there fails rather than
 reach out.
 """
@@ -299,6 +300,12 @@ def rewrite(
             env[name] = _lab_url(lab.proxy, env[name])
         elif name == "OTEL_EXPORTER_OTLP_ENDPOINT":
             env[name] = _lab_url(lab.otlp, env[name])
+    if argv[0] == "watch":
+        # A watch runs until stopped, a pause between traces: here three traces (or the
+        # line's --count), with none (the last --interval given is the one that counts).
+        if "--count" not in argv and "--duration" not in argv:
+            argv += ["--count", "3"]
+        argv += ["--interval", "0", "--budget", "0"]
     secure = target.startswith(("https://", "wss://"))
     if secure and "--cacert" not in argv and "-k" not in argv:
         argv += ["--cacert", str(server.ca)]  # the real endpoint's CA is a public one

@@ -121,7 +121,8 @@ def _help_of_group(group: object, *argv: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "argv", [(), ("run",), ("probe",), ("demo",), ("serve",), ("diff",), ("vantage",)]
+    "argv",
+    [(), ("run",), ("probe",), ("demo",), ("serve",), ("diff",), ("vantage",), ("watch",)],
 )
 def test_help_is_the_same_whether_the_commands_are_built_lazily_or_all_at_once(
     argv: tuple[str, ...],
@@ -142,6 +143,7 @@ def test_help_is_the_same_whether_the_commands_are_built_lazily_or_all_at_once(
         "diff",
         "mcp",
         "vantage",
+        "watch",
     ]
     expected = _help_of_group(eager, *argv)
     assert expected.startswith("Usage: promptpath")
