@@ -114,8 +114,17 @@ class _Command(_HelpToEnvironment, TyperCommand):
             else:
                 title = getattr(param, "rich_help_panel", None) or "Options"
             sections.setdefault(title, []).append(record)
-        order = ["Arguments", *flags.PANELS, "Options"]
-        for title in sorted(sections, key=lambda t: order.index(t) if t in order else len(order)):
+        # run's panels in their order, then a command's own (watch's, the exporter's), then
+        # the untitled rest (--help).
+        order = ["Arguments", *flags.PANELS]
+        last = len(order) + 1
+
+        def rank(title: str) -> int:
+            return (
+                order.index(title) if title in order else last if title == "Options" else len(order)
+            )
+
+        for title in sorted(sections, key=rank):
             with formatter.section(title):
                 formatter.write_dl(sections[title])
 

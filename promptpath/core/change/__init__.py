@@ -14,6 +14,7 @@ uses (diff, run --baseline, watch, vantage, the exporter's baseline ratio). Pure
 - ranks.py: the rank test and intervals underneath, in pure Python.
 """
 
+from promptpath.core.change.band import Band, BandRule, BandTracker, Crossing, band_of
 from promptpath.core.change.compose import Diff, Side, diff_runs
 from promptpath.core.change.documents import SCHEMAS, runs_of, schema_of
 from promptpath.core.change.facts import FACTS, FactChange, compare_facts
@@ -40,6 +41,10 @@ __all__ = [
     "MIN_REPEATS",
     "SCHEMAS",
     "STAGES",
+    "Band",
+    "BandRule",
+    "BandTracker",
+    "Crossing",
     "Diff",
     "FactChange",
     "History",
@@ -48,6 +53,7 @@ __all__ = [
     "QuantileCall",
     "Side",
     "TimeRange",
+    "band_of",
     "compare_facts",
     "diff_runs",
     "judge",
