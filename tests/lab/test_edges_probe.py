@@ -36,14 +36,13 @@ from typing import Any
 import dns.rdata
 import pytest
 
-from tests.conftest import lab_required, require_binary
+from tests.conftest import require_binary
 from tests.helpers.impairer import (
     ImpairedPath,
     Impairment,
-    LabUnavailable,
-    check_available,
     impaired_path,
 )
+from tests.helpers.impairlab import require_impairer
 from tests.helpers.refserver import reference_server
 
 pytestmark = pytest.mark.lab
@@ -58,15 +57,6 @@ NETNS_ETC = Path("/etc/netns")
 #: 20.12-24.9, far 40.18-43.5. The bounds leave room on both sides; the flag needs only the
 #: far one's samples all slower than the near one's.
 BOUNDS_MS = {NEAR: (0.0, 12.0), MID: (18.0, 30.0), FAR: (38.0, 52.0)}
-
-
-def _lab() -> None:
-    try:
-        check_available()
-    except LabUnavailable as exc:
-        if lab_required():
-            pytest.fail(f"PROMPTPATH_REQUIRE_LAB=1 but the impairer lab cannot run: {exc}")
-        pytest.skip(f"impairer lab unavailable: {exc}")
 
 
 def _dnsmasq(path: ImpairedPath, tmp: Path, port: int, addresses: list[str], *rr: str) -> Any:
@@ -92,7 +82,7 @@ def _dnsmasq(path: ImpairedPath, tmp: Path, port: int, addresses: list[str], *rr
 
 @pytest.fixture(scope="module")
 def edges_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    _lab()
+    require_impairer()
     tmp = tmp_path_factory.mktemp("edges")
     with impaired_path(Impairment(), Impairment()) as path:
         for ip, extra in EXTRA_MS.items():

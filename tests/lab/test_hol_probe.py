@@ -29,14 +29,12 @@ from typing import Any
 import jsonschema
 import pytest
 
-from tests.conftest import lab_required
 from tests.helpers.impairer import (
     ImpairedPath,
     Impairment,
-    LabUnavailable,
-    check_available,
     impaired_path,
 )
+from tests.helpers.impairlab import require_impairer
 from tests.helpers.refserver import RefServer, reference_server
 
 pytestmark = pytest.mark.lab
@@ -51,15 +49,6 @@ LOSSY = Impairment(delay_ms=ONE_WAY_MS, loss=0.02)
 #: As in test_impaired_path: promptpath and the endpoint above the machine's other work,
 #: so what is measured is the path (the impairer's pump is real-time).
 PRIORITY = ("nice", "-n", "-10")
-
-
-def _lab() -> None:
-    try:
-        check_available()
-    except LabUnavailable as exc:
-        if lab_required():
-            pytest.fail(f"PROMPTPATH_REQUIRE_LAB=1 but the impairer lab cannot run: {exc}")
-        pytest.skip(f"impairer lab unavailable: {exc}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +92,7 @@ def _env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    _lab()
+    require_impairer()
     with (
         impaired_path(CLEAN, CLEAN, seed=int(os.environ.get("HOL_SEED", "1"))) as path,
         reference_server(

@@ -27,15 +27,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import lab_required
 from tests.helpers import timing
 from tests.helpers.impairer import (
     ImpairedPath,
     Impairment,
-    LabUnavailable,
-    check_available,
     impaired_path,
 )
+from tests.helpers.impairlab import require_impairer
 from tests.helpers.refserver import RefServer, reference_server
 
 pytestmark = pytest.mark.lab
@@ -87,15 +85,6 @@ LOSS_TOKENS = 400
 LOSS_RATE = 200
 
 
-def _lab() -> None:
-    try:
-        check_available()
-    except LabUnavailable as exc:
-        if lab_required():
-            pytest.fail(f"PROMPTPATH_REQUIRE_LAB=1 but the impairer lab cannot run: {exc}")
-        pytest.skip(f"impairer lab unavailable: {exc}")
-
-
 @dataclass(frozen=True, slots=True)
 class Lab:
     path: ImpairedPath
@@ -133,7 +122,7 @@ def _env() -> dict[str, str]:
 @contextlib.contextmanager
 def _lab_on(impairment: Impairment, tmp: Path, *, seed: int = 0, **serve: str) -> Iterator[Lab]:
     """An impaired path (the same impairment both ways) with the endpoint behind it."""
-    _lab()
+    require_impairer()
     extra = [arg for name, value in serve.items() for arg in (f"--{name}", value)]
     with (
         impaired_path(impairment, impairment, seed=seed) as path,

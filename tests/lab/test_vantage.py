@@ -36,18 +36,17 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.conftest import lab_required, require_binary
+from tests.conftest import require_binary
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.doccommands import PARSED_ONLY, DocCommand
 from tests.helpers.exporterlab import exporter
 from tests.helpers.impairer import (
     ImpairedPath,
     Impairment,
-    LabUnavailable,
-    check_available,
     enter_namespace,
     impaired_path,
 )
+from tests.helpers.impairlab import require_impairer
 from tests.helpers.refserver import reference_server
 
 pytestmark = pytest.mark.lab
@@ -196,18 +195,9 @@ class Fleet:
         )
 
 
-def _lab() -> None:
-    try:
-        check_available()
-    except LabUnavailable as exc:
-        if lab_required():
-            pytest.fail(f"PROMPTPATH_REQUIRE_LAB=1 but the impairer lab cannot run: {exc}")
-        pytest.skip(f"impairer lab unavailable: {exc}")
-
-
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    _lab()
+    require_impairer()
     require_binary("prometheus")
     tmp = tmp_path_factory.mktemp("vantage")
     delay = Impairment(delay_ms=ONE_WAY_MS)
