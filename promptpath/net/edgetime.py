@@ -1,7 +1,8 @@
 """One candidate edge timed: TCP connects (stamped at the syscall, as the trace's connect
-stage is: net/tcp.py), one TLS handshake with the trace's SNI and ALPN, the fingerprint of
-the certificate it serves, and optionally one HEAD request for the edge's headers and
-time to first byte. No key, no body: nothing that costs tokens.
+stage is: net/tcp.py; each with the kernel's own RTT sample of its handshake, TCP_INFO's
+``tcpi_rtt`` as net/tcprtt.py reads it for every run), one TLS handshake with the trace's
+SNI and ALPN, the fingerprint of the certificate it serves, and optionally one HEAD request
+for the edge's headers and time to first byte. No key, no body: nothing that costs tokens.
 
 The handshake is made with verification off: it times and fingerprints, the trace
 verifies. Every wait has a deadline; the response head read is bounded (``MAX_HEAD``).
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from promptpath.net.tcp import connect_address
+from promptpath.net.tcprtt import read_tcp_rtt
 
 #: The most of a HEAD answer read: its status line and headers, nothing more.
 MAX_HEAD = 16 * 1024
@@ -37,10 +39,20 @@ class Handshake:
     error: str | None = None
 
 
-async def connect_samples(ip: str, port: int, *, count: int, timeout: float) -> list[float]:
-    """``count`` TCP connects one after another, each one's handshake in ms; raises
-    OSError (with what happened) when the first fails."""
-    samples: list[float] = []
+@dataclass(frozen=True, slots=True)
+class ConnectSamples:
+    """Each connect's handshake in ms as stamped at the syscall, and the kernel's RTT
+    sample of it (``tcpi_rtt`` right after the handshake; None where it gave none)."""
+
+    stamped_ms: tuple[float, ...]
+    kernel_ms: tuple[float | None, ...]
+
+
+async def connect_samples(ip: str, port: int, *, count: int, timeout: float) -> ConnectSamples:
+    """``count`` TCP connects one after another; raises OSError (with what happened) when
+    the first fails."""
+    stamped: list[float] = []
+    kernel: list[float | None] = []
     for i in range(count):
         try:
             stream, start, end = await connect_address(ip, port, timeout=timeout)
@@ -48,9 +60,11 @@ async def connect_samples(ip: str, port: int, *, count: int, timeout: float) -> 
             if i == 0:
                 raise
             break
+        rtt = read_tcp_rtt(stream.extra(anyio.abc.SocketAttribute.raw_socket, None))
         await stream.aclose()
-        samples.append((end - start) / 1e6)
-    return samples
+        stamped.append((end - start) / 1e6)
+        kernel.append(None if rtt is None else rtt.smoothed_ms)
+    return ConnectSamples(tuple(stamped), tuple(kernel))
 
 
 def _read_head(conn: socket.socket | ssl.SSLSocket, deadline: float) -> tuple[bytes, int | None]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -149,6 +150,12 @@ def test_every_address_is_timed_and_rtts_follow_the_impairment(edges_run: dict[s
     assert set(medians) == {NEAR, MID, FAR}, evidence["addresses"]
     for ip, (low, high) in BOUNDS_MS.items():
         assert low <= medians[ip] <= high, (ip, medians)
+    # The kernel's RTT sample of each handshake (TCP_INFO) follows the same impairment: its
+    # own clock, beside our syscall stamps (one per connect, the SYN/SYN-ACK exchange).
+    kernel = {a["ip"]: a["kernel_rtt_ms"] for a in evidence["addresses"]}
+    for ip, (low, high) in BOUNDS_MS.items():
+        assert len(kernel[ip]) == len(evidence["addresses"][0]["connect_ms"]), kernel
+        assert low <= statistics.median(kernel[ip]) <= high, (ip, kernel)
     assert evidence["nearest"] == NEAR
     assert [a["ip"] for a in evidence["addresses"]] == [NEAR, MID, FAR]  # nearest first
 

@@ -65,7 +65,8 @@ async def _time(
     shake = await handshake_async(ip, port, sni, tls=tls, alpn=alpn, head=head, timeout=DEADLINE_S)
     return replace(
         base,
-        connect_ms=tuple(samples),
+        connect_ms=samples.stamped_ms,
+        kernel_rtt_ms=tuple(x for x in samples.kernel_ms if x is not None),
         tls_ms=shake.tls_ms,
         alpn=shake.alpn,
         fingerprint=shake.fingerprint,

@@ -34,6 +34,8 @@ class Candidate:
     family: str  # ipv4 | ipv6
     sources: tuple[str, ...]  # where it came from: "system", "resolver ADDR:PORT", ...
     connect_ms: tuple[float, ...] = ()
+    #: The kernel's RTT sample of each handshake (TCP_INFO), beside the stamped connects.
+    kernel_rtt_ms: tuple[float, ...] = ()
     tls_ms: float | None = None
     alpn: str | None = None
     fingerprint: str | None = None
@@ -244,6 +246,7 @@ def candidate_json(c: Candidate, facts: Facts) -> dict[str, object]:
         "sources": list(c.sources),
         "connect_ms": [round(x, 3) for x in c.connect_ms],
         "median_ms": None if c.median_ms is None else round(c.median_ms, 3),
+        "kernel_rtt_ms": [round(x, 3) for x in c.kernel_rtt_ms],
         "tls_ms": c.tls_ms,
         "alpn": c.alpn,
         "fingerprint": c.fingerprint,
