@@ -101,5 +101,8 @@ def test_marked_prefix_is_cached_where_the_api_caches_only_what_is_marked(
     # The marked prefix is the whole prompt but its question (about a dozen tokens).
     assert all(c is not None and c >= cache["input_tokens"] - 20 for c in cache["cached_tokens"])
     assert "prefix cache works" in finding["summary"], finding["summary"]
+    # The bound of the unmarked test above. Measured: 20 runs at load average 0.4-1.7,
+    # 121.7-123.7 ms (each dialect); 5 runs beside 4 busy loops (load 1.0-5.1),
+    # 115.2-130.8 ms; all 75 inside it.
     timing.note("marked cache shorter ms", cache["shorter_ms"], 61.0, 184.0)
     assert 61 <= cache["shorter_ms"] <= 184, cache
