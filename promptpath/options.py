@@ -142,6 +142,10 @@ class RunOptions:
     # ``ws_ping_count`` of them (None: no pings).
     ws_ping_ms: float | None = None
     ws_ping_count: int = 0
+    # The prompt's first ``cache_prefix`` characters are a prefix to cache (the prefill
+    # probe): an API that caches only what a request marks (the plug-in's ``cache_mark``)
+    # gets the mark after them; every other API gets the prompt whole. 0: no mark.
+    cache_prefix: int = 0
 
     def derive(
         self,

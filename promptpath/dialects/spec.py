@@ -27,6 +27,7 @@ __all__ = [
     "DialectSpec",
     "DocRow",
     "Headers",
+    "cache_split",
     "httpx_client",
     "model_named_in_path",
 ]
@@ -117,6 +118,11 @@ class DialectSpec:
     stream_type: str = "text/event-stream"
     #: Headers the API's version needs, sent after the User-Agent, before the shape's own.
     version_headers: tuple[tuple[str, str], ...] = ()
+    #: The API caches only a prefix the request marks (Anthropic's ``cache_control``,
+    #: Converse's ``cachePoint``: the mark's name, as evidence and docs say it); ``body``
+    #: then marks the prompt's first ``RunOptions.cache_prefix`` characters. None: the API
+    #: caches by itself (OpenAI, Gemini) or not at all, and ``body`` ignores the field.
+    cache_mark: str | None = None
     #: Headers of the request's own after the shape's (Bedrock's guardrail, its Accept).
     extra_headers: Callable[[RunOptions], Headers] | None = None
     #: The API takes --guardrail (a provider-side check of the answer).
@@ -156,6 +162,15 @@ class DialectSpec:
         return any(p.search(bare) for p in self.path_patterns) and not any(
             p.search(bare) for p in self.path_excludes
         )
+
+
+def cache_split(options: RunOptions) -> tuple[str, str] | None:
+    """The prompt cut where its prefix to cache ends (``RunOptions.cache_prefix``): the
+    part to mark and the rest ("" when the whole prompt is marked); None: no mark."""
+    n = options.cache_prefix
+    if n <= 0 or not options.prompt:
+        return None
+    return options.prompt[:n], options.prompt[n:]
 
 
 def httpx_client(

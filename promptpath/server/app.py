@@ -35,7 +35,7 @@ from promptpath.server.dialect import (
     json_body,
     stamped,
 )
-from promptpath.server.prefill import PrefixCache, prefill_ms, tokens_of_words
+from promptpath.server.prefill import PrefixCache, cache_tokens, prefill_ms
 from promptpath.server.routing import dialect_for_path, path_model, websocket_only
 from promptpath.server.runtime import PATH as RUNTIME_PATH
 from promptpath.server.runtime import changed
@@ -351,9 +351,10 @@ class ReferenceApp:
         if behaviour.prefix_cache or behaviour.prefill_ms_per_1k:
             cached = 0
             if behaviour.prefix_cache:
-                hit = self.prefix_cache.lookup_and_remember(dialect_cls.prompt_words(payload))
-                cached = min(params.prompt_tokens, tokens_of_words(hit))
-                params = replace(params, cached_tokens=cached)
+                cached, written = cache_tokens(
+                    self.prefix_cache, dialect_cls, payload, params.prompt_tokens
+                )
+                params = replace(params, cached_tokens=cached, cache_write_tokens=written)
             delay_ms = prefill_ms(behaviour.prefill_ms_per_1k, params.prompt_tokens, cached)
         info = response_info(params, behaviour)
         dialect = dialect_cls(info)

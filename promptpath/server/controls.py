@@ -200,7 +200,9 @@ TABLE: Final[tuple[Control, ...]] = (
         " prompt that starts the same reports the shared tokens as cached in its dialect's"
         " usage (`prompt_tokens_details.cached_tokens`, `cache_read_input_tokens`,"
         " `cachedContentTokenCount`, `cacheReadInputTokens`, `input_tokens_details`) and"
-        " skips their `prefill-ms-per-1k`; the header and body field take `yes` or `no`",
+        " skips their `prefill-ms-per-1k`; Anthropic and Bedrock cache only a prefix the"
+        " request marks (`cache_control`, `cachePoint`) of at least 1,024 tokens, as their"
+        " APIs do; the header and body field take `yes` or `no`",
     ),
     Control(
         name="tokens",

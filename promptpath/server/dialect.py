@@ -54,6 +54,9 @@ class RequestParams:
     #: Of ``prompt_tokens``, those the emulated prefix cache held (``--prefix-cache``):
     #: reported in each dialect's own usage field.
     cached_tokens: int = 0
+    #: Of ``prompt_tokens``, those written to the emulated cache (a marked prefix not read:
+    #: Anthropic's ``cache_creation_input_tokens``, Converse's ``cacheWriteInputTokens``).
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,6 +168,13 @@ class Dialect(ABC):
         return [w for s in _strings(cls._prompt_parts(body)) for w in s.split()]
 
     @classmethod
+    def marked_prefixes(cls, body: object) -> tuple[list[str], list[int]] | None:
+        """For an API that caches only the prefix a request marks: the prompt's words in
+        the order the API caches them, and where each mark ends a prefix (word counts);
+        None (the default): the API caches every prompt's prefix by itself."""
+        return None
+
+    @classmethod
     def _max_tokens(cls, body: JSONObject) -> int | None:
         for path in cls.max_tokens_fields:
             value: object = body
@@ -244,6 +254,32 @@ def _strings(value: object) -> Iterator[str]:
     elif isinstance(value, (list, tuple)):
         for item in value:
             yield from _strings(item)
+
+
+def marked_words(
+    parts: Iterable[object], is_mark: Callable[[Mapping[str, object]], bool]
+) -> tuple[list[str], list[int]]:
+    """The words of every string in ``parts``, in order, and the word count at the end of
+    each JSON object ``is_mark`` holds to be a cache mark (an Anthropic block carrying
+    ``cache_control``, a Converse ``cachePoint`` block): the marked prefixes' ends."""
+    words: list[str] = []
+    ends: list[int] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, str):
+            words.extend(value.split())
+        elif isinstance(value, Mapping):
+            for item in value.values():
+                walk(item)
+            if is_mark(value):
+                ends.append(len(words))
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+
+    for part in parts:
+        walk(part)
+    return words, ends
 
 
 # -- framing ---------------------------------------------------------------------------

@@ -10,6 +10,14 @@ OpenAI in 128-token steps), matched from the first word on, and the tokens of th
 remembered prefix are reported as cached in each dialect's own usage field and taken off
 the prefill delay.
 
+An API that caches only what a request marks (Anthropic's ``cache_control``, Converse's
+``cachePoint``: the emulation's ``marked_prefixes``) is played as it behaves: a prefix is
+remembered only where a mark ends it, and only from ``MIN_MARKED_TOKENS`` on (shorter ones
+are not cached, mark or no mark); a later request marking the same prefix reads all of it,
+from its longest remembered mark (``read_marked``); the marked tokens not read are written
+(``cache_creation_input_tokens``, ``cacheWriteInputTokens``). An unmarked request is never
+cached and leaves nothing for the next.
+
 Memory is bounded: at most ``MAX_BLOCKS`` prefix digests (16 bytes each), the least
 recently used forgotten first.
 """
@@ -20,12 +28,25 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 
-__all__ = ["BLOCK_WORDS", "MAX_BLOCKS", "PrefixCache", "prefill_ms", "tokens_of_words"]
+from promptpath.server.dialect import Dialect
+
+__all__ = [
+    "BLOCK_WORDS",
+    "MAX_BLOCKS",
+    "MIN_MARKED_TOKENS",
+    "PrefixCache",
+    "cache_tokens",
+    "prefill_ms",
+    "tokens_of_words",
+]
 
 #: Prefix granularity, in words (48 words are 64 tokens by server/tokens.py's count).
 BLOCK_WORDS = 48
 #: Prefix digests kept (16 B each, plus the dict's overhead: ~10 MB at most).
 MAX_BLOCKS = 100_000
+#: The shortest marked prefix cached (tokens): Anthropic's minimum for most Claude models
+#: (2,048 for the Haikus 3 and 3.5, 4,096 for Opus 4.5 and Haiku 4.5), Bedrock's the same.
+MIN_MARKED_TOKENS = 1024
 
 
 def tokens_of_words(n_words: int) -> int:
@@ -72,6 +93,47 @@ class PrefixCache:
         for digest in digests:
             self._seen[digest] = None
             self._seen.move_to_end(digest)
+        self._trim()
+        return hit * self._block
+
+    def read_marked(self, words: Sequence[str], ends: Sequence[int]) -> tuple[int, int]:
+        """(words read, words written) for a request whose marks end prefixes of
+        ``words`` at ``ends`` (word counts): the longest marked prefix remembered is read,
+        the rest of the longest one cacheable written; every cacheable one is remembered."""
+        cacheable = sorted({e for e in ends if tokens_of_words(e) >= MIN_MARKED_TOKENS})
+        if not cacheable:
+            return 0, 0
+        h = hashlib.blake2b(b"marked\x00", digest_size=16)
+        digests: list[tuple[int, bytes]] = []
+        done = 0
+        for end in cacheable:
+            for word in words[done:end]:
+                h.update(word.encode("utf-8", "surrogatepass"))
+                h.update(b"\x00")
+            done = end
+            digests.append((end, h.copy().digest()))
+        read = max((end for end, d in digests if d in self._seen), default=0)
+        for _end, digest in digests:
+            self._seen[digest] = None
+            self._seen.move_to_end(digest)
+        self._trim()
+        return read, cacheable[-1] - read
+
+    def _trim(self) -> None:
         while len(self._seen) > self._max:
             self._seen.popitem(last=False)
-        return hit * self._block
+
+
+def cache_tokens(
+    cache: PrefixCache, dialect: type[Dialect], body: object, prompt_tokens: int
+) -> tuple[int, int]:
+    """(tokens read, tokens written) of a request's prompt under ``--prefix-cache``: any
+    prefix for a dialect that caches by itself (nothing written is reported), only a
+    marked one for a dialect that caches what is marked."""
+    marked = dialect.marked_prefixes(body)
+    if marked is None:
+        hit = cache.lookup_and_remember(dialect.prompt_words(body))
+        return min(prompt_tokens, tokens_of_words(hit)), 0
+    read, written = cache.read_marked(*marked)
+    cached = min(prompt_tokens, tokens_of_words(read))
+    return cached, min(prompt_tokens - cached, tokens_of_words(read + written) - cached)

@@ -5,6 +5,10 @@ APIs do (openai 2.x, anthropic, google-genai, boto3 as installed; see their own 
 Each test sends one prompt twice; the second finds its prefix remembered. A prompt of 230
 words plus the few strings the SDK's body adds (the role) makes 4 whole blocks of 48 words
 (server/prefill.py): 192 words, 256 tokens cached (4/3 tokens per word).
+
+Anthropic and Bedrock Converse cache only a prefix the request marks (``cache_control``,
+``cachePoint``) and only from a minimum length (1,024 tokens in the emulation): there the
+prompt is 800 words, marked, and the whole marked prefix is written, then read.
 """
 
 from __future__ import annotations
@@ -30,11 +34,6 @@ CACHED = 256
 FAST = {"x-promptpath-rate": "0", "x-promptpath-tokens": "3"}
 
 
-def _prompt() -> str:
-    """230 words, the first one new: no other test's prompt shares its prefix."""
-    return " ".join([secrets.token_hex(4), *(["filler"] * 229)])
-
-
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
     with reference_server(
@@ -45,8 +44,12 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RefServer]:
         yield server
 
 
-def _twice(send: Any) -> tuple[Any, Any]:
-    prompt = _prompt()
+#: A marked prompt: 800 words (the first new), 1,067 tokens, over the emulation's minimum.
+MARKED_WORDS = 800
+
+
+def _twice(send: Any, words: int = 230) -> tuple[Any, Any]:
+    prompt = " ".join([secrets.token_hex(4), *(["filler"] * (words - 1))])
     return send(prompt), send(prompt)
 
 
@@ -88,25 +91,54 @@ def test_openai_sdk_reads_responses_input_tokens_details(cache: RefServer) -> No
     assert second.input_tokens_details.cached_tokens == CACHED
 
 
-def test_anthropic_sdk_reads_cache_read_input_tokens(cache: RefServer) -> None:
+def _anthropic_usages(cache: RefServer, *, marked: bool, words: int) -> tuple[Any, Any]:
     with sdk_http_client(anthropic, cache) as http:
         client = anthropic.Anthropic(
             base_url=cache.url, api_key="sk-ant-test", http_client=http, default_headers=FAST
         )
 
         def send(prompt: str) -> Any:
+            block: dict[str, Any] = {"type": "text", "text": prompt}
+            if marked:
+                block["cache_control"] = {"type": "ephemeral"}
             with client.messages.stream(
                 model="claude-3-5-haiku-latest",
                 max_tokens=8,
-                messages=[{"role": "user", "content": prompt}],
+                messages=[{"role": "user", "content": [block]}],
             ) as stream:
                 return stream.get_final_message().usage
 
-        first, second = _twice(send)
+        return _twice(send, words)
+
+
+def test_anthropic_sdk_reads_cache_creation_then_cache_read_input_tokens(
+    cache: RefServer,
+) -> None:
+    first, second = _anthropic_usages(cache, marked=True, words=MARKED_WORDS)
+    # The SDK's body adds "user" and "text" and the mark's "ephemeral": 803 words, all
+    # of them up to the marked block's end, 1,071 tokens (4/3 per word).
+    marked = (803 * 4 + 2) // 3
+    assert first.cache_creation_input_tokens == marked
     assert first.cache_read_input_tokens == 0
-    assert second.cache_read_input_tokens == CACHED
-    # Anthropic counts cached tokens outside input_tokens.
-    assert second.input_tokens == first.input_tokens - CACHED
+    assert second.cache_creation_input_tokens == 0
+    assert second.cache_read_input_tokens == marked
+    # Anthropic counts the cache's tokens outside input_tokens.
+    assert first.input_tokens == second.input_tokens == 0
+
+
+def test_anthropic_emulation_caches_no_unmarked_prompt(cache: RefServer) -> None:
+    """Anthropic caches only what a request marks: the same long prompt twice, unmarked,
+    is read and written by nobody (as the fit of the prefill probe would see it)."""
+    first, second = _anthropic_usages(cache, marked=False, words=MARKED_WORDS)
+    for usage in (first, second):
+        assert usage.cache_read_input_tokens == 0
+        assert usage.cache_creation_input_tokens == 0
+    assert second.input_tokens == first.input_tokens > 1000
+
+
+def test_anthropic_emulation_caches_no_marked_prefix_under_the_minimum(cache: RefServer) -> None:
+    first, second = _anthropic_usages(cache, marked=True, words=230)
+    assert second.cache_read_input_tokens == first.cache_creation_input_tokens == 0
 
 
 def test_google_genai_reads_cached_content_token_count(cache: RefServer) -> None:
@@ -133,7 +165,7 @@ def test_google_genai_reads_cached_content_token_count(cache: RefServer) -> None
     assert second.prompt_token_count == first.prompt_token_count  # inside it
 
 
-def test_boto3_reads_cache_read_input_tokens(cache: RefServer) -> None:
+def test_boto3_reads_cache_write_then_cache_read_input_tokens(cache: RefServer) -> None:
     bedrock = boto3.session.Session(
         aws_access_key_id=AKID, aws_secret_access_key=SECRET, region_name="us-east-1"
     ).client(
@@ -153,11 +185,20 @@ def test_boto3_reads_cache_read_input_tokens(cache: RefServer) -> None:
     def send(prompt: str) -> Any:
         stream = bedrock.converse_stream(
             modelId="anthropic.claude-3-haiku-20240307-v1:0",
-            messages=[{"role": "user", "content": [{"text": prompt}]}],
+            messages=[
+                {
+                    "role": "user",
+                    "content": [{"text": prompt}, {"cachePoint": {"type": "default"}}],
+                }
+            ],
         )["stream"]
         return next(e["metadata"]["usage"] for e in stream if "metadata" in e)
 
-    first, second = _twice(send)
+    first, second = _twice(send, MARKED_WORDS)
+    # The body's "user" and the point's "default": 802 words before the point's end.
+    marked = (802 * 4 + 2) // 3
     assert "cacheReadInputTokens" not in first
-    assert second["cacheReadInputTokens"] == CACHED
-    assert second["inputTokens"] == first["inputTokens"] - CACHED  # outside it
+    assert first["cacheWriteInputTokens"] == marked
+    assert second["cacheReadInputTokens"] == marked
+    assert "cacheWriteInputTokens" not in second
+    assert first["inputTokens"] == second["inputTokens"] == 0  # outside it

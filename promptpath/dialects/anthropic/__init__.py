@@ -7,7 +7,7 @@ inside its chunks (bedrock_invoke/).
 from __future__ import annotations
 
 from promptpath.core.timeline import ContentType, StreamEvent, Usage
-from promptpath.dialects.spec import JSON, DialectSpec, DocRow, httpx_client
+from promptpath.dialects.spec import JSON, DialectSpec, DocRow, cache_split, httpx_client
 from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Framing,
@@ -23,8 +23,10 @@ from promptpath.streams.dialect_base import (
 __all__ = [
     "ANTHROPIC_PYTHON",
     "ANTHROPIC_VERSION",
+    "CACHE_CONTROL",
     "SPEC",
     "AnthropicDecoder",
+    "content",
 ]
 
 
@@ -96,10 +98,30 @@ def _cached_usage(u: dict[str, object], output_tokens: object) -> Usage | None:
 ANTHROPIC_VERSION = "2023-06-01"
 
 
+#: Prompt caching's mark on a content block: the prefix up to and including the block is
+#: cached (for 5 minutes; the anthropic SDK's ``CacheControlEphemeralParam``).
+CACHE_CONTROL: JSON = {"type": "ephemeral"}
+
+
+def content(options: RunOptions) -> str | list[JSON]:
+    """The user turn's content: the prompt as one string, as the SDK's callers mostly
+    write it; with a prefix to cache (``cache_prefix``), text blocks, the prefix's
+    carrying ``cache_control`` (a string content cannot be marked). Bedrock's invoke of
+    Claude takes the same (bedrock_invoke/)."""
+    split = cache_split(options)
+    if split is None:
+        return options.prompt
+    head, rest = split
+    blocks: list[JSON] = [{"type": "text", "text": head, "cache_control": dict(CACHE_CONTROL)}]
+    if rest:
+        blocks.append({"type": "text", "text": rest})
+    return blocks
+
+
 def body(options: RunOptions) -> JSON:
     return {
         "model": options.model,
-        "messages": [{"role": "user", "content": options.prompt}],
+        "messages": [{"role": "user", "content": content(options)}],
         "max_tokens": options.max_tokens,
         "stream": True,
     }
@@ -120,6 +142,7 @@ SPEC = DialectSpec(
     client="anthropic-python",
     shapes=(ANTHROPIC_PYTHON,),
     body=body,
+    cache_mark="cache_control",
     version_headers=(("anthropic-version", ANTHROPIC_VERSION),),
     decoder=AnthropicDecoder,
     otel_provider="anthropic",

@@ -8,9 +8,18 @@ content_block_stop"): block 0 is the thinking, the text block comes next at inde
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar, Literal
 
-from promptpath.server.dialect import Dialect, ErrorReply, Event, Finish, JSONObject, RequestInfo
+from promptpath.server.dialect import (
+    Dialect,
+    ErrorReply,
+    Event,
+    Finish,
+    JSONObject,
+    RequestInfo,
+    marked_words,
+)
 
 __all__ = [
     "THINKING_SIGNATURE",
@@ -54,6 +63,17 @@ class Messages(Dialect):
         self._block: Block = "thinking" if info.reasoning > 0 else "text"
         self._index = 0
 
+    @classmethod
+    def marked_prefixes(cls, body: object) -> tuple[list[str], list[int]] | None:
+        """Prompt caching caches only up to a block marked ``cache_control`` (in the order
+        system, then messages): an unmarked request is never cached."""
+        if not isinstance(body, dict):
+            return [], []
+        return marked_words(
+            (body.get("system"), body.get("messages")),
+            lambda block: isinstance(block.get("cache_control"), Mapping),
+        )
+
     @property
     def message_id(self) -> str:
         return f"msg_{self.info.id}"
@@ -64,6 +84,7 @@ class Messages(Dialect):
     def _message(
         self, content: list[JSONObject], stop_reason: str | None, output_tokens: int
     ) -> JSONObject:
+        params = self.info.params
         return {
             "id": self.message_id,
             "type": "message",
@@ -73,11 +94,13 @@ class Messages(Dialect):
             "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": {
-                # input_tokens leaves the cached ones out (Anthropic's usage: the total
+                # input_tokens leaves the cache's out (Anthropic's usage: the total
                 # input is input_tokens + cache_creation_ + cache_read_input_tokens).
-                "input_tokens": self.info.params.prompt_tokens - self.info.params.cached_tokens,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": self.info.params.cached_tokens,
+                "input_tokens": params.prompt_tokens
+                - params.cached_tokens
+                - params.cache_write_tokens,
+                "cache_creation_input_tokens": params.cache_write_tokens,
+                "cache_read_input_tokens": params.cached_tokens,
                 "output_tokens": output_tokens,
             },
         }

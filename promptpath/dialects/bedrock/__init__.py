@@ -40,7 +40,7 @@ from urllib.parse import unquote
 
 from promptpath.core.media import EVENTSTREAM
 from promptpath.core.timeline import ContentType, EventKind, StreamEvent
-from promptpath.dialects.spec import JSON, ClientShape, DialectSpec, DocRow
+from promptpath.dialects.spec import JSON, ClientShape, DialectSpec, DocRow, cache_split
 from promptpath.options import RunOptions
 from promptpath.streams.dialect_base import (
     Frame,
@@ -57,6 +57,7 @@ from promptpath.streams.eventstream import EventStreamMessage
 
 __all__ = [
     "BOTO3",
+    "CACHE_POINT",
     "SIGNING_NAME",
     "SPEC",
     "BedrockConverseDecoder",
@@ -154,6 +155,7 @@ class BedrockConverseDecoder(_Bedrock):
                 u.get("inputTokens"),
                 u.get("outputTokens"),
                 cached=u.get("cacheReadInputTokens"),
+                cache_write=u.get("cacheWriteInputTokens"),
                 cached_apart=True,
             )
             latency = _obj(obj.get("metrics")).get("latencyMs")
@@ -182,12 +184,26 @@ def region_from_host(host: str) -> str | None:
 
 
 # -- the request --------------------------------------------------------------------------
+#: Converse's cache mark: a content block of its own, after what is to be cached.
+CACHE_POINT: JSON = {"type": "default"}
+
+
 def body(options: RunOptions) -> JSON:
     """boto3 1.44.8 converse_stream(modelId=M, messages=[...], inferenceConfig=...),
     observed on loopback: the model is in the path, the body only this (and the
-    guardrail's guardrailConfig when --guardrail asks for one)."""
+    guardrail's guardrailConfig when --guardrail asks for one). A prefix to cache
+    (``cache_prefix``) is a text block followed by a ``cachePoint`` block (botocore's
+    bedrock-runtime model: ``CachePointBlock``, type ``default``): Converse caches what
+    comes before the point."""
+    split = cache_split(options)
+    blocks: list[JSON] = [{"text": options.prompt}]
+    if split is not None:
+        head, rest = split
+        blocks = [{"text": head}, {"cachePoint": dict(CACHE_POINT)}]
+        if rest:
+            blocks.append({"text": rest})
     fields: JSON = {
-        "messages": [{"role": "user", "content": [{"text": options.prompt}]}],
+        "messages": [{"role": "user", "content": blocks}],
         "inferenceConfig": {"maxTokens": options.max_tokens},
     }
     rail = options.guardrail
@@ -244,6 +260,7 @@ SPEC = DialectSpec(
     client="boto3",
     shapes=(BOTO3,),
     body=body,
+    cache_mark="cachePoint",
     stream_type=EVENTSTREAM,
     guardrails=True,
     holds_answer=synchronous_guardrail,

@@ -26,6 +26,7 @@ from promptpath.server.dialect import (
     Event,
     Finish,
     JSONObject,
+    marked_words,
     stamped,
 )
 from promptpath.streams.eventstream import encode_message
@@ -183,6 +184,17 @@ class BedrockConverse(_BedrockEndpoint):
         return (body.get("messages"), body.get("system"))
 
     @classmethod
+    def marked_prefixes(cls, body: object) -> tuple[list[str], list[int]] | None:
+        """Converse caches only what comes before a ``cachePoint`` block (system, then
+        messages): an unmarked request is never cached."""
+        if not isinstance(body, dict):
+            return [], []
+        return marked_words(
+            (body.get("system"), body.get("messages")),
+            lambda block: isinstance(block.get("cachePoint"), Mapping),
+        )
+
+    @classmethod
     def guardrail(cls, body: object, headers: Mapping[str, str]) -> GuardrailMode | None:
         config = body.get("guardrailConfig") if isinstance(body, dict) else None
         if not isinstance(config, dict):
@@ -192,14 +204,18 @@ class BedrockConverse(_BedrockEndpoint):
     def _usage(self, output_tokens: int) -> JSONObject:
         prompt = self.info.params.prompt_tokens
         cached = self.info.params.cached_tokens
+        written = self.info.params.cache_write_tokens
         usage: JSONObject = {
-            # inputTokens leaves cache reads out (TokenUsage: cacheReadInputTokens apart).
-            "inputTokens": prompt - cached,
+            # inputTokens leaves the cache's out (TokenUsage: cacheReadInputTokens and
+            # cacheWriteInputTokens apart).
+            "inputTokens": prompt - cached - written,
             "outputTokens": output_tokens,
             "totalTokens": prompt + output_tokens,
         }
-        if cached:  # --prefix-cache
+        if cached:  # --prefix-cache, a marked prefix read
             usage["cacheReadInputTokens"] = cached
+        if written:  # --prefix-cache, a marked prefix written
+            usage["cacheWriteInputTokens"] = written
         return usage
 
     def opening(self) -> list[Event]:

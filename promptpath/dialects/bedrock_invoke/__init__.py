@@ -17,7 +17,7 @@ import re
 from dataclasses import replace
 
 from promptpath.core.timeline import StreamEvent
-from promptpath.dialects.anthropic import AnthropicDecoder
+from promptpath.dialects.anthropic import AnthropicDecoder, content
 from promptpath.dialects.bedrock import SPEC as CONVERSE
 from promptpath.dialects.bedrock import _Bedrock
 from promptpath.dialects.spec import JSON, DocRow, Headers
@@ -84,12 +84,13 @@ BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 
 def body(options: RunOptions) -> JSON:
     """invoke_model_with_response_stream sends the body the caller wrote, verbatim:
-    Anthropic's Messages body as Bedrock takes it (anthropic_version, no model); an
-    asynchronous guardrail's mode rides in it too."""
+    Anthropic's Messages body as Bedrock takes it (anthropic_version, no model; a prefix
+    to cache marked with ``cache_control`` as on Anthropic's own API); an asynchronous
+    guardrail's mode rides in it too."""
     fields: JSON = {
         "anthropic_version": BEDROCK_ANTHROPIC_VERSION,
         "max_tokens": options.max_tokens,
-        "messages": [{"role": "user", "content": options.prompt}],
+        "messages": [{"role": "user", "content": content(options)}],
     }
     rail = options.guardrail
     if rail is not None and rail.mode == "async":
@@ -115,6 +116,7 @@ SPEC = replace(
     path_patterns=(re.compile(r"/model/[^/]+/invoke-with-response-stream$"),),
     shapes=(),  # boto3's is converse's
     body=body,
+    cache_mark="cache_control",
     extra_headers=headers,
     decoder=BedrockInvokeDecoder,
     emulation="BedrockInvoke",

@@ -42,6 +42,11 @@ class BedrockInvoke(_BedrockEndpoint):
         return super().parse_request(body)
 
     @classmethod
+    def marked_prefixes(cls, body: object) -> tuple[list[str], list[int]] | None:
+        """Claude's body as on Anthropic's API: only a ``cache_control`` block is cached."""
+        return Messages.marked_prefixes(body)
+
+    @classmethod
     def guardrail(cls, body: object, headers: Mapping[str, str]) -> GuardrailMode | None:
         if not headers.get("x-amzn-bedrock-guardrailidentifier"):
             return None
@@ -67,8 +72,13 @@ class BedrockInvoke(_BedrockEndpoint):
         events = self._chunks(self._native.closing(finish, output_tokens, elapsed_ns))
         last = events[-1]
         assert isinstance(last.data, dict)
+        params = self.info.params
         metrics = {
-            "inputTokenCount": self.info.params.prompt_tokens,
+            # Like the native usage, the count leaves the prompt cache's reads and writes
+            # out (Bedrock's invocation log counts them apart: cacheReadInputTokenCount).
+            "inputTokenCount": params.prompt_tokens
+            - params.cached_tokens
+            - params.cache_write_tokens,
             "outputTokenCount": output_tokens,
             "invocationLatency": elapsed_ns // 1_000_000,
             "firstByteLatency": 0,

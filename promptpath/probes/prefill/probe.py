@@ -13,9 +13,10 @@ import dataclasses
 from promptpath.core.analysis import compute, reported_usage
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import Timeline
+from promptpath.dialects.plugins import dialect
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.prefill.prompts import estimate_tokens, prompt_of
+from promptpath.probes.prefill.prompts import cache_prefix, estimate_tokens, prompt_of
 from promptpath.probes.prefill.verdict import PROBE, CacheSample, Sample, judge
 
 #: Output tokens each probe request asks for: the first one is what is measured.
@@ -82,9 +83,14 @@ class PrefillProbe(Probe):
             nonlocal done, proxied
             done += 1
             ctx.progress(f"prefill: request {done} of {total}")
-            # One cold request each (no --warm second one: it would double the input tokens).
+            # One cold request each (no --warm second one: it would double the input tokens);
+            # the prefix before the question marked for caching where the API wants a mark.
             opts: RunOptions = dataclasses.replace(
-                ctx.options, prompt=prompt, max_tokens=out, warm=False
+                ctx.options,
+                prompt=prompt,
+                max_tokens=out,
+                warm=False,
+                cache_prefix=cache_prefix(prompt),
             )
             result = await trace(opts)
             tl = result.timeline
@@ -144,7 +150,13 @@ class PrefillProbe(Probe):
             if proxied
             else None
         )
-        finding = judge(samples, cache, repeats=repeats, rtt_note=note)
+        finding = judge(
+            samples,
+            cache,
+            repeats=repeats,
+            rtt_note=note,
+            cache_mark=dialect(ctx.options.provider).cache_mark,
+        )
         if failures:
             evidence = dict(finding.evidence, failures=failures[:5], failed=len(failures))
             finding = dataclasses.replace(finding, evidence=evidence)

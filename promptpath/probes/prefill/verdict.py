@@ -27,6 +27,11 @@ DOMINANT = 0.5
 VARIES = 0.2
 #: A cached repeat must be this much shorter (ms, and at least 2 residual SDs) to count.
 CACHE_FLOOR_MS = 5.0
+#: The shortest and longest of the minimum lengths (tokens) of a marked prefix that the
+#: APIs caching only what is marked will cache, by model (Anthropic's prompt-caching docs:
+#: 1,024 for most Claude models, 2,048 for the Haikus 3 and 3.5, 4,096 for Opus 4.5 and
+#: Haiku 4.5; Bedrock's are the same models').
+MARK_MINIMUMS = (1024, 4096)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,8 +87,10 @@ def judge(
     *,
     repeats: int,
     rtt_note: str | None = None,
+    cache_mark: str | None = None,
 ) -> Finding:
-    """The finding for the fit's ``samples`` and the ``cache`` repeats."""
+    """The finding for the fit's ``samples`` and the ``cache`` repeats; ``cache_mark``:
+    the mark the requests put on their prefix (an API that caches only what is marked)."""
     ok = [s for s in samples if math.isfinite(s.adjusted_ms)]
     line = fit_line([float(s.input_tokens) for s in ok], [s.adjusted_ms for s in ok])
     if line is None:
@@ -143,7 +150,7 @@ def judge(
         more = f"about {need} repeats per size would" if need else "more repeats would"
         summary += f"; the spread is too wide to tell the prefill slope: {more}"
         advice.append(f"--prefill-repeats {need or repeats * 4} (or larger --prefill-sizes)")
-    cache_verdict, cache_words, cache_evidence = _cache(cache, line, at_largest)
+    cache_verdict, cache_words, cache_evidence = _cache(cache, line, at_largest, cache_mark)
     evidence["cache"] = cache_evidence
     if cache_words:
         summary += "; " + cache_words
@@ -163,10 +170,10 @@ def _repeats_needed(line: Line, repeats: int) -> int | None:
 
 
 def _cache(
-    cache: Sequence[CacheSample], line: Line, at_largest: Sequence[Sample]
+    cache: Sequence[CacheSample], line: Line, at_largest: Sequence[Sample], mark: str | None
 ) -> tuple[Verdict, str, dict[str, object]]:
     if not cache:
-        return Verdict.PASS, "", {"repeats": 0}
+        return Verdict.PASS, "", {"repeats": 0, "mark": mark}
     reported = [c.cached_tokens for c in cache if c.cached_tokens is not None]
     best = max(reported, default=0)
     before = statistics.median(s.adjusted_ms for s in at_largest)
@@ -180,13 +187,21 @@ def _cache(
         "ttft_uncached_ms": round(before, 2),
         "ttft_cached_ms": round(after, 2),
         "shorter_ms": round(shorter, 2),
+        "mark": mark,
     }
     if best <= 0:
         said = "reported 0 cached tokens" if reported else "reported no cached tokens"
+        # A marked prefix shorter than the model's minimum is not cached, mark or no mark.
+        marked = (
+            f", though marked with {mark}: a marked prefix is cached only from a minimum"
+            f" length, {_n(MARK_MINIMUMS[0])}-{_n(MARK_MINIMUMS[1])} tokens by model"
+            if mark
+            else ""
+        )
         return (
             Verdict.WARN,
             f"prefix cache: a repeated prefix of {_n(cache[0].input_tokens)} tokens was never"
-            f" cached (the API {said}; TTFT {_signed(shorter)})",
+            f" cached (the API {said}; TTFT {_signed(shorter)}){marked}",
             evidence,
         )
     if shorter < floor:
