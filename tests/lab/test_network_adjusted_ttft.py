@@ -17,8 +17,9 @@ import pytest
 
 from tests.helpers import timing
 from tests.helpers.impairer import Impairment, impaired_path
+from tests.helpers.impairlab import require_impairer
 from tests.helpers.refserver import RefServer, reference_server
-from tests.lab.test_impaired_path import PRIORITY, _env, _lab
+from tests.lab.test_impaired_path import PRIORITY, _env
 
 pytestmark = pytest.mark.lab
 
@@ -69,7 +70,7 @@ def _run(path: Any, server: RefServer, http: str) -> dict[str, Any]:
 def test_ttft_network_adjusted_is_ttft_less_the_paths_round_trip(
     tmp_path: Path, http: str, source: str
 ) -> None:
-    _lab()
+    require_impairer()
     delay = Impairment(delay_ms=ONE_WAY_MS)
     serve = ["--ttft-ms", str(TTFT_MS), "--tokens", "3", "--rate", "0"]
     with (
