@@ -155,7 +155,8 @@ OWN: tuple[Flag, ...] = (
         ("--budget",),
         int,
         DEFAULT_BUDGET,
-        "Output tokens a watch may spend per UTC hour (0: no budget).",
+        "Tokens a watch may spend per UTC hour: each trace's --max-tokens, and the --probe"
+        " probes' stated tokens when they run (0: no budget).",
         "TOKENS",
     ),
     _row(

@@ -226,6 +226,23 @@ def test_the_budget_stops_a_watch_with_a_clear_message(server: RefServer) -> Non
     assert "budget reached: 12 of 12 tokens this hour (--budget-action stop)" in res.stderr
 
 
+def test_the_budget_counts_the_probes_stated_tokens_on_their_turns(server: RefServer) -> None:
+    # The buffering probe states 2 requests of --max-tokens (an identity comparison beside the
+    # gzip one): 8 tokens, so each trace that runs it costs 4 + 8. Charging --max-tokens
+    # alone let 6 traces through this budget (and the probes' tokens unbilled).
+    res = run_cli(
+        "watch",
+        url(server),
+        *("--interval", "0", "--count", "10", "--max-tokens", "4", "--jitter", "0"),
+        *("--probe", "buffering", "--probe-every", "1"),
+        *("--budget", "24", "--budget-action", "stop"),
+    )
+    assert res.exit_code == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 2, res.stdout  # 2 × (4 + 8) = the hour's 24
+    assert "budget reached: 24 of 24 tokens this hour (--budget-action stop)" in res.stderr
+    assert "the budget counts it" in res.stderr
+
+
 def test_runtime_control_refuses_other_methods_and_bad_controls(server: RefServer) -> None:
     import urllib.error
 

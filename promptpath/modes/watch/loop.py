@@ -51,6 +51,8 @@ class WatchMode:
         self.status = "starting"
         self.interval_s = watch.interval_s
         self.guard: CostGuard[bool] = CostGuard(max_in_flight=1)
+        #: The --probe probes' stated tokens, worked out once (None: not yet).
+        self._stated_probe_tokens: int | None = None
         self._wake = anyio.Event()
         self._live: Live | None = None
         self._writer: HistoryWriter | None = None
@@ -192,10 +194,26 @@ class WatchMode:
         return line_of(seq, at, doc), doc
 
     # -- spend --------------------------------------------------------------------------
+    def _probe_tokens(self, seq: int) -> int:
+        """What the --probe probes say they may spend, on a trace whose turn runs them
+        (their stated cost, as `probe` states it; the path probe sends no prompt)."""
+        if not self.plan.probes or (seq - 1) % self.watch.probe_every != 0:
+            return 0
+        if self._stated_probe_tokens is None:
+            from promptpath.probes.base import ProbeContext
+
+            ctx = ProbeContext(
+                options=self.plan.trace, result=None, settings=self.plan.probe_settings
+            )
+            self._stated_probe_tokens = sum(cls().cost(ctx).tokens for cls in self.plan.probes)
+        return self._stated_probe_tokens
+
     async def _budget_allows(self) -> bool:
         watch = self.watch
         if not watch.budget:
             return True
+        # The next trace's tokens, and its probes' when their turn comes with it.
+        cost = watch.cost_per_trace + self._probe_tokens(self.seq + 1)
         now = datetime.now(UTC)
         hour = now.replace(minute=0, second=0, microsecond=0)
         key = (self.plan.trace.target.host, "watch")
@@ -205,12 +223,10 @@ class WatchMode:
             day=hour,
             min_interval_s=0.0,
             budget=watch.budget,
-            cost=watch.cost_per_trace,
+            cost=cost,
         )
         if decision.action is not Action.OVER_BUDGET:
-            ticket = self.guard.started(
-                key, now=time.monotonic(), day=hour, cost=watch.cost_per_trace
-            )
+            ticket = self.guard.started(key, now=time.monotonic(), day=hour, cost=cost)
             self.guard.finished(key, True, ticket=ticket)
             return True
         turn = hour + timedelta(hours=1)
@@ -265,7 +281,7 @@ class WatchMode:
             names = ", ".join(p.name for p in self.plan.probes)
             self._say(
                 f"promptpath watch: probes every {watch.probe_every} traces: {names}"
-                " (each states its own cost when it runs)"
+                " (each states its own cost when it runs; the budget counts it)"
             )
 
     # -- history ------------------------------------------------------------------------
