@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from promptpath.core.findings import Finding, Verdict
 from promptpath.core.timeline import ServerControls, Timeline
 from promptpath.probes.settings import VIA_CHOICES as VIA_CHOICES
-from promptpath.probes.settings import ControlsVia, ProbeSettings
+from promptpath.probes.settings import CanarySettings, ControlsVia, ProbeSettings
 
 if TYPE_CHECKING:
     from promptpath.options import RunOptions
@@ -75,6 +75,32 @@ def canary_controls(
         ("truncate-after", "off"),
         ("error-after", "off"),
     )
+
+
+#: Slack for a paced canary request beyond its planned duration (handshakes, a
+#: retransmitted SYN).
+CANARY_MARGIN_S = 15.0
+
+
+def paced_request(
+    options: RunOptions,
+    prompt: str,
+    *,
+    tokens: int,
+    rate: float,
+    canary: CanarySettings,
+) -> RunOptions:
+    """A probe's own request for ``prompt``: with --canary, ``tokens`` paced at ``rate``
+    per second (one per event), its timeout the planned duration plus CANARY_MARGIN_S at
+    most; otherwise the prompt as the user's endpoint answers it."""
+    if not canary.on:
+        return options.derive(prompt=prompt)
+    paced = options.derive(
+        prompt=prompt,
+        max_tokens=tokens,
+        timeout=min(options.timeout, tokens / rate + CANARY_MARGIN_S),
+    )
+    return with_controls(paced, canary_controls(tokens=tokens, rate=rate), canary.controls)
 
 
 def with_controls(

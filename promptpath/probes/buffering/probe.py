@@ -18,7 +18,7 @@ from promptpath.probes.base import Cost, Probe, ProbeContext, register
 from promptpath.probes.buffering.compression import wants_identity_check, with_identity_check
 from promptpath.probes.buffering.mechanism import BEDROCK_GUARDRAIL_SYNC, ProviderHold
 from promptpath.probes.buffering.verdict import PROBE, judge
-from promptpath.probes.canary import canary_controls, check_controls, skipped, with_controls
+from promptpath.probes.canary import canary_controls, check_controls, paced_request, skipped
 from promptpath.probes.settings import CanarySettings
 from promptpath.tracer.request import offered_encodings, sent_header
 
@@ -35,21 +35,14 @@ COUNT_PROMPT = "Count from 1 to 200, one number per line."
 #: ~300 bytes), long enough for several flushes.
 CANARY_TOKENS = 60
 CANARY_RATE = 20.0
-#: Slack for the canary request beyond its planned duration.
-CANARY_MARGIN_S = 15.0
 CANARY_CONTROLS = canary_controls(tokens=CANARY_TOKENS, rate=CANARY_RATE)
 
 
 def probe_request(options: RunOptions, canary: CanarySettings) -> RunOptions:
     """The probe's own request: a long stream, never a warm second request."""
-    if canary.on:
-        paced = options.derive(
-            prompt=COUNT_PROMPT,
-            max_tokens=CANARY_TOKENS,
-            timeout=min(options.timeout, CANARY_TOKENS / CANARY_RATE + CANARY_MARGIN_S),
-        )
-        return with_controls(paced, CANARY_CONTROLS, canary.controls)
-    return options.derive(prompt=COUNT_PROMPT)
+    return paced_request(
+        options, COUNT_PROMPT, tokens=CANARY_TOKENS, rate=CANARY_RATE, canary=canary
+    )
 
 
 def identity_options(options: RunOptions) -> RunOptions:

@@ -26,7 +26,7 @@ from promptpath.core.findings import Finding
 from promptpath.core.timeline import Timeline
 from promptpath.options import RunOptions
 from promptpath.probes.base import Cost, Probe, ProbeContext, register
-from promptpath.probes.canary import canary_controls, check_controls, skipped, with_controls
+from promptpath.probes.canary import canary_controls, check_controls, paced_request, skipped
 from promptpath.probes.hol.measure import (
     GroupMeasure,
     Span,
@@ -48,20 +48,13 @@ COUNT_PROMPT = "Count from 1 to 200, one number per line."
 #: (the lab test's figures), and its 20 ms cadence sits well under a retransmission.
 CANARY_TOKENS = 200
 CANARY_RATE = 50.0
-#: Slack for each group beyond its planned duration (handshakes, a retransmitted SYN).
-CANARY_MARGIN_S = 15.0
 
 
 def probe_request(options: RunOptions, canary: CanarySettings) -> RunOptions:
     """The probe's own prompt: a paced canary stream, or a counting prompt."""
-    if canary.on:
-        paced = options.derive(
-            prompt=COUNT_PROMPT,
-            max_tokens=CANARY_TOKENS,
-            timeout=min(options.timeout, CANARY_TOKENS / CANARY_RATE + CANARY_MARGIN_S),
-        )
-        return with_controls(paced, CANARY_CONTROLS, canary.controls)
-    return options.derive(prompt=COUNT_PROMPT)
+    return paced_request(
+        options, COUNT_PROMPT, tokens=CANARY_TOKENS, rate=CANARY_RATE, canary=canary
+    )
 
 
 CANARY_CONTROLS = canary_controls(tokens=CANARY_TOKENS, rate=CANARY_RATE)
